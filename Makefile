@@ -1,0 +1,40 @@
+# Two commands do all set-up: `make run` and `make test` (see README.md).
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: run test lint typecheck unit system-deps bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $(STAMP)
+
+# Debian packages the tests drive for real (rpm to build RPM databases, skopeo/umoci to
+# cross-check image formats, docker-registry for registry tests). Installed only when missing.
+system-deps:
+	@bash scripts/system-deps.sh
+
+run: $(STAMP)
+	@bash scripts/run.sh
+
+lint: $(STAMP)
+	$(BIN)/ruff check scanner app tests bench
+	$(BIN)/ruff format --check scanner app tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP) system-deps
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/python bench/scan.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

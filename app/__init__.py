@@ -1,0 +1,1 @@
+"""gpuprov service: fleet inventory, policy, gate and dashboard over ingested CycloneDX BOMs."""

@@ -1,0 +1,250 @@
+"""CycloneDX encoder: `ScanResult` -> CycloneDX 1.6 (or 1.7) JSON via cyclonedx-python-lib.
+
+The asset is ``metadata.component``; owner packages are ``library`` components; every GPU
+library file is a ``file`` component carrying the ``gpuprov:`` properties (scanner/vocabulary.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+from urllib.parse import quote
+
+from scanner import vocabulary as V
+from scanner.errors import OutputError
+from scanner.model import AssetKind, Evidence, GpuLibrary, Package, ScanResult
+
+SPEC_VERSIONS = ("1.6", "1.7")
+
+_TECHNIQUE = {
+    "filename": "FILENAME",
+    "binary-analysis": "BINARY_ANALYSIS",
+    "manifest-analysis": "MANIFEST_ANALYSIS",
+    "hash-comparison": "HASH_COMPARISON",
+    "attestation": "ATTESTATION",
+}
+_IDENTITY_FIELD = {"version": "VERSION", "name": "NAME", "family": "NAME", "hash": "HASH"}
+
+
+def _schema(spec_version: str) -> Any:
+    from cyclonedx.schema import SchemaVersion
+
+    try:
+        return {"1.6": SchemaVersion.V1_6, "1.7": SchemaVersion.V1_7}[spec_version]
+    except KeyError:
+        raise OutputError(
+            f"unsupported CycloneDX spec version {spec_version!r}; choose one of "
+            + ", ".join(SPEC_VERSIONS)
+        ) from None
+
+
+def _props(pairs: Iterable[tuple[str, str | None]]) -> list[Any]:
+    from cyclonedx.model import Property
+
+    return [Property(name=k, value=v) for k, v in pairs if v not in (None, "")]
+
+
+def _oci_purl(result: ScanResult) -> Any:
+    from packageurl import PackageURL
+
+    asset = result.asset
+    name = asset.name.split("@")[0]
+    repo = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    last = repo.rsplit("/", 1)[-1].lower() or "image"
+    qualifiers: dict[str, str] = {}
+    if "/" in repo:
+        qualifiers["repository_url"] = repo
+    if asset.platform and "/" in asset.platform:
+        qualifiers["arch"] = asset.platform.split("/")[1]
+    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else None
+    if tag:
+        qualifiers["tag"] = tag
+    return PackageURL(type="oci", name=last, version=asset.digest, qualifiers=qualifiers or None)
+
+
+def _asset_component(result: ScanResult) -> Any:
+    from cyclonedx.model.component import Component, ComponentType
+
+    asset = result.asset
+    labels = [(f"{V.ASSET_LABEL_PREFIX}{k}", v) for k, v in asset.labels]
+    if asset.kind is AssetKind.IMAGE:
+        props = _props(
+            [
+                (V.ASSET_KIND, "image"),
+                (V.IMAGE_DIGEST, asset.digest),
+                (V.IMAGE_REFERENCE, asset.reference),
+                (V.IMAGE_PLATFORM, asset.platform),
+                *labels,
+            ]
+        )
+        return Component(
+            type=ComponentType.CONTAINER,
+            name=asset.name,
+            version=asset.digest,
+            purl=_oci_purl(result) if asset.digest else None,
+            bom_ref="asset",
+            properties=props,
+        )
+    props = _props(
+        [
+            (V.ASSET_KIND, "host"),
+            (V.HOST_HOSTNAME, asset.name),
+            (V.HOST_MACHINE_ID, asset.machine_id),
+            *labels,
+        ]
+    )
+    return Component(
+        type=ComponentType.OPERATING_SYSTEM,
+        name=asset.name,
+        bom_ref="asset",
+        properties=props,
+    )
+
+
+def _package_component(pkg: Package) -> Any:
+    from cyclonedx.model.component import Component, ComponentType
+    from packageurl import PackageURL
+
+    return Component(
+        type=ComponentType.LIBRARY,
+        name=pkg.name,
+        version=pkg.version,
+        purl=PackageURL.from_string(pkg.purl),
+        bom_ref=pkg.purl,
+        properties=_props(
+            [("gpuprov:package:manager", pkg.manager), ("gpuprov:package:db", pkg.source)]
+        ),
+    )
+
+
+def _evidence(lib: GpuLibrary) -> Any:
+    from cyclonedx.model.component_evidence import (
+        AnalysisTechnique,
+        ComponentEvidence,
+        Identity,
+        IdentityField,
+        Method,
+        Occurrence,
+    )
+
+    by_field: dict[str, list[Evidence]] = {}
+    for ev in lib.ident.evidence:
+        if ev.field in _IDENTITY_FIELD:
+            by_field.setdefault(_IDENTITY_FIELD[ev.field], []).append(ev)
+    identities = []
+    for field_name, evs in sorted(by_field.items()):
+        methods = [
+            Method(
+                technique=getattr(AnalysisTechnique, _TECHNIQUE.get(ev.method, "OTHER")),
+                confidence=Decimal(str(ev.confidence.score)),
+                value=f"{ev.source}: {ev.value}",
+            )
+            for ev in evs
+        ]
+        best = max(Decimal(str(ev.confidence.score)) for ev in evs)
+        concluded = lib.ident.version if field_name == "VERSION" else lib.ident.family
+        identities.append(
+            Identity(
+                field=getattr(IdentityField, field_name),
+                confidence=best,
+                concluded_value=concluded,
+                methods=methods,
+            )
+        )
+    occurrences = [Occurrence(location=p) for p in (lib.ref.path, *lib.aliases)]
+    return ComponentEvidence(identity=identities or None, occurrences=occurrences)
+
+
+def _file_ref(lib: GpuLibrary) -> str:
+    return "file:" + quote(lib.ref.path, safe="/._-+")
+
+
+def _file_component(lib: GpuLibrary) -> Any:
+    from cyclonedx.model import HashAlgorithm, HashType
+    from cyclonedx.model.component import Component, ComponentType
+
+    hashes = []
+    if lib.digests is not None:
+        hashes.append(HashType(alg=HashAlgorithm.SHA_256, content=lib.digests.sha256))
+        if lib.digests.md5:
+            hashes.append(HashType(alg=HashAlgorithm.MD5, content=lib.digests.md5))
+    ident = lib.ident
+    props = _props(
+        [
+            (V.FILE_PATH, lib.ref.path),
+            (V.FILE_ALIASES, ",".join(lib.aliases)),
+            (V.LIBRARY_FAMILY, ident.family),
+            (V.LIBRARY_COMPONENT, ident.component),
+            (V.LIBRARY_VERSION, ident.version),
+            (V.LIBRARY_CUDA_MAJOR, str(ident.cuda_major) if ident.cuda_major else None),
+            (V.LIBRARY_ARCH, ident.arch),
+            (V.LIBRARY_SONAME, ident.soname),
+            (V.OWNER_PURL, lib.owner.purl if lib.owner else None),
+            (V.INTEGRITY, lib.integrity.value),
+            (V.INTEGRITY_REASON, lib.integrity_reason),
+            (V.LAYER, lib.ref.layer),
+            *((V.NOTE, n) for n in lib.notes),
+        ]
+    )
+    return Component(
+        type=ComponentType.FILE,
+        name=lib.ref.path,
+        version=ident.version,
+        bom_ref=_file_ref(lib),
+        hashes=hashes,
+        properties=props,
+        evidence=_evidence(lib),
+    )
+
+
+def build_bom(result: ScanResult) -> Any:
+    """Build the cyclonedx-python-lib `Bom` for a scan result."""
+    from cyclonedx.model.bom import Bom
+    from cyclonedx.model.component import Component, ComponentType
+
+    bom = Bom()
+    asset = _asset_component(result)
+    bom.metadata.component = asset
+    bom.metadata.tools.components.add(
+        Component(type=ComponentType.APPLICATION, name="gpuprov", version=result.tool_version)
+    )
+    meta_props = [(V.SCAN_FINDING, f"{f.kind}: {f.message}") for f in result.findings]
+    meta_props += [(V.SCAN_SKIPPED, f"{s.stage}: {s.path}: {s.reason}") for s in result.skipped]
+    for p in _props(meta_props):
+        bom.metadata.properties.add(p)
+
+    pkg_components = {pkg.purl: _package_component(pkg) for pkg in result.packages}
+    for comp in pkg_components.values():
+        bom.components.add(comp)
+    files_by_owner: dict[str, list[Any]] = {}
+    unowned = []
+    for lib in result.libraries:
+        comp = _file_component(lib)
+        bom.components.add(comp)
+        if lib.owner is not None and lib.owner.purl in pkg_components:
+            files_by_owner.setdefault(lib.owner.purl, []).append(comp)
+        else:
+            unowned.append(comp)
+    for purl, files in files_by_owner.items():
+        bom.register_dependency(pkg_components[purl], files)
+    bom.register_dependency(asset, [*pkg_components.values(), *unowned])
+    return bom
+
+
+def to_json(result: ScanResult, spec_version: str = "1.6") -> str:
+    """Serialize a scan result as CycloneDX JSON of the given spec version."""
+    from cyclonedx.output import OutputFormat, make_outputter
+
+    schema = _schema(spec_version)
+    bom = build_bom(result)
+    outputter = make_outputter(bom, OutputFormat.JSON, schema)
+    return str(outputter.output_as_string(indent=2))
+
+
+def validate_json(document: str, spec_version: str = "1.6") -> str | None:
+    """Validate a CycloneDX JSON document against its schema; the first error or None."""
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    error = JsonStrictValidator(_schema(spec_version)).validate_str(document)
+    return None if error is None else str(error)

@@ -1,0 +1,233 @@
+"""Command line of the scanner agent: the only place that prints or exits.
+
+Exit codes (stable, documented in docs/cli.md): 0 clean, 1 findings matched ``--fail-on``
+(or a verification was rejected), 2 usage error or unreadable target.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scanner import __version__
+from scanner.errors import ScannerError
+
+EXIT_OK = 0
+EXIT_FINDINGS = 1
+EXIT_USAGE = 2
+
+app = typer.Typer(
+    name="gpuprov",
+    help="Inventory and provenance of GPU libraries (cuDNN, CUDA, NCCL, ...) in hosts and images.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+class Format(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    CYCLONEDX = "cyclonedx"
+
+
+FAIL_ON_KINDS = ("modified", "unowned", "mixed", "no-record")
+
+
+def err(message: str) -> None:
+    """Print a message for the user on stderr."""
+    typer.echo(message, err=True)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"gpuprov {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_callback, is_eager=True)
+    ] = False,
+) -> None:
+    """gpuprov: which GPU libraries run where, are they the vendor's bytes, may this ship?"""
+
+
+def _parse_fail_on(value: str | None) -> set[str]:
+    if not value:
+        return set()
+    kinds = {v.strip() for v in value.split(",") if v.strip()}
+    unknown = kinds - set(FAIL_ON_KINDS)
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown kind(s) {', '.join(sorted(unknown))}; choose from {', '.join(FAIL_ON_KINDS)}",
+            param_hint="--fail-on",
+        )
+    return kinds
+
+
+def _parse_size(value: str | None) -> int | None:
+    if value is None:
+        return None
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    v = value.strip().lower().removesuffix("b").removesuffix("i")
+    try:
+        if v and v[-1] in units:
+            return int(float(v[:-1]) * units[v[-1]])
+        return int(v)
+    except ValueError:
+        raise typer.BadParameter(f"not a size: {value!r} (e.g. 64G)") from None
+
+
+@app.command()
+def scan(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A directory (host root such as / or /host), oci:DIR[:TAG], "
+            "oci-archive:FILE[:TAG], docker-archive:FILE, or a tar file (format sniffed)."
+        ),
+    ],
+    fmt: Annotated[
+        Format | None,
+        typer.Option(
+            "--format", "-f", help="Output format (default: table on a terminal, else cyclonedx)."
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write the report to FILE.")
+    ] = None,
+    spec_version: Annotated[
+        str, typer.Option("--spec-version", help="CycloneDX spec version: 1.6 or 1.7.")
+    ] = "1.6",
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            help="Exit 1 when any of these is found: " + ",".join(FAIL_ON_KINDS) + ".",
+        ),
+    ] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option("--cache-dir", help="Cache directory (~/.cache/gpuprov).")
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Neither read nor write caches.")
+    ] = False,
+    all_filesystems: Annotated[
+        bool,
+        typer.Option("--all-filesystems", help="Host scans: cross into other mounted filesystems."),
+    ] = False,
+    include: Annotated[
+        list[str] | None,
+        typer.Option("--include", help="Host scans: walk only this subtree (repeatable)."),
+    ] = None,
+    platform: Annotated[
+        str | None, typer.Option("--platform", help="os/arch in a multi-arch image index.")
+    ] = None,
+    max_ratio: Annotated[
+        float | None, typer.Option("--max-ratio", help="Refuse layers expanding more than this.")
+    ] = None,
+    max_size: Annotated[
+        str | None,
+        typer.Option("--max-size", help="Refuse images expanding past this size (e.g. 64G)."),
+    ] = None,
+    workers: Annotated[
+        int, typer.Option("--workers", help="Hashing threads (0: one per CPU).")
+    ] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+) -> None:
+    """Scan a host root or a container image for GPU libraries and report them."""
+    from scanner.pipeline import ScanOptions, run_scan
+
+    fail_kinds = _parse_fail_on(fail_on)
+    total = _parse_size(max_size)
+    if spec_version not in ("1.6", "1.7"):
+        raise typer.BadParameter("choose 1.6 or 1.7", param_hint="--spec-version")
+    chosen = fmt or (Format.TABLE if sys.stdout.isatty() and output is None else Format.CYCLONEDX)
+    progress = None
+    bar = None
+    if not quiet and sys.stderr.isatty():
+        from rich.progress import Progress
+
+        bar = Progress(transient=True)
+        task = bar.add_task("scanning", total=None)
+
+        def progress(stage: str, done: int, total_n: int) -> None:
+            bar.update(task, description=stage, completed=done, total=total_n or None)
+
+        bar.start()
+    try:
+        result = run_scan(
+            target,
+            ScanOptions(
+                cache_dir=cache_dir,
+                use_cache=not no_cache,
+                all_filesystems=all_filesystems,
+                include=tuple(include or ()),
+                platform=platform,
+                workers=workers,
+                max_ratio=max_ratio,
+                max_total_bytes=total,
+                progress=progress,
+            ),
+        )
+    except ScannerError as e:
+        err(f"error: {e}")
+        raise typer.Exit(EXIT_USAGE) from None
+    finally:
+        if bar is not None:
+            bar.stop()
+
+    if chosen is Format.TABLE:
+        from scanner.report import render_table
+
+        if output is not None:
+            with open(output, "w", encoding="utf-8") as fh:
+                render_table(result, fh, color=False)
+        else:
+            render_table(result, sys.stdout, color=sys.stdout.isatty())
+    else:
+        if chosen is Format.JSON:
+            from scanner.report import to_json
+
+            text = to_json(result)
+        else:
+            from scanner.bom.cyclonedx import to_json as bom_json
+
+            text = bom_json(result, spec_version)
+        _write(text, output)
+
+    for s in result.skipped:
+        if chosen is not Format.TABLE and not quiet:
+            err(f"skipped: {s.stage}: {s.path}: {s.reason}")
+    matched = [f for f in result.findings if f.kind in fail_kinds]
+    if matched:
+        for f in matched:
+            err(f"fail-on {f.kind}: {', '.join(f.paths) or f.message}")
+        raise typer.Exit(EXIT_FINDINGS)
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.write(text)
+        if not text.endswith("\n"):
+            sys.stdout.write("\n")
+        return
+    tmp = output.with_name(output.name + f".tmp{os.getpid()}")
+    try:
+        tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+        os.replace(tmp, output)
+    except OSError as e:
+        err(f"error: cannot write {output}: {e.strerror}")
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def main() -> None:
+    """Console entry point of the scanner-only CLI."""
+    app()

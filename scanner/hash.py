@@ -1,0 +1,247 @@
+"""Hash stage: streaming SHA-256 (plus MD5 where an owner recorded it) in one read per file.
+
+Files are hashed in parallel threads: hashlib releases the GIL on large buffers, so two
+threads keep two cores busy. Memory stays bounded by the chunk size whatever the file size.
+Host scans keep a digest cache keyed by (device, inode, size, mtime_ns).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import queue
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from scanner.errors import HashError
+from scanner.model import Digests, ElfFacts, FileFacts, Sha256
+
+CHUNK = 4 * 1024 * 1024
+#: Bumped when what the cache stores changes meaning.
+CACHE_SCHEMA = "1"
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def hash_file(path: str, *, md5: bool = False) -> Digests:
+    """Hash a file on this machine in one sequential read."""
+    sha = hashlib.sha256()
+    m = hashlib.md5(usedforsecurity=False) if md5 else None
+    size = 0
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise HashError(f"{path}: cannot open for hashing: {e.strerror}") from e
+    try:
+        with contextlib.suppress(AttributeError, OSError):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        while True:
+            n = os.readv(fd, [buf])
+            if n == 0:
+                break
+            chunk = view[:n]
+            sha.update(chunk)
+            if m is not None:
+                m.update(chunk)
+            size += n
+    except OSError as e:
+        raise HashError(f"{path}: read failed while hashing: {e.strerror}") from e
+    finally:
+        os.close(fd)
+    return Digests(size=size, sha256=Sha256(sha.hexdigest()), md5=m.hexdigest() if m else None)
+
+
+class SpoolingHasher:
+    """Hashes a stream while copying it to a private spool file, overlapping the two with the
+    producer: the caller's thread keeps decompressing while a worker hashes and writes.
+
+    Used for image layers, where a file's bytes pass by exactly once and ELF analysis needs
+    random access afterwards.
+    """
+
+    def __init__(self, spool_dir: str | None, *, md5: bool) -> None:
+        self._sha = hashlib.sha256()
+        self._md5 = hashlib.md5(usedforsecurity=False) if md5 else None
+        fd, self.path = tempfile.mkstemp(prefix="gpuprov-spool-", dir=spool_dir)
+        self._file = os.fdopen(fd, "wb", buffering=0)
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
+        self._error: BaseException | None = None
+        self._worker = threading.Thread(target=self._run, name="gpuprov-spool", daemon=True)
+        self._worker.start()
+        self.size = 0
+
+    def _run(self) -> None:
+        while True:
+            chunk = self._queue.get()
+            if chunk is None:
+                return
+            if self._error is not None:
+                continue
+            try:
+                self._sha.update(chunk)
+                if self._md5 is not None:
+                    self._md5.update(chunk)
+                self._file.write(chunk)
+            except BaseException as e:  # surfaced to the caller in finish()
+                self._error = e
+
+    def feed(self, stream: IO[bytes], size: int) -> None:
+        """Read exactly ``size`` bytes from ``stream`` (fewer means a truncated entry)."""
+        remaining = size
+        while remaining > 0:
+            chunk = stream.read(min(CHUNK, remaining))
+            if not chunk:
+                raise HashError(f"stream ended {remaining} bytes early")
+            remaining -= len(chunk)
+            self.size += len(chunk)
+            self._queue.put(chunk)
+
+    def finish(self) -> Digests:
+        """Wait for the worker and return the digests; the spool file stays for analysis."""
+        self._queue.put(None)
+        self._worker.join()
+        self._file.close()
+        if self._error is not None:
+            raise HashError(f"spooling failed: {self._error}") from self._error
+        md5 = self._md5.hexdigest() if self._md5 is not None else None
+        return Digests(size=self.size, sha256=Sha256(self._sha.hexdigest()), md5=md5)
+
+    def discard(self) -> None:
+        """Stop the worker if still running and remove the spool file."""
+        if self._worker.is_alive():
+            self._queue.put(None)
+            self._worker.join()
+        with contextlib.suppress(OSError):
+            self._file.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+
+def facts_to_json(facts: FileFacts) -> dict[str, Any]:
+    """Serialize facts for the on-disk caches (tuples become lists)."""
+    d = facts.digests
+    out: dict[str, Any] = {"size": d.size, "sha256": d.sha256, "md5": d.md5, "error": facts.error}
+    if facts.elf is not None:
+        e = facts.elf
+        out["elf"] = {
+            "machine": e.machine,
+            "soname": e.soname,
+            "needed": list(e.needed),
+            "version_ints": [list(p) for p in e.version_ints],
+            "markers": list(e.markers),
+            "version_strings": list(e.version_strings),
+            "cudart_build": e.cudart_build,
+            "referenced_cuda_majors": list(e.referenced_cuda_majors),
+        }
+    return out
+
+
+def facts_from_json(data: dict[str, Any]) -> FileFacts:
+    """Inverse of `facts_to_json`; raises KeyError/TypeError/ValueError on a corrupt entry."""
+    digests = Digests(size=int(data["size"]), sha256=Sha256(str(data["sha256"])), md5=data["md5"])
+    elf = None
+    if data.get("elf") is not None:
+        e = data["elf"]
+        elf = ElfFacts(
+            machine=str(e["machine"]),
+            soname=e["soname"],
+            needed=tuple(e["needed"]),
+            version_ints=tuple((str(n), int(v)) for n, v in e["version_ints"]),
+            markers=tuple(e["markers"]),
+            version_strings=tuple(e["version_strings"]),
+            cudart_build=e["cudart_build"],
+            referenced_cuda_majors=tuple(int(x) for x in e["referenced_cuda_majors"]),
+        )
+    return FileFacts(digests=digests, elf=elf, error=data.get("error"))
+
+
+class HostFactsCache:
+    """Facts of host files keyed by (device, inode, size, mtime_ns), persisted as one JSON file.
+
+    An unchanged file is neither re-read nor re-analyzed on the next scan; any change of the
+    key (a rewrite, a replaced inode, a touched mtime) misses the cache.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self._path = path
+        self._entries: dict[str, dict[str, Any]] = {}
+        self._dirty = False
+        self._lock = threading.Lock()
+        if path is not None and path.exists():
+            try:
+                raw = json.loads(path.read_text())
+                if raw.get("schema") == CACHE_SCHEMA and isinstance(raw.get("entries"), dict):
+                    self._entries = raw["entries"]
+            except (OSError, ValueError, AttributeError):
+                self._entries = {}  # a corrupt cache is rebuilt, never trusted
+
+    @staticmethod
+    def _key(stat_key: tuple[int, int, int, int], version: str) -> str:
+        return f"{version}:{stat_key[0]}:{stat_key[1]}:{stat_key[2]}:{stat_key[3]}"
+
+    def get(
+        self, stat_key: tuple[int, int, int, int], version: str, *, need_md5: bool
+    ) -> FileFacts | None:
+        """Cached facts for this exact file state, or None."""
+        raw = self._entries.get(self._key(stat_key, version))
+        if raw is None:
+            return None
+        try:
+            facts = facts_from_json(raw)
+        except (KeyError, TypeError, ValueError):
+            return None
+        if need_md5 and facts.digests.md5 is None:
+            return None
+        return facts
+
+    def put(self, stat_key: tuple[int, int, int, int], version: str, facts: FileFacts) -> None:
+        with self._lock:
+            self._entries[self._key(stat_key, version)] = facts_to_json(facts)
+            self._dirty = True
+
+    def save(self) -> None:
+        """Write the cache atomically (temp file + rename) when it changed."""
+        if self._path is None or not self._dirty:
+            return
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"schema": CACHE_SCHEMA, "entries": self._entries}))
+        os.replace(tmp, self._path)
+        self._dirty = False
+
+
+def run_parallel(
+    items: list[T],
+    fn: Callable[[T], R],
+    *,
+    workers: int,
+    on_done: Callable[[T, R], None] | None = None,
+) -> list[R]:
+    """Apply ``fn`` to every item on ``workers`` threads, largest-first order left to the caller."""
+    if workers <= 1 or len(items) <= 1:
+        out = []
+        for it in items:
+            r = fn(it)
+            if on_done:
+                on_done(it, r)
+            out.append(r)
+        return out
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuprov-hash") as pool:
+        futures = [pool.submit(fn, it) for it in items]
+        results = []
+        for it, f in zip(items, futures, strict=True):
+            r = f.result()
+            if on_done:
+                on_done(it, r)
+            results.append(r)
+        return results

@@ -1,0 +1,225 @@
+"""Frozen values shared by every scanner stage.
+
+Each stage of the pipeline (source -> catalog -> detect -> hash -> verify -> bom) takes and
+returns these values; nothing here touches a filesystem.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NewType
+
+#: Lowercase hexadecimal SHA-256 digest (64 chars), without an algorithm prefix.
+Sha256 = NewType("Sha256", str)
+#: An OCI content digest with its algorithm, e.g. ``sha256:ab12...``.
+OciDigest = NewType("OciDigest", str)
+
+
+class AssetKind(StrEnum):
+    HOST = "host"
+    IMAGE = "image"
+
+
+class NodeKind(StrEnum):
+    FILE = "file"
+    DIR = "dir"
+    SYMLINK = "symlink"
+    OTHER = "other"  # devices, fifos, sockets: listed, never read
+
+
+class Integrity(StrEnum):
+    VERIFIED = "verified"
+    MODIFIED = "modified"
+    NO_RECORD = "no-record"
+    UNOWNED = "unowned"
+
+
+class Confidence(StrEnum):
+    """How much a piece of evidence is worth; mapped to CycloneDX's 0..1 confidence."""
+
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    @property
+    def score(self) -> float:
+        return {"high": 0.9, "medium": 0.6, "low": 0.3}[self.value]
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """Something the scan could not handle, kept as data so every output shows it."""
+
+    path: str
+    reason: str
+    stage: str  # "source", "catalog", "detect", "hash", ...
+
+
+@dataclass(frozen=True, slots=True)
+class AssetInfo:
+    """What is being scanned: a host root or an image."""
+
+    kind: AssetKind
+    name: str  # hostname, or image reference without transport (e.g. "demo/cuda:12")
+    reference: str  # the target as the user gave it
+    digest: OciDigest | None = None  # image manifest digest
+    config_digest: OciDigest | None = None
+    machine_id: str | None = None
+    platform: str | None = None  # "linux/amd64"
+    env: tuple[tuple[str, str], ...] = ()  # image config Env, in order
+    labels: tuple[tuple[str, str], ...] = ()  # image config Labels, sorted
+    layers: tuple[OciDigest, ...] = ()  # layer digests, base first
+
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
+    def label_dict(self) -> dict[str, str]:
+        return dict(self.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class Digests:
+    """Digests of one file's bytes, computed in a single read."""
+
+    size: int
+    sha256: Sha256
+    md5: str | None = None  # only computed when an owner may have recorded MD5 (dpkg)
+
+
+@dataclass(frozen=True, slots=True)
+class ElfFacts:
+    """What static ELF analysis found in a shared library."""
+
+    machine: str  # "x86_64", "aarch64", ...
+    soname: str | None = None
+    needed: tuple[str, ...] = ()
+    #: exported integer version objects, e.g. ("cudnn_graph_version", 0x090100)
+    version_ints: tuple[tuple[str, int], ...] = ()
+    #: version marker strings, e.g. "cudnn_version_9_1_0_70_c34102860_e0"
+    markers: tuple[str, ...] = ()
+    #: other version strings found in read-only data (e.g. NVML's "535.309.01")
+    version_strings: tuple[str, ...] = ()
+    #: CUDA runtime version the library was built against, as CUDA encodes it (12040 = 12.4)
+    cudart_build: int | None = None
+    #: CUDA major versions referenced by name ("libcublasLt.so.12" -> 12)
+    referenced_cuda_majors: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FileFacts:
+    """Content-derived facts of one candidate file (cached per layer or per inode)."""
+
+    digests: Digests
+    elf: ElfFacts | None = None
+    error: str | None = None  # why ELF analysis failed (truncated, not ELF, ...)
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """A file's identity: its real absolute path inside the root and the layer it came from."""
+
+    path: str
+    layer: OciDigest | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A file whose name looks like a GPU library, with every alias that resolves to it."""
+
+    ref: FileRef
+    size: int
+    aliases: tuple[str, ...] = ()  # symlink paths (absolute, inside the root) pointing here
+    facts: FileFacts | None = None  # filled by image sources during the layer read
+    host_path: str | None = None  # where the bytes can be read on this machine (host sources)
+    stat_key: tuple[int, int, int, int] | None = None  # (dev, ino, size, mtime_ns) for caching
+
+
+@dataclass(frozen=True, slots=True)
+class OwnedFile:
+    """One file as an owner package recorded it."""
+
+    path: str  # absolute path inside the root
+    algorithm: str | None  # "sha256", "md5", "sha1", ... or None when nothing is recorded
+    digest: str | None  # lowercase hex
+
+
+@dataclass(frozen=True, slots=True)
+class Package:
+    """An owner package from a package database inside the root."""
+
+    manager: str  # "dpkg", "rpm", "pip", "conda"
+    name: str
+    version: str
+    purl: str
+    arch: str | None = None
+    source: str = ""  # the database file it came from
+    files: tuple[OwnedFile, ...] = ()
+    # extra facts for evidence (license, summary, ...) as sorted key/value pairs
+    extra: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def key(self) -> str:
+        return self.purl
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One piece of identification evidence (maps to CycloneDX evidence.identity)."""
+
+    field: str  # "version", "name", "cuda-major", "family"
+    value: str
+    method: str  # "filename", "binary-analysis", "manifest-analysis", "other"
+    source: str  # where it came from: "soname", "symbol cudnn_graph_version", a path, ...
+    confidence: Confidence
+
+
+@dataclass(frozen=True, slots=True)
+class Identification:
+    """What the detect stage concluded about one library file."""
+
+    family: str  # "cudnn", "cudart", "cublas", ...
+    component: str  # sub-library, e.g. "cudnn_graph", or the family for single-file libraries
+    version: str | None
+    cuda_major: int | None
+    arch: str | None
+    evidence: tuple[Evidence, ...] = ()
+    soname: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuLibrary:
+    """One GPU library file with its identification, owner and verdicts."""
+
+    ref: FileRef
+    size: int
+    aliases: tuple[str, ...]
+    ident: Identification
+    digests: Digests | None
+    owner: Package | None
+    integrity: Integrity
+    integrity_reason: str
+    notes: tuple[str, ...] = ()  # e.g. "mixed cuDNN: ..."
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A scan-level finding that a `--fail-on` rule can match."""
+
+    kind: str  # "modified", "unowned", "mixed", ...
+    message: str
+    paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """Everything a scan produced; input of every output format."""
+
+    asset: AssetInfo
+    libraries: tuple[GpuLibrary, ...]
+    packages: tuple[Package, ...]  # owner packages of at least one GPU library
+    findings: tuple[Finding, ...]
+    skipped: tuple[Skipped, ...]
+    started_at: str  # RFC 3339 UTC
+    tool_version: str
+    stats: dict[str, float] = field(default_factory=dict)

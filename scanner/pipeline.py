@@ -1,0 +1,308 @@
+"""The one module that composes the scan: source -> catalog -> detect -> hash -> verify.
+
+`run_scan` returns a format-neutral `ScanResult`; encoders (bom/, report.py) and the CLI
+consume it. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+from scanner import __version__
+from scanner.errors import DetectError, HashError
+from scanner.hash import HostFactsCache, SpoolingHasher, hash_file, run_parallel
+from scanner.model import (
+    AssetKind,
+    Candidate,
+    FileFacts,
+    Finding,
+    GpuLibrary,
+    Integrity,
+    OwnedFile,
+    Package,
+    ScanResult,
+    Skipped,
+)
+from scanner.source.interface import RootView, Selector
+from scanner.verify.integrity import integrity_verdict
+
+#: Bumped when what the probe computes changes, so cached layer yields are recomputed.
+PROBE_VERSION = "1"
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/gpuprov`` or ``~/.cache/gpuprov``."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "gpuprov"
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    """Knobs of one scan; defaults are what a user gets without flags."""
+
+    cache_dir: Path | None = None  # None -> default_cache_dir()
+    use_cache: bool = True
+    all_filesystems: bool = False
+    include: tuple[str, ...] = ()
+    platform: str | None = None
+    workers: int = 0  # 0 -> os.cpu_count()
+    max_ratio: float | None = None
+    max_total_bytes: int | None = None
+    progress: ProgressFn | None = field(default=None, compare=False)
+
+    def resolved_cache_dir(self) -> Path:
+        return self.cache_dir if self.cache_dir is not None else default_cache_dir()
+
+
+def _may_be_dpkg_owned(path: str) -> bool:
+    """Whether an image file may need MD5 (dpkg records only MD5).
+
+    In an image, a layer is read once and the package database may come in a later layer,
+    so MD5 is computed up front unless the path belongs to a manager that records SHA-256
+    (pip site-packages); this keeps MD5 off the large wheel-installed libraries.
+    """
+    return "/site-packages/" not in path and "/dist-packages/" not in path
+
+
+def _make_image_probe(spool_dir: str) -> Callable[[str, IO[bytes], int], FileFacts]:
+    """Probe for image layers: hash while spooling, then analyze the spooled ELF file."""
+    from scanner.detect import analyze_elf
+
+    def probe(path: str, stream: IO[bytes], size: int) -> FileFacts:
+        hasher = SpoolingHasher(spool_dir, md5=_may_be_dpkg_owned(path))
+        try:
+            hasher.feed(stream, size)
+            digests = hasher.finish()
+            try:
+                return FileFacts(digests=digests, elf=analyze_elf(hasher.path))
+            except DetectError as e:
+                return FileFacts(digests=digests, error=str(e))
+        finally:
+            hasher.discard()
+
+    return probe
+
+
+def _selector(spool_dir: str) -> Selector:
+    from scanner import catalog, detect
+
+    def is_metadata(path: str) -> bool:
+        return catalog.is_metadata_path(path) or detect.is_metadata_path(path)
+
+    return Selector(
+        is_candidate=detect.is_candidate_path,
+        is_metadata=is_metadata,
+        probe=_make_image_probe(spool_dir),
+        version=f"{catalog.CATALOG_VERSION}/{detect.DETECT_VERSION}/{PROBE_VERSION}",
+    )
+
+
+def _owner_of(
+    cand: Candidate, owners: dict[str, tuple[Package, OwnedFile]]
+) -> tuple[Package, OwnedFile] | None:
+    hit = owners.get(cand.ref.path)
+    if hit is not None:
+        return hit
+    # Some managers record the path through a symlinked directory or the alias name only.
+    for alias in cand.aliases:
+        hit = owners.get(alias)
+        if hit is not None and hit[1].digest:
+            return hit
+    for alias in cand.aliases:
+        hit = owners.get(alias)
+        if hit is not None:
+            return hit
+    return None
+
+
+def _host_facts(
+    candidates: Sequence[Candidate],
+    owners: dict[str, tuple[Package, OwnedFile]],
+    options: ScanOptions,
+    version: str,
+    skipped: list[Skipped],
+) -> dict[str, FileFacts]:
+    """Hash and analyze host files in parallel, through the (dev, inode, size, mtime) cache."""
+    from scanner.detect import analyze_elf
+
+    cache_path = options.resolved_cache_dir() / "host-files.json" if options.use_cache else None
+    cache = HostFactsCache(cache_path)
+    todo: list[tuple[Candidate, bool]] = []
+    out: dict[str, FileFacts] = {}
+    for cand in candidates:
+        if cand.host_path is None:
+            continue
+        owner = _owner_of(cand, owners)
+        need_md5 = owner is not None and (owner[1].algorithm or "").lower() == "md5"
+        cached = cache.get(cand.stat_key, version, need_md5=need_md5) if cand.stat_key else None
+        if cached is not None:
+            out[cand.ref.path] = cached
+        else:
+            todo.append((cand, need_md5))
+    # Largest first: the long files start early and the pool drains evenly.
+    todo.sort(key=lambda t: t[0].size, reverse=True)
+    done = 0
+    total = len(todo)
+
+    def work(item: tuple[Candidate, bool]) -> FileFacts | Skipped:
+        cand, need_md5 = item
+        assert cand.host_path is not None
+        try:
+            digests = hash_file(cand.host_path, md5=need_md5)
+        except HashError as e:
+            return Skipped(cand.ref.path, str(e), "hash")
+        try:
+            return FileFacts(digests=digests, elf=analyze_elf(cand.host_path))
+        except DetectError as e:
+            return FileFacts(digests=digests, error=str(e))
+
+    def on_done(item: tuple[Candidate, bool], result: FileFacts | Skipped) -> None:
+        nonlocal done
+        done += 1
+        if options.progress:
+            options.progress("hashing", done, total)
+
+    workers = options.workers or os.cpu_count() or 2
+    results = run_parallel(todo, work, workers=workers, on_done=on_done)
+    for (cand, _), res in zip(todo, results, strict=True):
+        if isinstance(res, Skipped):
+            skipped.append(res)
+            continue
+        out[cand.ref.path] = res
+        if cand.stat_key is not None:
+            cache.put(cand.stat_key, version, res)
+    try:
+        cache.save()
+    except OSError as e:
+        skipped.append(Skipped(str(cache_path), f"cannot write the host cache: {e}", "hash"))
+    return out
+
+
+def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
+    """Scan a host root or an image and return every GPU library with its verdicts."""
+    from scanner.catalog import catalog_view
+    from scanner.detect import build_context, find_mixed_cudnn, identify
+    from scanner.source import Limits, open_source
+
+    options = options or ScanOptions()
+    started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    t0 = time.perf_counter()
+    limits = Limits()
+    if options.max_ratio is not None:
+        limits = limits.with_ratio(options.max_ratio)
+    if options.max_total_bytes is not None:
+        limits = limits.with_total(options.max_total_bytes)
+    source = open_source(
+        target,
+        cache_dir=options.resolved_cache_dir() / "layers",
+        use_cache=options.use_cache,
+        all_filesystems=options.all_filesystems,
+        include=options.include,
+        limits=limits,
+        platform=options.platform,
+    )
+    spool_dir = tempfile.mkdtemp(prefix="gpuprov-")
+    try:
+        selector = _selector(spool_dir)
+        view: RootView = source.open_view(selector)
+    finally:
+        shutil.rmtree(spool_dir, ignore_errors=True)
+    t_source = time.perf_counter()
+    skipped: list[Skipped] = list(view.skipped)
+
+    catalog = catalog_view(view)
+    skipped.extend(catalog.skipped)
+    ctx = build_context(view.metadata, view.info)
+    t_catalog = time.perf_counter()
+
+    facts: dict[str, FileFacts] = {
+        c.ref.path: c.facts for c in view.candidates if c.facts is not None
+    }
+    if view.info.kind is AssetKind.HOST:
+        facts.update(
+            _host_facts(view.candidates, catalog.owners, options, selector.version, skipped)
+        )
+    t_hash = time.perf_counter()
+
+    libraries: list[GpuLibrary] = []
+    for cand in sorted(view.candidates, key=lambda c: c.ref.path):
+        f = facts.get(cand.ref.path)
+        hit = _owner_of(cand, catalog.owners)
+        owner, record = (hit[0], hit[1]) if hit else (None, None)
+        if f is not None and f.error:
+            skipped.append(Skipped(cand.ref.path, f.error, "detect"))
+        ident = identify(cand.ref.path, f, owner, ctx)
+        digests = f.digests if f is not None else None
+        integrity, reason = integrity_verdict(digests, owner, record)
+        libraries.append(
+            GpuLibrary(
+                ref=cand.ref,
+                size=cand.size,
+                aliases=cand.aliases,
+                ident=ident,
+                digests=digests,
+                owner=owner,
+                integrity=integrity,
+                integrity_reason=reason,
+            )
+        )
+
+    findings: list[Finding] = list(
+        find_mixed_cudnn([(lib.ref.path, lib.ident) for lib in libraries])
+    )
+    mixed_paths = {p for fnd in findings for p in fnd.paths}
+    for kind in (Integrity.MODIFIED, Integrity.UNOWNED, Integrity.NO_RECORD):
+        hits = tuple(lib.ref.path for lib in libraries if lib.integrity is kind)
+        if hits:
+            findings.append(
+                Finding(
+                    kind.value,
+                    f"{len(hits)} GPU librar{'y' if len(hits) == 1 else 'ies'} {kind.value}",
+                    hits,
+                )
+            )
+    if mixed_paths:
+        libraries = [
+            _with_note(lib, "mixed-cudnn") if lib.ref.path in mixed_paths else lib
+            for lib in libraries
+        ]
+
+    owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
+    t_end = time.perf_counter()
+    stats = dict(view.stats)
+    stats.update(
+        {
+            "seconds_source": round(t_source - t0, 4),
+            "seconds_catalog": round(t_catalog - t_source, 4),
+            "seconds_hash": round(t_hash - t_catalog, 4),
+            "seconds_total": round(t_end - t0, 4),
+            "nodes": float(len(view.nodes)),
+            "candidates": float(len(view.candidates)),
+        }
+    )
+    return ScanResult(
+        asset=view.info,
+        libraries=tuple(libraries),
+        packages=tuple(sorted(owners_used.values(), key=lambda p: p.purl)),
+        findings=tuple(findings),
+        skipped=tuple(skipped),
+        started_at=started,
+        tool_version=__version__,
+        stats=stats,
+    )
+
+
+def _with_note(lib: GpuLibrary, note: str) -> GpuLibrary:
+    from dataclasses import replace
+
+    return replace(lib, notes=(*lib.notes, note))

@@ -1,0 +1,128 @@
+"""The read-only root filesystem view that every source exposes.
+
+A source (host directory, OCI layout, OCI archive, docker-archive, registry) turns its target
+into a `RootView`: the squashed tree, the small metadata files the catalogers and detectors
+asked for, and the GPU-library candidates. Catalogers never know whether the root is an image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import IO, Protocol
+
+from scanner.model import AssetInfo, Candidate, FileFacts, NodeKind, OciDigest, Skipped
+
+#: Analyzes one candidate's bytes read once as a stream: (path in root, stream, size) -> facts.
+#: Supplied by the pipeline (hash + ELF analysis) so sources never import later stages.
+ContentProbe = Callable[[str, IO[bytes], int], FileFacts]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One entry of the squashed tree. Paths are absolute inside the root ("/usr/lib/x")."""
+
+    path: str
+    kind: NodeKind
+    size: int = 0
+    link: str | None = None  # symlink target exactly as stored
+    layer: OciDigest | None = None  # image layer the entry came from (None on hosts)
+    mode: int = 0o644
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """What the pipeline wants from a source, by path.
+
+    ``is_candidate``: file names that look like GPU libraries; their content is analyzed
+    (hashed, ELF facts) during the single read of an image layer.
+    ``is_metadata``: small files (package databases, version headers, version.json) whose bytes
+    the source keeps for the catalogers and detectors.
+    ``probe``: run by image sources on each candidate during the layer read.
+    ``version``: changes whenever the predicates change, so cached layer yields are redone.
+    """
+
+    is_candidate: Callable[[str], bool]
+    is_metadata: Callable[[str], bool]
+    probe: ContentProbe
+    version: str
+    max_metadata_bytes: int = 256 * 1024 * 1024
+
+
+@dataclass
+class RootView:
+    """The scanned root after squashing: a tree plus captured metadata and candidates."""
+
+    info: AssetInfo
+    nodes: dict[str, Node]
+    metadata: dict[str, bytes]  # path -> content, for paths the selector marked as metadata
+    candidates: list[Candidate]  # real files (symlinks resolved) whose name or alias matched
+    skipped: list[Skipped] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
+
+    def resolve(self, path: str, max_hops: int = 40) -> str | None:
+        """Resolve symlinks of ``path`` inside the root; None when dangling or a loop.
+
+        Absolute targets and ``..`` are interpreted against the root, so no link can leave it.
+        """
+        return resolve_in_tree(self.nodes, path, max_hops)
+
+    def listdir(self, directory: str) -> Iterator[str]:
+        """Paths directly under ``directory`` (absolute, inside the root)."""
+        prefix = directory.rstrip("/") + "/"
+        for p in self.nodes:
+            if p.startswith(prefix) and "/" not in p[len(prefix) :]:
+                yield p
+
+
+def normalize(path: str) -> str:
+    """Normalize a path inside the root: absolute, no ``.``/``..``/empty parts, never above /."""
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if parts:
+                parts.pop()
+            continue
+        parts.append(part)
+    return "/" + "/".join(parts)
+
+
+def resolve_in_tree(nodes: dict[str, Node], path: str, max_hops: int = 40) -> str | None:
+    """Follow symlinks component by component within ``nodes``; None if dangling or looping."""
+    hops = 0
+    todo = [p for p in normalize(path).split("/") if p]
+    done: list[str] = []
+    while todo:
+        part = todo.pop(0)
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        if part == ".":
+            continue
+        current = "/" + "/".join([*done, part])
+        node = nodes.get(current)
+        if node is None:
+            return None
+        if node.kind is NodeKind.SYMLINK and node.link is not None:
+            hops += 1
+            if hops > max_hops:
+                return None
+            target = node.link
+            rest = [p for p in target.split("/") if p]
+            if target.startswith("/"):
+                done = []
+            todo = rest + todo
+            continue
+        done.append(part)
+    return "/" + "/".join(done)
+
+
+class Source(Protocol):
+    """A scan target that can produce a `RootView`."""
+
+    def open_view(self, selector: Selector) -> RootView:
+        """Read the target (each image layer at most once) and return the squashed view."""
+        ...

@@ -1,0 +1,45 @@
+"""The ``gpuprov:`` CycloneDX property vocabulary: the contract between scanner and service.
+
+Pure constants; the service imports this module. Documented in docs/bom-properties.md.
+"""
+
+from typing import Final
+
+NS: Final = "gpuprov"
+
+# on each GPU library `file` component
+FILE_PATH: Final = "gpuprov:file:path"
+FILE_ALIASES: Final = "gpuprov:file:aliases"  # comma-separated absolute paths of symlinks
+LIBRARY_FAMILY: Final = "gpuprov:library:family"
+LIBRARY_COMPONENT: Final = "gpuprov:library:component"
+LIBRARY_VERSION: Final = "gpuprov:library:version"
+LIBRARY_CUDA_MAJOR: Final = "gpuprov:library:cuda-major"
+LIBRARY_ARCH: Final = "gpuprov:library:arch"
+LIBRARY_SONAME: Final = "gpuprov:library:soname"
+OWNER_PURL: Final = "gpuprov:owner:purl"
+INTEGRITY: Final = "gpuprov:integrity"
+INTEGRITY_REASON: Final = "gpuprov:integrity:reason"
+LAYER: Final = "gpuprov:layer"
+NOTE: Final = "gpuprov:note"  # repeated; e.g. "mixed-cudnn: ..."
+PROVENANCE: Final = "gpuprov:provenance"
+PROVENANCE_SIGNER: Final = "gpuprov:provenance:signer"
+PROVENANCE_CATALOG: Final = "gpuprov:provenance:catalog"
+
+# on metadata.component (the asset)
+ASSET_KIND: Final = "gpuprov:asset:kind"  # "host" | "image"
+IMAGE_DIGEST: Final = "gpuprov:image:digest"
+IMAGE_REFERENCE: Final = "gpuprov:image:reference"
+IMAGE_PLATFORM: Final = "gpuprov:image:platform"
+HOST_MACHINE_ID: Final = "gpuprov:host:machine-id"
+HOST_HOSTNAME: Final = "gpuprov:host:hostname"
+ASSET_LABEL_PREFIX: Final = "gpuprov:label:"  # gpuprov:label:env=prod style labels from agents
+SLSA_BUILD_LEVEL: Final = "gpuprov:slsa:build-level"
+SLSA_BUILDER: Final = "gpuprov:slsa:builder"
+IMAGE_SIGNER: Final = "gpuprov:image:signer"
+
+# on the BOM's metadata (scan-level)
+SCAN_FINDING: Final = "gpuprov:finding"  # repeated: "kind: message"
+SCAN_SKIPPED: Final = "gpuprov:skipped"  # repeated: "stage: path: reason"
+
+INTEGRITY_VALUES: Final = ("verified", "modified", "no-record", "unowned")
+PROVENANCE_VALUES: Final = ("verified", "conflict", "unknown")

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the test suite runs for real, only those that are missing.
+set -euo pipefail
+need=()
+command -v rpmbuild >/dev/null 2>&1 || need+=(rpm)
+command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+command -v umoci >/dev/null 2>&1 || need+=(umoci)
+command -v docker-registry >/dev/null 2>&1 || need+=(docker-registry)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "system-deps: missing ${need[*]}; install them with your package manager (needs root)" >&2
+  exit 1
+fi
+echo "system-deps: installing ${need[*]}" >&2
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
