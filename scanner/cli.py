@@ -231,3 +231,7 @@ def _write(text: str, output: Path | None) -> None:
 def main() -> None:
     """Console entry point of the scanner-only CLI."""
     app()
+
+
+if __name__ == "__main__":
+    main()

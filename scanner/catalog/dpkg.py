@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from scanner.catalog.interface import Distro, Found, is_hex_digest, purl, skipped
+from scanner.catalog.interface import Distro, Found, is_hex_digest, purl, root_path, skipped
 from scanner.model import NodeKind, OwnedFile, Package, Skipped
-from scanner.source.interface import RootView, normalize
+from scanner.source.interface import RootView
 
 DPKG_DIR = "/var/lib/dpkg"
 STATUS = DPKG_DIR + "/status"
@@ -106,7 +106,7 @@ def _parse_md5sums(data: bytes) -> tuple[dict[str, str], int]:
         if not is_hex_digest(digest, "md5") or not rest.startswith(" ") or not path:
             bad += 1
             continue
-        digests[normalize(path)] = digest
+        digests[root_path("/" + path)] = digest
     return digests, bad
 
 
@@ -114,7 +114,7 @@ def _parse_list(data: bytes) -> list[str]:
     paths: list[str] = []
     for line in data.decode("utf-8", errors="surrogateescape").splitlines():
         if line and line != "/.":
-            paths.append(normalize(line))
+            paths.append(root_path(line))
     return paths
 
 
@@ -124,7 +124,7 @@ def _conffiles(value: str) -> dict[str, str]:
     for line in value.splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[0].startswith("/") and is_hex_digest(parts[1], "md5"):
-            out[normalize(parts[0])] = parts[1]
+            out[root_path(parts[0])] = parts[1]
     return out
 
 
@@ -152,7 +152,8 @@ class _Reader:
             if problem is not None:
                 bad += 1
                 if bad <= _MAX_SKIPS_PER_FILE:
-                    self.skipped.append(skipped(path, f"dpkg stanza at line {stanza.line}: {problem}"))
+                    reason = f"dpkg stanza at line {stanza.line}: {problem}"
+                    self.skipped.append(skipped(path, reason))
         if bad > _MAX_SKIPS_PER_FILE:
             self.skipped.append(
                 skipped(path, f"{bad - _MAX_SKIPS_PER_FILE} more corrupt dpkg stanzas not listed")
@@ -247,8 +248,8 @@ class _Reader:
             if node is not None and node.kind is NodeKind.DIR:
                 continue
             seen.add(path)
-            digest = digests.get(path)
-            out.append(OwnedFile(path, "md5" if digest else None, digest))
+            md5 = digests.get(path)
+            out.append(OwnedFile(path, "md5" if md5 else None, md5))
         for path in sorted(digests.keys() - seen):
             out.append(OwnedFile(path, "md5", digests[path]))
         return tuple(out)

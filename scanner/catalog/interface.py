@@ -6,12 +6,13 @@ problems with a database are kept as `Skipped` records, never raised past the st
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
 from scanner.model import OwnedFile, Package, Skipped
-from scanner.source.interface import RootView
+from scanner.source.interface import RootView, normalize
 
 STAGE = "catalog"
 
@@ -25,7 +26,7 @@ DIGEST_HEX_LENGTHS: Mapping[str, int] = {
     "sha512": 128,
 }
 
-_HEX = frozenset("0123456789abcdef")
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,12 +106,29 @@ def skipped(path: str, reason: str) -> Skipped:
 
 def is_hex_digest(value: str, algorithm: str) -> bool:
     """True when ``value`` is lowercase hex of the length ``algorithm`` produces."""
-    return len(value) == DIGEST_HEX_LENGTHS.get(algorithm, -1) and _HEX.issuperset(value)
+    return len(value) == DIGEST_HEX_LENGTHS.get(algorithm, -1) and _HEX.fullmatch(value) is not None
+
+
+def root_path(path: str) -> str:
+    """`normalize` with a fast path for paths that are already absolute and clean."""
+    if (
+        path.startswith("/")
+        and "//" not in path
+        and "/." not in path
+        and not path.endswith("/")
+        or path == "/"
+    ):
+        return path
+    return normalize(path)
 
 
 def _pct(value: str) -> str:
     # purl spec "Character encoding": alphanumerics, ".-_~" and ":" are never encoded.
-    return quote(value, safe=":")
+    try:
+        raw = value.encode("utf-8", "surrogateescape")  # undecodable bytes stay those bytes
+    except UnicodeEncodeError:
+        raw = value.encode("utf-8", "replace")
+    return quote(raw, safe=":")
 
 
 def purl(
@@ -120,7 +138,7 @@ def purl(
     version: str | None,
     qualifiers: Mapping[str, str | None] | None = None,
 ) -> str:
-    """Build a canonical package URL (purl spec "How to build"): encoded parts, sorted qualifiers."""
+    """A canonical package URL (purl spec "How to build"): encoded parts, sorted qualifiers."""
     out = ["pkg:", type_.lower(), "/"]
     if namespace:
         segments = [s for s in namespace.strip("/").split("/") if s]

@@ -1,0 +1,269 @@
+"""Scanner benchmark: host and image scans against their lower bounds; prints JSON.
+
+Builds (once, cached under ~/.cache/gpuprov-bench) a host tree of 100,000 small files plus the
+real nvidia-cudnn-cu12 9.x and nvidia-cublas-cu12 wheels installed into a site-packages and an
+unowned copy of one cuDNN library, then a 3-layer gzip OCI archive and a docker-archive of it,
+and a second image sharing the base and GPU layers. Targets are in issue 2 / docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+CACHE = Path(os.environ.get("GPUPROV_BENCH_CACHE", Path.home() / ".cache" / "gpuprov-bench"))
+WHEELS = ("nvidia-cudnn-cu12>=9,<10", "nvidia-cublas-cu12")
+GPU_PREFIXES = ("libcudnn", "libcublas")
+TREE_VERSION = "v1"
+GPROV = [sys.executable, "-m", "scanner.cli"]
+
+
+def sh(cmd: list[str], **kw: object) -> None:
+    subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
+
+
+def fetch_wheels() -> list[Path]:
+    dest = CACHE / "wheels"
+    dest.mkdir(parents=True, exist_ok=True)
+    have = sorted(dest.glob("*.whl"))
+    names = {w.name.split("-")[0] for w in have}
+    if not {"nvidia_cudnn_cu12", "nvidia_cublas_cu12"} <= names:
+        sh(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+             "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux2014_x86_64",
+             "--python-version", "3.11", "-d", str(dest), *WHEELS]
+        )
+        have = sorted(dest.glob("*.whl"))
+    return [w for w in have if w.name.split("-")[0] in ("nvidia_cudnn_cu12", "nvidia_cublas_cu12")]
+
+
+def _is_gpu(name: str) -> bool:
+    base = name.rsplit("/", 1)[-1]
+    return base.startswith(GPU_PREFIXES) and ".so" in base
+
+
+def build_tree(wheels: list[Path]) -> Path:
+    work = CACHE / f"tree-{TREE_VERSION}"
+    root = work / "root"
+    if (work / "done").exists():
+        return work
+    shutil.rmtree(work, ignore_errors=True)
+    data = root / "srv" / "data"
+    for d in range(1000):
+        sub = data / f"d{d:03d}"
+        sub.mkdir(parents=True)
+        for f in range(100):
+            (sub / f"f{f:02d}.txt").write_bytes(b"x" * (64 + (d * 100 + f) % 512))
+    (root / "etc").mkdir()
+    (root / "etc" / "hostname").write_text("bench-host\n")
+    site = root / "usr" / "local" / "lib" / "python3.11" / "site-packages"
+    sh([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target",
+        str(site), *map(str, wheels)])
+    graph = next(site.glob("nvidia/cudnn/lib/libcudnn_graph.so.*"))
+    legacy = root / "opt" / "legacy" / "lib"
+    legacy.mkdir(parents=True)
+    shutil.copy2(graph, legacy / graph.name)
+    build_images(work, root)
+    (work / "done").write_text("ok")
+    return work
+
+
+def _layer_tar(root: Path, tops: list[str]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for top in tops:
+            tar.add(root / top, arcname=top)
+    return buf.getvalue()
+
+
+def build_images(work: Path, root: Path) -> None:
+    """A 3-layer image as a gzip OCI archive and a docker-archive, plus a second image."""
+    layers_raw = [
+        _layer_tar(root, ["etc", "srv"]),
+        _layer_tar(root, ["usr"]),
+        _layer_tar(root, ["opt"]),
+    ]
+    extra = io.BytesIO()
+    with tarfile.open(fileobj=extra, mode="w") as tar:
+        info = tarfile.TarInfo("srv/app/VERSION")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"2.0\n"))
+    second_raw = [layers_raw[0], layers_raw[1], extra.getvalue()]
+    gz_cache: dict[bytes, bytes] = {}
+
+    def gz(raw: bytes) -> bytes:
+        key = hashlib.sha256(raw).digest()
+        if key not in gz_cache:
+            gz_cache[key] = gzip.compress(raw, compresslevel=6, mtime=0)
+        return gz_cache[key]
+
+    for name, raws in (("image1", layers_raw), ("image2", second_raw)):
+        blobs: dict[str, bytes] = {}
+        descs, diff_ids = [], []
+        for raw in raws:
+            comp = gz(raw)
+            dg = "sha256:" + hashlib.sha256(comp).hexdigest()
+            blobs[dg] = comp
+            diff_ids.append("sha256:" + hashlib.sha256(raw).hexdigest())
+            descs.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                          "digest": dg, "size": len(comp)})
+        config = json.dumps({"architecture": "amd64", "os": "linux",
+                             "config": {"Env": ["PATH=/usr/bin"]},
+                             "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
+        cdg = "sha256:" + hashlib.sha256(config).hexdigest()
+        blobs[cdg] = config
+        manifest = json.dumps({"schemaVersion": 2,
+                               "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                               "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
+                                          "digest": cdg, "size": len(config)},
+                               "layers": descs}).encode()
+        mdg = "sha256:" + hashlib.sha256(manifest).hexdigest()
+        blobs[mdg] = manifest
+        index = json.dumps({"schemaVersion": 2, "manifests": [
+            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": mdg,
+             "size": len(manifest),
+             "annotations": {"org.opencontainers.image.ref.name": "bench"}}]}).encode()
+        with tarfile.open(work / f"{name}.oci.tar", "w") as tar:
+            _add(tar, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
+            _add(tar, "index.json", index)
+            for dg, blob in blobs.items():
+                _add(tar, "blobs/sha256/" + dg.split(":")[1], blob)
+        if name == "image1":
+            # docker-archive (legacy `docker save` form): uncompressed layer.tar per layer
+            with tarfile.open(work / "image1.docker.tar", "w") as tar:
+                layer_paths = []
+                for i, raw in enumerate(raws):
+                    p = f"layer{i}/layer.tar"
+                    _add(tar, p, raw)
+                    layer_paths.append(p)
+                _add(tar, cdg.split(":")[1] + ".json", config)
+                _add(tar, "manifest.json", json.dumps([{
+                    "Config": cdg.split(":")[1] + ".json", "RepoTags": ["bench:latest"],
+                    "Layers": layer_paths}]).encode())
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
+    """Run a command; return (wall seconds, peak RSS in MB) of the child."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise SystemExit(f"command failed ({status}): {' '.join(cmd)}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def host_lower_bound(root: Path) -> float:
+    script = (
+        f"find {root} -type f \\( -name 'libcudnn*.so*' -o -name 'libcublas*.so*' \\) -print0 "
+        "| xargs -0 -n1 -P2 openssl dgst -sha256 >/dev/null"
+    )
+    t = time.perf_counter()
+    sh(["bash", "-c", script])
+    return time.perf_counter() - t
+
+
+def image_lower_bound(archive: Path, compressed: bool) -> float:
+    """One sequential pass: decompress every layer, hash only the GPU files."""
+    t = time.perf_counter()
+    with tarfile.open(archive) as outer:
+        members = [m for m in outer.getmembers() if m.isfile()]
+        for m in members:
+            if not (m.name.startswith("blobs/") or m.name.endswith("layer.tar")):
+                continue
+            fh = outer.extractfile(m)
+            assert fh is not None
+            head = fh.read(2)
+            fh.seek(0)
+            if head != b"\x1f\x8b" and not m.name.endswith("layer.tar"):
+                continue
+            stream = gzip.GzipFile(fileobj=fh) if compressed and head == b"\x1f\x8b" else fh
+            with tarfile.open(fileobj=stream, mode="r|", bufsize=1 << 20) as layer:
+                for entry in layer:
+                    if entry.isfile() and _is_gpu(entry.name):
+                        src = layer.extractfile(entry)
+                        assert src is not None
+                        h = hashlib.sha256()
+                        while chunk := src.read(1 << 20):
+                            h.update(chunk)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=1, help="take the best of N runs")
+    args = parser.parse_args()
+    wheels = fetch_wheels()
+    work = build_tree(wheels)
+    root = work / "root"
+    scratch = CACHE / "scratch"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    out = scratch / "out.json"
+
+    def best(fn):  # type: ignore[no-untyped-def]
+        return min((fn() for _ in range(args.repeat)), key=lambda r: r[0] if isinstance(r, tuple) else r)
+
+    # Warm the page cache once so every figure below reads from memory alike.
+    host_lower_bound(root)
+    lb_host = best(lambda: host_lower_bound(root))
+    lb_oci = best(lambda: image_lower_bound(work / "image1.oci.tar", True))
+    lb_docker = best(lambda: image_lower_bound(work / "image1.docker.tar", False))
+
+    def scan(target: str, cache: Path, fresh: bool) -> tuple[float, float]:
+        if fresh:
+            shutil.rmtree(cache, ignore_errors=True)
+        return timed([*GPROV, "scan", target, "--cache-dir", str(cache), "-q",
+                      "-f", "cyclonedx", "-o", str(out)])
+
+    cold_host = best(lambda: scan(str(root), scratch / "c-host", True))
+    warm_host = best(lambda: scan(str(root), scratch / "c-host", False))
+    oci = best(lambda: scan(f"oci-archive:{work / 'image1.oci.tar'}", scratch / "c-oci", True))
+    docker = best(lambda: scan(f"docker-archive:{work / 'image1.docker.tar'}",
+                               scratch / "c-docker", True))
+    second = best(lambda: (scan(f"oci-archive:{work / 'image1.oci.tar'}", scratch / "c-2", True),
+                           scan(f"oci-archive:{work / 'image2.oci.tar'}", scratch / "c-2", False))[1])
+    gpu_bytes = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and _is_gpu(p.name))
+    res = {
+        "gpu_library_bytes": gpu_bytes,
+        "host": {
+            "lower_bound_s": round(lb_host, 3),
+            "cold_s": round(cold_host[0], 3),
+            "warm_s": round(warm_host[0], 3),
+            "cold_over_lower_bound": round(cold_host[0] / lb_host, 3),
+            "warm_over_cold": round(warm_host[0] / cold_host[0], 3),
+            "targets": {"cold_over_lower_bound": 1.5, "warm_over_cold": 0.25},
+        },
+        "image": {
+            "oci_archive": {"lower_bound_s": round(lb_oci, 3), "scan_s": round(oci[0], 3),
+                            "ratio": round(oci[0] / lb_oci, 3), "peak_rss_mb": round(oci[1], 1)},
+            "docker_archive": {"lower_bound_s": round(lb_docker, 3),
+                               "scan_s": round(docker[0], 3),
+                               "ratio": round(docker[0] / lb_docker, 3),
+                               "peak_rss_mb": round(docker[1], 1)},
+            "second_image_s": round(second[0], 3),
+            "second_over_first": round(second[0] / oci[0], 3),
+            "targets": {"ratio": 1.2, "peak_rss_mb": 300, "second_over_first": 0.25},
+        },
+    }
+    print(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()
