@@ -84,7 +84,7 @@ def _make_image_probe(spool_dir: str) -> Callable[[str, IO[bytes], int], FileFac
             hasher.feed(stream, size)
             digests = hasher.finish()
             try:
-                return FileFacts(digests=digests, elf=analyze_elf(hasher.path))
+                return FileFacts(digests=digests, elf=analyze_elf(hasher.path, name=path))
             except DetectError as e:
                 return FileFacts(digests=digests, error=str(e))
         finally:
@@ -162,7 +162,7 @@ def _host_facts(
         except HashError as e:
             return Skipped(cand.ref.path, str(e), "hash")
         try:
-            return FileFacts(digests=digests, elf=analyze_elf(cand.host_path))
+            return FileFacts(digests=digests, elf=analyze_elf(cand.host_path, name=cand.ref.path))
         except DetectError as e:
             return FileFacts(digests=digests, error=str(e))
 
@@ -223,6 +223,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     catalog = catalog_view(view)
     skipped.extend(catalog.skipped)
     ctx = build_context(view.metadata, view.info)
+    skipped.extend(ctx.skipped)
     t_catalog = time.perf_counter()
 
     facts: dict[str, FileFacts] = {
@@ -241,7 +242,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         owner, record = (hit[0], hit[1]) if hit else (None, None)
         if f is not None and f.error:
             skipped.append(Skipped(cand.ref.path, f.error, "detect"))
-        ident = identify(cand.ref.path, f, owner, ctx)
+        ident = identify(cand.ref.path, f, owner, ctx, aliases=cand.aliases)
         digests = f.digests if f is not None else None
         integrity, reason = integrity_verdict(digests, owner, record)
         libraries.append(

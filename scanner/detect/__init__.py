@@ -1,0 +1,40 @@
+"""Detect stage: which candidate files are GPU libraries, which family and exact version.
+
+The classifier table (`classifiers`) decides by name which paths are candidates; `elf` reads
+facts from a library's bytes; `evidence` weighs them with package and metadata evidence.
+"""
+
+from scanner.detect.classifiers import (
+    CLASSIFIERS,
+    DETECT_VERSION,
+    Classifier,
+    classify_name,
+    is_candidate_path,
+    is_metadata_path,
+)
+from scanner.detect.elf import analyze_elf, analyze_elf_bytes
+from scanner.detect.evidence import (
+    DetectContext,
+    HeaderVersion,
+    ToolkitVersion,
+    build_context,
+    find_mixed_cudnn,
+    identify,
+)
+
+__all__ = [
+    "CLASSIFIERS",
+    "DETECT_VERSION",
+    "Classifier",
+    "DetectContext",
+    "HeaderVersion",
+    "ToolkitVersion",
+    "analyze_elf",
+    "analyze_elf_bytes",
+    "build_context",
+    "classify_name",
+    "find_mixed_cudnn",
+    "identify",
+    "is_candidate_path",
+    "is_metadata_path",
+]
