@@ -12,7 +12,7 @@ import os
 import re
 import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -31,6 +31,7 @@ _MAX_DYNAMIC_BYTES: Final = 1 << 20
 _MAX_SYMBOLS: Final = 1 << 20
 _MAX_HITS: Final = 64
 _MAX_NAME: Final = 4096
+_MAX_FUNCTION_SCAN: Final = 1024
 
 _ET_OK: Final = ("ET_DYN", "ET_EXEC")
 # d_tag values (System V ABI, "Dynamic Section")
@@ -439,7 +440,35 @@ class _Elf:
                 if w1 != 0xD65F03C0:  # ret
                     imm = None
         # CUDA encodes versions as major*1000 + minor*10 (12040 = 12.4)
-        return imm if imm is not None and 7000 <= imm < 100000 else None
+        if imm is not None and 7000 <= imm < 100000:
+            return imm
+        # Real cuDNN 9 wraps the constant in logging code: `mov eax, imm32` sits a few hundred
+        # bytes into the function (seen in libcudnn_graph.so.9.28: b8 3a 2f 00 00 = 12090).
+        return self._body_immediate(value, lambda v: 9000 <= v < 14000)
+
+    def _body_immediate(self, value: int, plausible: Callable[[int], bool]) -> int | None:
+        """First plausible ``mov eax, imm32`` in the first KiB of an x86-64 function."""
+        if self.machine != "x86_64":
+            return None
+        code = self._code_at(value, _MAX_FUNCTION_SCAN)
+        pos = code.find(b"\xb8")
+        while 0 <= pos <= len(code) - 5:
+            imm = int.from_bytes(code[pos + 1 : pos + 5], "little")
+            if plausible(imm):
+                return imm
+            pos = code.find(b"\xb8", pos + 1)
+        return None
+
+    def _cudnn_get_version(self, value: int) -> int | None:
+        """cudnnGetVersion()'s constant as a version int ((major<<16)|(minor<<8)|patch)."""
+        imm = self._body_immediate(value, lambda v: 8000 <= v < 9000 or 90000 <= v < 100000)
+        if imm is None:
+            return None
+        if imm < 9000:  # cuDNN 8: major*1000 + minor*100 + patch
+            major, minor, patch = imm // 1000, imm % 1000 // 100, imm % 100
+        else:  # cuDNN 9: major*10000 + minor*100 + patch
+            major, minor, patch = imm // 10000, imm % 10000 // 100, imm % 100
+        return (major << 16) | (minor << 8) | patch
 
     # -- searches --------------------------------------------------------------------------
 
@@ -523,6 +552,10 @@ class _Elf:
                         version_ints.append((name, v))
                 elif stype == _STT_FUNC and name == "cudnnGetCudartVersion":
                     cudart_build = self._returned_immediate(value)
+                elif stype == _STT_FUNC and name == "cudnnGetVersion":
+                    v = self._cudnn_get_version(value)
+                    if v is not None:
+                        version_ints.append(("cudnnGetVersion()", v))
         regions: list[tuple[int, int]] | None = None
         if Scan.CUDNN in scans:
             regions = self._readonly_regions()

@@ -19,7 +19,9 @@ def test_cudnn9_graph_facts(libs: dict[str, Path]) -> None:
     assert f.machine == "x86_64"
     assert f.soname == "libcudnn_graph.so.9"
     assert f.needed == ()
-    assert f.version_ints == (("cudnn_graph_version", 0x090100),)
+    assert dict(f.version_ints)["cudnn_graph_version"] == 0x090100
+    # cudnnGetVersion() returns 90100 (major*10000+minor*100+patch), re-encoded as an int
+    assert dict(f.version_ints)["cudnnGetVersion()"] == 0x090100
     assert f.markers == ("cudnn_version_9_1_0_70_c34102860_e0",)
     assert f.cudart_build == 12040
     assert f.referenced_cuda_majors == (12,)
@@ -28,7 +30,7 @@ def test_cudnn9_graph_facts(libs: dict[str, Path]) -> None:
 def test_cudnn9_sub_library_without_marker(libs: dict[str, Path]) -> None:
     f = analyze_elf(str(libs["cudnn9/cudnn_ops"]))
     assert f.soname == "libcudnn_ops.so.9"
-    assert f.version_ints == (("cudnn_ops_version", 0x090100),)
+    assert dict(f.version_ints)["cudnn_ops_version"] == 0x090100
     assert f.markers == ()
 
 
@@ -44,7 +46,7 @@ def test_cudnn8_facts(libs: dict[str, Path]) -> None:
 def test_future_sub_library(libs: dict[str, Path]) -> None:
     f = analyze_elf(str(libs["future"]))
     assert f.soname == "libcudnn_engines_tensor_ir.so.9"
-    assert f.version_ints == (("cudnn_engines_tensor_ir_version", 0x091C01),)
+    assert dict(f.version_ints)["cudnn_engines_tensor_ir_version"] == 0x091C01
     assert f.cudart_build == 13000
     assert f.referenced_cuda_majors == (13,)
 
@@ -53,7 +55,7 @@ def test_aarch64_library(libs: dict[str, Path]) -> None:
     f = analyze_elf(str(libs["aarch64"]))
     assert f.machine == "aarch64"
     assert f.soname == "libcudnn_graph.so.9"
-    assert f.version_ints == (("cudnn_graph_version", 0x090100),)
+    assert dict(f.version_ints)["cudnn_graph_version"] == 0x090100
     assert f.markers == ("cudnn_version_9_1_0_70_c34102860_e0",)
     assert f.cudart_build == 12040  # movz w0, #12040; ret
 
@@ -105,7 +107,7 @@ def test_marker_only_in_rodata_of_cudnn_files(tmp_path: Path) -> None:
     )
     f = analyze_elf(str(writable))
     assert f.markers == ()
-    assert f.version_ints == (("cudnn_ops_version", 0x090100),)
+    assert dict(f.version_ints)["cudnn_ops_version"] == 0x090100
     # a non-cuDNN library is not searched for markers at all
     other = build_cuda_library(tmp_path, "cudart", "12.4.127", strings=[marker])
     assert analyze_elf(str(other)).markers == ()
@@ -140,7 +142,7 @@ def test_without_section_headers(tmp_path: Path, libs: dict[str, Path]) -> None:
     strip_section_headers(copy)
     f = analyze_elf(str(copy))
     assert f.soname == "libcudnn_graph.so.9"
-    assert f.version_ints == (("cudnn_graph_version", 0x090100),)
+    assert dict(f.version_ints)["cudnn_graph_version"] == 0x090100
     assert f.markers == ("cudnn_version_9_1_0_70_c34102860_e0",)
     assert f.cudart_build == 12040
 
