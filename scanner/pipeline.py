@@ -11,7 +11,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
@@ -191,7 +191,7 @@ def _host_facts(
 def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     """Scan a host root or an image and return every GPU library with its verdicts."""
     from scanner.catalog import catalog_view
-    from scanner.detect import build_context, find_mixed_cudnn, identify
+    from scanner.detect import build_context, fill_from_siblings, find_mixed_cudnn, identify
     from scanner.source import Limits, open_source
 
     options = options or ScanOptions()
@@ -258,6 +258,11 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
             )
         )
 
+    filled = fill_from_siblings([(lib.ref.path, lib.ident) for lib in libraries])
+    libraries = [
+        lib if ident is lib.ident else replace(lib, ident=ident)
+        for lib, ident in zip(libraries, filled, strict=True)
+    ]
     findings: list[Finding] = list(
         find_mixed_cudnn([(lib.ref.path, lib.ident) for lib in libraries])
     )
@@ -304,6 +309,4 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
 
 
 def _with_note(lib: GpuLibrary, note: str) -> GpuLibrary:
-    from dataclasses import replace
-
     return replace(lib, notes=(*lib.notes, note))

@@ -18,6 +18,7 @@ from scanner.detect.evidence import (
     HeaderVersion,
     ToolkitVersion,
     build_context,
+    fill_from_siblings,
     find_mixed_cudnn,
     identify,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "analyze_elf_bytes",
     "build_context",
     "classify_name",
+    "fill_from_siblings",
     "find_mixed_cudnn",
     "identify",
     "is_candidate_path",

@@ -8,6 +8,7 @@ ELF facts, the file name, the owner package, and that context, keeping each piec
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import posixpath
 import re
@@ -561,3 +562,75 @@ def find_mixed_cudnn(libs: Sequence[tuple[str, Identification]]) -> list[Finding
             )
         )
     return findings
+
+
+def fill_from_siblings(libs: Sequence[tuple[str, Identification]]) -> list[Identification]:
+    """Give a cuDNN sub-library without its own version the one its siblings agree on.
+
+    Most cuDNN 9 sub-libraries carry no version of their own (only cudnn_graph, cudnn_ops
+    and cudnn_adv export one), so an unowned tarball install would leave them blank. Within
+    one directory and SONAME major, when every sibling that knows its version agrees on
+    major.minor.patch, the most precise of those versions is taken, as low-confidence
+    evidence naming the sibling; when they disagree (a mixed install) nothing is guessed.
+    """
+    known: dict[tuple[str, str], dict[tuple[int, ...], tuple[str, str]]] = {}
+    majors: dict[tuple[str, str], set[int]] = {}
+    for path, ident in libs:
+        if ident.family != "cudnn":
+            continue
+        key = (posixpath.dirname(path), _soname_major(ident, path))
+        if ident.cuda_major is not None:
+            majors.setdefault(key, set()).add(ident.cuda_major)
+        parts = _parts(ident.version) if ident.version else None
+        if parts is None:
+            continue
+        best = known.setdefault(key, {}).get(parts[:3])
+        if best is None or len(ident.version or "") > len(best[0]):
+            known[key][parts[:3]] = (ident.version or "", path)
+    out: list[Identification] = []
+    for path, ident in libs:
+        key = (posixpath.dirname(path), _soname_major(ident, path))
+        if ident.family != "cudnn":
+            out.append(ident)
+            continue
+        evidence = list(ident.evidence)
+        version, cuda_major = ident.version, ident.cuda_major
+        versions = known.get(key, {})
+        if version is None and len(versions) == 1:
+            version, source = next(iter(versions.values()))
+            evidence.append(
+                Evidence(
+                    "version",
+                    version,
+                    "other",
+                    f"sibling {posixpath.basename(source)} in the same directory",
+                    Confidence.LOW,
+                )
+            )
+        cuda = majors.get(key, set())
+        if cuda_major is None and len(cuda) == 1:
+            cuda_major = next(iter(cuda))
+            evidence.append(
+                Evidence(
+                    "cuda-major",
+                    str(cuda_major),
+                    "other",
+                    "cuDNN siblings in the same directory",
+                    Confidence.LOW,
+                )
+            )
+        if (version, cuda_major) == (ident.version, ident.cuda_major):
+            out.append(ident)
+        else:
+            out.append(
+                dataclasses.replace(
+                    ident, version=version, cuda_major=cuda_major, evidence=tuple(evidence)
+                )
+            )
+    return out
+
+
+def _soname_major(ident: Identification, path: str) -> str:
+    name = ident.soname or posixpath.basename(path)
+    m = re.search(r"\.so\.(\d+)", name)
+    return m.group(1) if m else ""
