@@ -199,9 +199,9 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     t0 = time.perf_counter()
     limits = Limits()
     if options.max_ratio is not None:
-        limits = limits.with_ratio(options.max_ratio)
+        limits = replace(limits, max_ratio=options.max_ratio)
     if options.max_total_bytes is not None:
-        limits = limits.with_total(options.max_total_bytes)
+        limits = replace(limits, max_image_bytes=options.max_total_bytes)
     source = open_source(
         target,
         cache_dir=options.resolved_cache_dir() / "layers",

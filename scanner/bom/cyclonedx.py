@@ -234,7 +234,8 @@ def build_bom(result: ScanResult) -> Any:
 
 def to_json(result: ScanResult, spec_version: str = "1.6") -> str:
     """Serialize a scan result as CycloneDX JSON of the given spec version."""
-    from cyclonedx.output import OutputFormat, make_outputter
+    from cyclonedx.output import make_outputter
+    from cyclonedx.schema import OutputFormat
 
     schema = _schema(spec_version)
     bom = build_bom(result)

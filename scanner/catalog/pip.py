@@ -12,7 +12,15 @@ import binascii
 import csv
 import re
 
-from scanner.catalog.interface import DIGEST_HEX_LENGTHS, Distro, Found, purl, root_path, skipped
+from scanner.catalog.interface import (
+    DIGEST_HEX_LENGTHS,
+    Distro,
+    Found,
+    is_hex_digest,
+    purl,
+    root_path,
+    skipped,
+)
 from scanner.model import OwnedFile, Package, Skipped
 from scanner.source.interface import RootView
 
@@ -44,6 +52,10 @@ def _decode_hash(field: str) -> tuple[str, str] | None:
     algorithm = algorithm.strip().lower()
     if not sep or algorithm not in DIGEST_HEX_LENGTHS:
         return None
+    encoded = encoded.strip()
+    if is_hex_digest(encoded.lower(), algorithm):
+        # Debian's python3-* packages write hex digests into RECORD (not per the spec, but real).
+        return algorithm, encoded.lower()
     try:
         # validate=True: the lenient decoder would silently drop characters outside the alphabet.
         raw = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_", validate=True)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
 
 from scanner.catalog import catalog_view, pip
-from scanner.model import Package
+from scanner.model import OwnedFile, Package
 from tests.fixtures.packages import (
     EXAMPLE_CUDNN_WHEEL_FILES,
     pip_install,
@@ -127,3 +128,14 @@ def test_decode_hash() -> None:
     assert pip._decode_hash("sha256=short") is None
     assert pip._decode_hash("crc32=AAAA") is None
     assert pip.normalize_name("Foo__Bar.baz-Qux") == "foo-bar-baz-qux"
+
+
+def test_debian_hex_record_digests() -> None:
+    """Debian's python3-* packages write hex SHA-256 into RECORD; both encodings are read."""
+    from scanner.catalog.pip import parse_record
+
+    hexd = hashlib.sha256(b"x").hexdigest()
+    data = f"pkg/a.py,sha256={hexd},1\npkg/b.py,sha256={hexd[:-1]}z,1\n".encode()
+    files, bad = parse_record(data, "/usr/lib/python3/dist-packages")
+    assert files[0] == OwnedFile("/usr/lib/python3/dist-packages/pkg/a.py", "sha256", hexd)
+    assert bad == 1
