@@ -191,7 +191,13 @@ def _host_facts(
 def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     """Scan a host root or an image and return every GPU library with its verdicts."""
     from scanner.catalog import catalog_view
-    from scanner.detect import build_context, fill_from_siblings, find_mixed_cudnn, identify
+    from scanner.detect import (
+        build_context,
+        fill_from_identical,
+        fill_from_siblings,
+        find_mixed_cudnn,
+        identify,
+    )
     from scanner.source import Limits, open_source
 
     options = options or ScanOptions()
@@ -258,7 +264,15 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
             )
         )
 
-    filled = fill_from_siblings([(lib.ref.path, lib.ident) for lib in libraries])
+    filled = fill_from_identical(
+        [
+            (lib.ref.path, lib.digests.sha256 if lib.digests else None, lib.ident)
+            for lib in libraries
+        ]
+    )
+    filled = fill_from_siblings(
+        [(lib.ref.path, ident) for lib, ident in zip(libraries, filled, strict=True)]
+    )
     libraries = [
         lib if ident is lib.ident else replace(lib, ident=ident)
         for lib, ident in zip(libraries, filled, strict=True)

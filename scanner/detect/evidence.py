@@ -634,3 +634,46 @@ def _soname_major(ident: Identification, path: str) -> str:
     name = ident.soname or posixpath.basename(path)
     m = re.search(r"\.so\.(\d+)", name)
     return m.group(1) if m else ""
+
+
+def fill_from_identical(
+    libs: Sequence[tuple[str, str | None, Identification]],
+) -> list[Identification]:
+    """Give a library without a version the one known for byte-identical files in the scan.
+
+    An unowned copy of a packaged library (a vendored libcudart next to the pip one) has no
+    version of its own; identical SHA-256 means identical bytes, so the other file's version
+    and CUDA major apply with high confidence, recorded as hash-comparison evidence.
+    """
+    by_digest: dict[str, tuple[str, Identification]] = {}
+    for path, sha, ident in libs:
+        if sha and ident.version is not None:
+            best = by_digest.get(sha)
+            if best is None or len(ident.version) > len(best[1].version or ""):
+                by_digest[sha] = (path, ident)
+    out: list[Identification] = []
+    for path, sha, ident in libs:
+        src = by_digest.get(sha) if sha else None
+        if src is None or src[0] == path or ident.version is not None:
+            out.append(ident)
+            continue
+        other = src[1]
+        evidence = (
+            *ident.evidence,
+            Evidence(
+                "version",
+                other.version or "",
+                "hash-comparison",
+                f"same SHA-256 as {src[0]}",
+                Confidence.HIGH,
+            ),
+        )
+        out.append(
+            dataclasses.replace(
+                ident,
+                version=other.version,
+                cuda_major=ident.cuda_major if ident.cuda_major is not None else other.cuda_major,
+                evidence=evidence,
+            )
+        )
+    return out

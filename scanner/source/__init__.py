@@ -1,0 +1,130 @@
+"""Sources: turn a scan target (host directory, OCI layout, OCI archive, docker-archive) into a
+read-only `RootView`. `open_source` parses the target as the user wrote it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from scanner.errors import SourceError, UsageError
+from scanner.source.directory import DirectorySource
+from scanner.source.image import (
+    DockerArchiveSource,
+    ImagePlan,
+    OciArchiveSource,
+    OciLayoutSource,
+    image_view,
+    sniff_archive,
+)
+from scanner.source.interface import Node, RootView, Selector, Source
+from scanner.source.layercache import LayerCache, default_cache_dir
+from scanner.source.layers import LayerSpec, Limits
+
+if TYPE_CHECKING:
+    from scanner.source.registry import RegistryOptions
+
+__all__ = [
+    "DirectorySource",
+    "DockerArchiveSource",
+    "ImagePlan",
+    "LayerCache",
+    "LayerSpec",
+    "Limits",
+    "Node",
+    "OciArchiveSource",
+    "OciLayoutSource",
+    "RootView",
+    "Selector",
+    "Source",
+    "default_cache_dir",
+    "image_view",
+    "open_source",
+    "parse_target",
+]
+
+_IMAGE_TRANSPORTS = ("oci", "oci-archive", "docker-archive")
+_REGISTRY_PREFIXES = ("registry:", "docker://")
+_SUPPORTED = (
+    "a directory, a tar file, oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, "
+    "registry:HOST/REPO[:TAG|@DIGEST]"
+)
+
+
+def parse_target(target: str) -> tuple[str, str, str | None]:
+    """Split a target into (transport, path, tag): transport is one of "dir", "file", "oci",
+    "oci-archive", "docker-archive", "registry" (path = the whole target). Nothing is opened;
+    raises UsageError for unknown forms."""
+    if not target:
+        raise UsageError(f"empty scan target; use {_SUPPORTED}")
+    if target.startswith(_REGISTRY_PREFIXES):
+        return "registry", target, None
+    transport, sep, rest = target.partition(":")
+    if sep and transport in _IMAGE_TRANSPORTS and not os.path.exists(target):
+        if not rest:
+            raise UsageError(f"{target!r}: missing path after {transport}:")
+        if os.path.exists(rest):
+            return transport, rest, None
+        # The path may hold colons and so may the tag (docker-archive:F:repo:tag): take the
+        # longest prefix that exists.
+        for i in range(len(rest) - 1, 0, -1):
+            if rest[i] == ":" and os.path.exists(rest[:i]):
+                return transport, rest[:i], rest[i + 1 :] or None
+        path, colon, tag = rest.rpartition(":")
+        if colon and path and tag:
+            return transport, path, tag
+        return transport, rest, None
+    if os.path.isdir(target):
+        return "dir", target, None
+    if os.path.exists(target):
+        return "file", target, None
+    if sep and "/" not in transport and len(transport) > 1:
+        raise UsageError(f"unsupported target type {transport!r}:; use {_SUPPORTED}")
+    raise SourceError(f"{target}: no such file or directory")
+
+
+def open_source(
+    target: str,
+    *,
+    cache_dir: Path | None,
+    use_cache: bool,
+    all_filesystems: bool,
+    include: Sequence[str] = (),
+    limits: Limits | None = None,
+    platform: str | None = None,
+    registry: RegistryOptions | None = None,
+) -> Source:
+    """The source for ``target`` (see `parse_target`); errors are UsageError / SourceError.
+
+    ``include`` and ``all_filesystems`` apply to host directories only; ``platform``
+    (OS/ARCH[/VARIANT]) picks an image of a multi-platform index (default linux/amd64);
+    ``registry`` holds the connection options of ``registry:`` targets.
+    """
+    transport, path, tag = parse_target(target)
+    if transport == "dir":
+        if platform is not None:
+            raise UsageError("--platform applies to images, not to a host directory")
+        return DirectorySource(
+            path, include=include, all_filesystems=all_filesystems, reference=target
+        )
+    if include or all_filesystems:
+        raise UsageError(f"{target}: --include and --all-filesystems apply to host directories")
+    cache = LayerCache(cache_dir or default_cache_dir()) if use_cache else None
+    if transport == "registry":
+        # Imported here: the HTTP client is only paid for by registry scans.
+        from scanner.source.registry import RegistrySource
+
+        return RegistrySource(
+            target, platform=platform, cache=cache, limits=limits, options=registry
+        )
+    if transport == "file":
+        if not os.path.isfile(path):
+            raise SourceError(f"{path}: neither a directory nor a regular file")
+        transport = sniff_archive(path)
+    if transport != "oci" and not os.path.isfile(path):
+        raise SourceError(f"{path}: no such archive file")
+    kinds = {"oci": OciLayoutSource, "oci-archive": OciArchiveSource}
+    kind = kinds.get(transport, DockerArchiveSource)
+    return kind(path, tag, platform=platform, cache=cache, limits=limits, reference=target)

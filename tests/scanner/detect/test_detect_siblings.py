@@ -43,3 +43,24 @@ def test_mixed_directory_guesses_nothing() -> None:
     assert [
         f.kind for f in find_mixed_cudnn(list(zip([p for p, _ in libs], out, strict=True)))
     ] == ["mixed"]
+
+
+def test_identical_bytes_share_the_version() -> None:
+    from scanner.detect import fill_from_identical
+
+    cudart = Identification(
+        family="cudart", component="cudart", version="13.0.96", cuda_major=13, arch="x86_64"
+    )
+    copy = Identification(
+        family="cudart", component="cudart", version=None, cuda_major=None, arch="x86_64"
+    )
+    out = fill_from_identical(
+        [
+            ("/site/libcudart.so.13", "ab" * 32, cudart),
+            ("/opt/libcudart.so.13", "ab" * 32, copy),
+            ("/x/libcudart.so.13", "cd" * 32, copy),
+        ]
+    )
+    assert out[1].version == "13.0.96" and out[1].cuda_major == 13
+    assert out[1].evidence[-1].method == "hash-comparison"
+    assert out[2].version is None

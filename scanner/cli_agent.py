@@ -1,0 +1,231 @@
+"""Agent commands: `gpuprov push` delivers saved reports, `gpuprov agent` scans and pushes
+periodically (a systemd unit or a Kubernetes DaemonSet runs it).
+
+Exit codes: 0 delivered, 1 refused by the service (or a scan failed), 2 usage error,
+3 the service was unavailable and the report was spooled for later delivery.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+
+from scanner.deliver import (
+    Backoff,
+    Client,
+    FlushResult,
+    Rejected,
+    Spool,
+    Target,
+    default_spool_dir,
+    describe,
+    flush,
+    labels_from,
+    push,
+)
+from scanner.errors import ScannerError, UsageError
+
+EXIT_OK = 0
+EXIT_REJECTED = 1
+EXIT_USAGE = 2
+EXIT_SPOOLED = 3
+
+Server = Annotated[
+    str | None,
+    typer.Option("--server", help="service URL; default $GPUPROV_SERVER", show_default=False),
+]
+TokenFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--token-file",
+        help="file holding the API token; default $GPUPROV_TOKEN",
+        show_default=False,
+    ),
+]
+SpoolDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--spool-dir",
+        help="where undeliverable reports wait; default $GPUPROV_SPOOL or "
+        "~/.local/share/gpuprov/spool",
+        show_default=False,
+    ),
+]
+Retries = Annotated[
+    int,
+    typer.Option(
+        "--retries",
+        min=0,
+        max=20,
+        help="retries (with exponential backoff) before a report is spooled",
+    ),
+]
+Labels = Annotated[
+    list[str] | None,
+    typer.Option("--label", help="asset label KEY=VALUE sent with each report (repeatable)"),
+]
+
+_INTERVAL = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def parse_interval(text: str) -> float:
+    """``90s``, ``30m``, ``6h``, ``1d`` (or bare seconds) to seconds."""
+    match = _INTERVAL.match(text.strip().lower())
+    if not match or float(match.group(1)) <= 0:
+        raise typer.BadParameter(f"{text!r} is not a duration like 30m, 6h or 1d")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def _setup(
+    server: str | None, token_file: Path | None, spool_dir: Path | None
+) -> tuple[Client, Spool]:
+    try:
+        target = Target.resolve(server, token_file)
+    except UsageError as e:
+        _err(f"gpuprov: {e}")
+        raise typer.Exit(EXIT_USAGE) from e
+    return Client(target), Spool(spool_dir or default_spool_dir())
+
+
+def _report_flush(result: FlushResult) -> None:
+    for delivered in result.delivered:
+        _err(f"delivered spooled report: {describe(delivered)}")
+    for path, reason in result.rejected:
+        _err(f"spooled report refused and moved to {path}: {reason}")
+    if result.busy:
+        _err("another gpuprov process is delivering the spool")
+
+
+def _push_once(
+    client: Client, spool: Spool, report: bytes, labels: dict[str, str], backoff: Backoff
+) -> int:
+    try:
+        outcome = push(report, client, spool, labels, backoff)
+    except Rejected as e:
+        _err(f"gpuprov: {e}")
+        return EXIT_REJECTED
+    except UsageError as e:
+        _err(f"gpuprov: {e}")
+        return EXIT_USAGE
+    _report_flush(outcome.flushed)
+    if outcome.delivered is not None:
+        _err(f"delivered: {describe(outcome.delivered)}")
+        return EXIT_OK
+    assert outcome.spooled is not None
+    _err(
+        f"gpuprov: service unavailable ({outcome.error}); report spooled to "
+        f"{outcome.spooled.path}; `gpuprov push --spool` (or any later push) delivers it"
+    )
+    return EXIT_SPOOLED
+
+
+def push_command(
+    report: Annotated[
+        Path | None,
+        typer.Argument(help="CycloneDX JSON report (from `gpuprov scan --format cyclonedx`)"),
+    ] = None,
+    spool_only: Annotated[
+        bool, typer.Option("--spool", help="deliver the spooled reports only")
+    ] = False,
+    server: Server = None,
+    token_file: TokenFile = None,
+    spool_dir: SpoolDir = None,
+    label: Labels = None,
+    retries: Retries = 2,
+) -> None:
+    """Deliver a saved report (and anything spooled) to the gpuprov service."""
+    if (report is None) != spool_only:
+        _err("gpuprov push: give either a REPORT file or --spool")
+        raise typer.Exit(EXIT_USAGE)
+    try:
+        labels = labels_from(label or [])
+        data = report.read_bytes() if report is not None else b""
+    except UsageError as e:
+        _err(f"gpuprov: {e}")
+        raise typer.Exit(EXIT_USAGE) from e
+    except OSError as e:
+        _err(f"gpuprov: cannot read {report}: {e.strerror}")
+        raise typer.Exit(EXIT_USAGE) from e
+    client, spool = _setup(server, token_file, spool_dir)
+    backoff = Backoff(attempts=retries + 1)
+    with client:
+        if report is None:
+            result = flush(spool, client, backoff)
+            _report_flush(result)
+            if result.error:
+                _err(
+                    f"gpuprov: service unavailable ({result.error}); "
+                    f"{result.remaining} report(s) stay in {spool.directory}"
+                )
+                raise typer.Exit(EXIT_SPOOLED)
+            _err(f"spool {spool.directory} is empty")
+            raise typer.Exit(EXIT_REJECTED if result.rejected else EXIT_OK)
+        raise typer.Exit(_push_once(client, spool, data, labels, backoff))
+
+
+def _scan(root: str) -> bytes:
+    # imported here: the pipeline pulls in every scanner stage
+    from scanner.bom.cyclonedx import to_json
+    from scanner.pipeline import ScanOptions, run_scan
+
+    return to_json(run_scan(root, ScanOptions())).encode()
+
+
+def agent_command(
+    root: Annotated[str, typer.Option("--root", help="host root to scan (e.g. / or /host)")] = "/",
+    interval: Annotated[str, typer.Option("--interval", help="time between scans")] = "6h",
+    once: Annotated[bool, typer.Option("--once", help="scan and push once, then exit")] = False,
+    server: Server = None,
+    token_file: TokenFile = None,
+    spool_dir: SpoolDir = None,
+    label: Labels = None,
+    retries: Retries = 2,
+) -> None:
+    """Scan a host root and push the report, every --interval, until stopped."""
+    period = parse_interval(interval)
+    try:
+        labels = labels_from(label or [])
+    except UsageError as e:
+        _err(f"gpuprov: {e}")
+        raise typer.Exit(EXIT_USAGE) from e
+    client, spool = _setup(server, token_file, spool_dir)
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        _err(f"gpuprov agent: received signal {signum}, stopping")
+        stop.set()
+
+    if not once:
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+    code = EXIT_OK
+    with client:
+        while not stop.is_set():
+            try:
+                report = _scan(root)
+            except ScannerError as e:
+                _err(f"gpuprov agent: scan of {root} failed: {e}")
+                code = EXIT_REJECTED
+            else:
+                code = _push_once(client, spool, report, labels, Backoff(attempts=retries + 1))
+            if once:
+                break
+            stop.wait(period)
+    raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `push` and `agent` to the `gpuprov` command line."""
+    app.command("push")(push_command)
+    app.command("agent")(agent_command)

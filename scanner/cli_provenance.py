@@ -1,0 +1,335 @@
+"""Provenance commands of the CLI: `gpuprov verify`, `gpuprov catalog ...`, `gpuprov trust ...`.
+
+`register(app)` adds them to the main Typer app. Exit codes follow the CLI's: 0 verified or done,
+1 rejected (the reason on stderr), 2 usage error or unreadable input.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from scanner.errors import ScannerError, VerifyError
+from scanner.refcatalog.model import Catalog, RefCatalogError
+from scanner.verify.trust import Rejected, SigstoreRoot, TrustedKey, TrustPolicy, with_roots
+
+EXIT_OK = 0
+EXIT_REJECTED = 1
+EXIT_USAGE = 2
+
+#: Files up to this size are verified from their bytes; larger ones by streamed digest.
+_IN_MEMORY = 64 << 20
+
+
+def _err(message: str) -> None:
+    typer.echo(message, err=True)
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    _err(message)
+    return typer.Exit(code)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise _fail(f"error: cannot read {path}: {e.strerror}", EXIT_USAGE) from None
+
+
+def _write(data: bytes, output: Path | None) -> None:
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return
+    tmp = output.with_name(output.name + f".tmp{os.getpid()}")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, output)
+    except OSError as e:
+        raise _fail(f"error: cannot write {output}: {e.strerror}", EXIT_USAGE) from None
+
+
+def _policy(trust: Path | None, trust_key: Path | None) -> TrustPolicy:
+    if (trust is None) == (trust_key is None):
+        raise _fail(
+            "error: give exactly one of --trust POLICY.yaml, --trust-key PUB.pem", EXIT_USAGE
+        )
+    try:
+        if trust is not None:
+            return TrustPolicy.from_file(trust)
+        assert trust_key is not None
+        return TrustPolicy.for_key(trust_key)
+    except VerifyError as e:
+        raise _fail(f"error: {e}", EXIT_USAGE) from None
+
+
+def verify(
+    artifact: Annotated[str, typer.Argument(help="A file, or sha256:HEX for digest-only checks.")],
+    bundle: Annotated[
+        Path, typer.Option("--bundle", help="Sigstore bundle (or, with --key, a DSSE envelope).")
+    ],
+    certificate_identity: Annotated[
+        str | None, typer.Option("--certificate-identity", help="Expected certificate subject.")
+    ] = None,
+    certificate_identity_regexp: Annotated[
+        str | None,
+        typer.Option("--certificate-identity-regexp", help="Subject as a full-match regex."),
+    ] = None,
+    certificate_oidc_issuer: Annotated[
+        str | None, typer.Option("--certificate-oidc-issuer", help="Expected OIDC issuer.")
+    ] = None,
+    key: Annotated[Path | None, typer.Option("--key", help="Trusted public key (PEM).")] = None,
+    trusted_root: Annotated[
+        Path | None,
+        typer.Option("--trusted-root", help="Sigstore trusted_root.json (default: public-good)."),
+    ] = None,
+) -> None:
+    """Verify ARTIFACT against a Sigstore bundle, offline (like `cosign verify-blob`)."""
+    from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
+
+    keyless = certificate_identity is not None or certificate_identity_regexp is not None
+    if keyless == (key is not None):
+        raise _fail(
+            "error: give --key PUB.pem, or --certificate-identity (or -regexp) with "
+            "--certificate-oidc-issuer",
+            EXIT_USAGE,
+        )
+    if keyless and not certificate_oidc_issuer:
+        raise _fail("error: --certificate-oidc-issuer is required with an identity", EXIT_USAGE)
+    if certificate_identity is not None and certificate_identity_regexp is not None:
+        raise _fail("error: give only one of --certificate-identity and -regexp", EXIT_USAGE)
+    raw_bundle = _read(bundle)
+    trusted_key: TrustedKey | None
+    try:
+        roots = (
+            [SigstoreRoot.from_file(trusted_root)]
+            if trusted_root is not None
+            else [SigstoreRoot.public_good()]
+        )
+        if key is not None:
+            policy = with_roots(TrustPolicy.for_key(key), roots)
+            trusted_key = policy.signers[0].key
+        else:
+            assert certificate_oidc_issuer is not None
+            trusted_key = None
+            policy = TrustPolicy.for_identity(
+                certificate_oidc_issuer,
+                roots,
+                subject=certificate_identity,
+                subject_regex=certificate_identity_regexp,
+            )
+    except VerifyError as e:
+        raise _fail(f"error: {e}", EXIT_USAGE) from None
+    subject: bytes | ArtifactDigest
+    if artifact.startswith("sha256:"):
+        try:
+            subject = ArtifactDigest.from_hex(artifact)
+        except Rejected as e:
+            raise _fail(f"error: {e}", EXIT_USAGE) from None
+    else:
+        path = Path(artifact)
+        if not path.is_file():
+            raise _fail(f"error: {artifact} is not a file (or give sha256:HEX)", EXIT_USAGE)
+        # Ed25519 signs the whole message: such keys need the bytes, however large.
+        needs_bytes = trusted_key is not None and trusted_key.algorithm.value == "ed25519"
+        if path.stat().st_size <= _IN_MEMORY or needs_bytes:
+            subject = _read(path)
+        else:
+            subject = ArtifactDigest.of_file(path)
+    try:
+        if b'"payloadType"' in raw_bundle and b'"verificationMaterial"' not in raw_bundle:
+            identity = _verify_plain_envelope(raw_bundle, policy, subject)
+            where = "DSSE envelope, no transparency log"
+        else:
+            result = verify_bundle(raw_bundle, policy, artifact=subject)
+            identity = result.identity
+            when = f", logged {result.signed_at:%Y-%m-%dT%H:%M:%SZ}" if result.signed_at else ""
+            where = f"trusted root {result.root}{when}"
+    except Rejected as e:
+        raise _fail(f"rejected: {e}", EXIT_REJECTED) from None
+    except ScannerError as e:
+        raise _fail(f"rejected: {e}", EXIT_REJECTED) from None
+    typer.echo(f"OK: {artifact} signed by {identity} ({where})")
+
+
+def _verify_plain_envelope(raw: bytes, policy: TrustPolicy, subject: object) -> str:
+    """A DSSE envelope signed with --key: its in-toto statement must name the artifact."""
+    import hashlib
+
+    from scanner.verify.intoto import Statement
+    from scanner.verify.sigstore_bundles import ArtifactDigest, verify_envelope_with_keys
+
+    signer, envelope = verify_envelope_with_keys(raw, policy)
+    if isinstance(subject, ArtifactDigest):
+        digest = subject.hex
+    else:
+        assert isinstance(subject, bytes)
+        digest = hashlib.sha256(subject).hexdigest()
+    Statement.from_bytes(envelope.payload).require_subject(digest)
+    return signer.describe()
+
+
+catalog_app = typer.Typer(
+    help="Build, sign and verify reference catalogs of known-good GPU library files.",
+    no_args_is_help=True,
+)
+
+
+@catalog_app.command("from-wheel")
+def catalog_from_wheel(
+    wheels: Annotated[list[Path], typer.Argument(help="NVIDIA wheels (.whl).")],
+    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Catalog name.")] = None,
+) -> None:
+    """Catalog the shared libraries of wheels (RECORD digests checked against the bytes)."""
+    from scanner.refcatalog.wheel import catalog_from_wheels
+
+    _emit(lambda: catalog_from_wheels(wheels, name), output)
+
+
+@catalog_app.command("from-redist")
+def catalog_from_redist(
+    manifest: Annotated[Path, typer.Argument(help="NVIDIA redistrib_X.Y.Z.json.")],
+    archives: Annotated[list[Path], typer.Argument(help="Archives listed in the manifest.")],
+    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Catalog name.")] = None,
+) -> None:
+    """Catalog the libraries inside redistrib archives (archive SHA-256 checked first)."""
+    from scanner.refcatalog.redist import catalog_from_redist as build
+
+    _emit(lambda: build(manifest, archives, name), output)
+
+
+@catalog_app.command("from-scan")
+def catalog_from_scan(
+    report: Annotated[Path, typer.Argument(help="A gpuprov CycloneDX report of a golden asset.")],
+    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Catalog name.")] = None,
+    include_modified: Annotated[
+        bool, typer.Option("--include-modified", help="Also list files whose integrity failed.")
+    ] = False,
+) -> None:
+    """Catalog the GPU library files of a trusted golden scan."""
+    from scanner.refcatalog.scan import catalog_from_scan as build
+
+    _emit(lambda: build(report, name, include_modified=include_modified), output)
+
+
+def _emit(build: Callable[[], Catalog], output: Path | None) -> None:
+    try:
+        catalog: Catalog = build()
+    except RefCatalogError as e:
+        raise _fail(f"error: {e}", EXIT_REJECTED) from None
+    except ScannerError as e:
+        raise _fail(f"error: {e}", EXIT_USAGE) from None
+    _write(catalog.to_bytes(), output)
+    _err(f"catalog {catalog.name!r}: {len(catalog.entries)} files")
+
+
+@catalog_app.command("sign")
+def catalog_sign(
+    statement: Annotated[Path, typer.Argument(help="Unsigned catalog (from catalog from-*).")],
+    key: Annotated[Path, typer.Option("--key", help="PEM private key ($GPUPROV_KEY_PASSWORD).")],
+    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    keyid: Annotated[str, typer.Option("--keyid", help="DSSE keyid hint.")] = "",
+) -> None:
+    """Sign a catalog with a key: writes a DSSE envelope."""
+    from scanner.refcatalog.signing import load_private_key, sign_catalog
+
+    raw = _read(statement)
+    try:
+        envelope = sign_catalog(raw, load_private_key(key), keyid)
+    except RefCatalogError as e:
+        raise _fail(f"error: {e}", EXIT_USAGE) from None
+    _write(envelope.to_json().encode(), output)
+
+
+@catalog_app.command("verify")
+def catalog_verify(
+    catalogs: Annotated[list[Path], typer.Argument(help="Signed catalogs.")],
+    trust: Annotated[Path | None, typer.Option("--trust", help="Trust policy (YAML).")] = None,
+    trust_key: Annotated[
+        Path | None, typer.Option("--trust-key", help="The one trusted key (PEM).")
+    ] = None,
+) -> None:
+    """Verify signed catalogs against a trust policy; exit 1 if any is rejected."""
+    from scanner.refcatalog.signing import load_catalog_file
+
+    policy = _policy(trust, trust_key)
+    failed = False
+    for path in catalogs:
+        try:
+            verified = load_catalog_file(path, policy)
+        except Rejected as e:
+            _err(f"rejected: {path}: {e}")
+            failed = True
+            continue
+        except VerifyError as e:
+            raise _fail(f"error: {e}", EXIT_USAGE) from None
+        scope = (
+            f", {verified.out_of_scope} outside the signer's scope" if verified.out_of_scope else ""
+        )
+        typer.echo(
+            f"OK: {path}: catalog {verified.name!r} signed by {verified.signer}: "
+            f"{len(verified.entries)} files{scope}"
+        )
+    if failed:
+        raise typer.Exit(EXIT_REJECTED)
+
+
+trust_app = typer.Typer(help="Trust policies and pinned Sigstore roots.", no_args_is_help=True)
+
+
+@trust_app.command("refresh-root")
+def trust_refresh_root(
+    root_file: Annotated[
+        Path, typer.Argument(help="A newer Sigstore public-good trusted_root.json.")
+    ],
+) -> None:
+    """Replace the pinned public-good root by ROOT_FILE (copied into the cache directory)."""
+    from scanner.verify.trust import refresh_public_good
+
+    try:
+        target, root = refresh_public_good(root_file)
+    except VerifyError as e:
+        raise _fail(f"error: {e}", EXIT_USAGE) from None
+    except OSError as e:
+        raise _fail(f"error: cannot write the pinned root: {e.strerror}", EXIT_USAGE) from None
+    typer.echo(
+        f"pinned {target}: {len(root.authorities)} CAs, {len(root.tlogs)} transparency logs, "
+        f"{len(root.ctlogs)} CT logs"
+    )
+
+
+@trust_app.command("check")
+def trust_check(
+    policy_file: Annotated[Path, typer.Argument(help="Trust policy (YAML).")],
+) -> None:
+    """Load a trust policy and list what it trusts (and any unsafe option)."""
+    policy = _policy(policy_file, None)
+    for signer in policy.signers:
+        scope = ", ".join(
+            [f"families {','.join(signer.scope.families)}"] * bool(signer.scope.families)
+            + [f"images {','.join(signer.scope.images)}"] * bool(signer.scope.images)
+        )
+        unsafe = f" UNSAFE: {','.join(sorted(signer.unsafe))}" if signer.unsafe else ""
+        typer.echo(f"signer {signer.describe()}: {scope}{unsafe}")
+    for root in policy.roots:
+        typer.echo(f"root {root.name}")
+    for rule in policy.builders:
+        typer.echo(
+            f"builder {rule.id or '/' + str(rule.id_regex) + '/'}: up to Build L{rule.level}"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add `verify`, `catalog` and `trust` to the gpuprov CLI."""
+    app.command("verify")(verify)
+    app.add_typer(catalog_app, name="catalog")
+    app.add_typer(trust_app, name="trust")

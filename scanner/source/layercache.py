@@ -1,0 +1,211 @@
+"""On-disk cache of what each image layer yields, so shared base layers are read only once.
+
+Entries are keyed by layer digest, the selector's version and this format's schema (plus a
+fingerprint of the FileFacts model), written atomically and checked on read; a damaged entry
+is ignored and rewritten by the next read of the layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tempfile
+import types
+import typing
+from pathlib import Path
+from typing import Any, Union
+
+from scanner.model import FileFacts, NodeKind, OciDigest, Skipped
+from scanner.source.interface import Selector
+from scanner.source.layers import Entry, LayerYield
+
+SCHEMA = 1
+_MAGIC = b"gpuprov-layer-cache\n"
+_KINDS = {k.value: k for k in NodeKind}
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/gpuprov/layers``, else ``~/.cache/gpuprov/layers``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gpuprov" / "layers"
+
+
+def encode_value(value: object) -> object:
+    """A frozen model value (dataclasses, tuples, scalars) as JSON-ready data."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [encode_value(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def decode_value(tp: Any, data: object) -> Any:
+    """Rebuild a value of type ``tp`` from `encode_value` output; ValueError if it does not fit."""
+    if isinstance(tp, typing.NewType):
+        return decode_value(tp.__supertype__, data)
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(tp)
+        if data is None and type(None) in args:
+            return None
+        errors: list[str] = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return decode_value(arg, data)
+            except (ValueError, TypeError, KeyError) as e:
+                errors.append(str(e))
+        raise ValueError(f"no member of {tp} fits: {errors}")
+    if origin is tuple:
+        if not isinstance(data, list):
+            raise ValueError(f"expected a list for {tp}")
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(decode_value(args[0], v) for v in data)
+        if len(args) != len(data):
+            raise ValueError(f"expected {len(args)} items for {tp}")
+        return tuple(decode_value(a, v) for a, v in zip(args, data, strict=True))
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise ValueError(f"expected an object for {tp.__name__}")
+        hints = typing.get_type_hints(tp)
+        kwargs = {
+            f.name: decode_value(hints[f.name], data[f.name])
+            for f in dataclasses.fields(tp)
+            if f.name in data
+        }
+        return tp(**kwargs)
+    if tp is bool:
+        if not isinstance(data, bool):
+            raise ValueError("expected a boolean")
+        return data
+    if tp in (int, float, str):
+        if not isinstance(data, tp) or isinstance(data, bool):
+            raise ValueError(f"expected {tp.__name__}")
+        return data
+    raise TypeError(f"cannot decode type {tp!r}")
+
+
+def _fingerprint(tp: Any, seen: set[Any] | None = None) -> str:
+    """A description of a type's shape, so a model change invalidates cached facts."""
+    seen = seen if seen is not None else set()
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        if tp in seen:
+            return tp.__name__
+        seen.add(tp)
+        hints = typing.get_type_hints(tp)
+        inner = ",".join(
+            f"{f.name}:{_fingerprint(hints[f.name], seen)}" for f in dataclasses.fields(tp)
+        )
+        return f"{tp.__name__}({inner})"
+    args = typing.get_args(tp)
+    if args:
+        return f"{typing.get_origin(tp)}[{','.join(_fingerprint(a, seen) for a in args)}]"
+    return repr(tp)
+
+
+class LayerCache:
+    """Layer yields stored under one directory, one file per (layer, selector version)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        self._model = _fingerprint(FileFacts)
+
+    def _file(self, digest: OciDigest, selector: Selector) -> Path:
+        key = "\0".join(
+            (str(SCHEMA), self._model, digest, selector.version, str(selector.max_metadata_bytes))
+        )
+        name = hashlib.sha256(key.encode()).hexdigest()
+        return self.directory / name[:2] / f"{name}.layer"
+
+    def get(self, digest: OciDigest, selector: Selector) -> LayerYield | None:
+        """The cached yield of ``digest``, or None when absent or unreadable."""
+        try:
+            raw = self._file(digest, selector).read_bytes()
+        except OSError:
+            return None
+        try:
+            return _decode(raw, digest)
+        except (ValueError, TypeError, KeyError, IndexError, UnicodeDecodeError):
+            return None
+
+    def put(self, layer: LayerYield, selector: Selector) -> bool:
+        """Store a yield atomically; False (and nothing written) when that is impossible."""
+        target = self._file(layer.digest, selector)
+        try:
+            payload = _encode(layer)
+        except (TypeError, ValueError):
+            return False
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(payload)
+                os.replace(tmp, target)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+        except OSError:
+            return False
+        return True
+
+
+def _encode(layer: LayerYield) -> bytes:
+    metadata = list(layer.metadata.items())
+    header = {
+        "digest": layer.digest,
+        "entries": [[p, k.value, s, m, link, hard] for p, k, s, m, link, hard in layer.entries],
+        "whiteouts": layer.whiteouts,
+        "opaque": layer.opaque,
+        "candidates": layer.candidates,
+        "facts": {p: encode_value(f) for p, f in layer.facts.items()},
+        "metadata": [[p, len(data)] for p, data in metadata],
+        "skipped": [[s.path, s.reason, s.stage] for s in layer.skipped],
+        "compressed": layer.compressed_bytes,
+        "expanded": layer.expanded_bytes,
+    }
+    head = json.dumps(header, separators=(",", ":")).encode()
+    parts = [_MAGIC, len(head).to_bytes(8, "big"), head, *(data for _, data in metadata)]
+    body = b"".join(parts)
+    return body + hashlib.sha256(body).digest()
+
+
+def _decode(raw: bytes, digest: OciDigest) -> LayerYield:
+    body, check = raw[:-32], raw[-32:]
+    if not raw.startswith(_MAGIC) or hashlib.sha256(body).digest() != check:
+        raise ValueError("damaged cache entry")
+    pos = len(_MAGIC)
+    size = int.from_bytes(body[pos : pos + 8], "big")
+    pos += 8
+    header = json.loads(body[pos : pos + size])
+    pos += size
+    if header["digest"] != digest:
+        raise ValueError("cache entry for another layer")
+    entries: list[Entry] = [
+        (str(p), _KINDS[k], int(s), int(m), link, hard)
+        for p, k, s, m, link, hard in header["entries"]
+    ]
+    metadata: dict[str, bytes] = {}
+    for path, length in header["metadata"]:
+        metadata[path] = body[pos : pos + length]
+        pos += length
+    if pos != len(body):
+        raise ValueError("cache entry length mismatch")
+    return LayerYield(
+        digest=digest,
+        entries=entries,
+        whiteouts=list(header["whiteouts"]),
+        opaque=list(header["opaque"]),
+        candidates=[str(p) for p in header["candidates"]],
+        facts={p: decode_value(FileFacts, f) for p, f in header["facts"].items()},
+        metadata=metadata,
+        skipped=[Skipped(p, r, s) for p, r, s in header["skipped"]],
+        compressed_bytes=int(header["compressed"]),
+        expanded_bytes=int(header["expanded"]),
+    )

@@ -1,0 +1,1 @@
+"""Pinned Sigstore trusted roots shipped as package data (public-good.json: production)."""
