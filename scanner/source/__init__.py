@@ -106,8 +106,14 @@ def open_source(
     if transport == "dir":
         if platform is not None:
             raise UsageError("--platform applies to images, not to a host directory")
+        # Host scans reuse the listings of unchanged directories (see directory._Listings).
+        listing = (cache_dir or default_cache_dir()).parent / "host-dirs" if use_cache else None
         return DirectorySource(
-            path, include=include, all_filesystems=all_filesystems, reference=target
+            path,
+            include=include,
+            all_filesystems=all_filesystems,
+            reference=target,
+            listing_cache=listing,
         )
     if include or all_filesystems:
         raise UsageError(f"{target}: --include and --all-filesystems apply to host directories")

@@ -7,6 +7,8 @@ otherwise, and only stats candidates and metadata files. Nothing is ever written
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import socket
 import stat
@@ -20,6 +22,10 @@ from scanner.source.interface import Node, RootView, Selector, normalize
 from scanner.source.layers import collect_candidates
 
 _PSEUDO = frozenset({"proc", "sys", "dev"})
+#: One shared node for the many regular files that are neither candidates nor metadata: the
+#: tree only needs to know they exist (for symlink resolution); it saves an object per file.
+_PLAIN = Node("", NodeKind.FILE)
+_LISTING_SCHEMA = "1"
 _MAX_HOPS = 40
 _SMALL_FILE = 4096
 
@@ -34,6 +40,7 @@ class DirectorySource:
         include: Sequence[str] = (),
         all_filesystems: bool = False,
         reference: str | None = None,
+        listing_cache: Path | None = None,
     ) -> None:
         path = os.path.abspath(os.fspath(root))
         if not os.path.isdir(path):
@@ -42,14 +49,20 @@ class DirectorySource:
         self.include = tuple(normalize(p) for p in include)
         self.all_filesystems = all_filesystems
         self.reference = reference if reference is not None else os.fspath(root)
+        self.listing_cache = listing_cache
 
     def open_view(self, selector: Selector) -> RootView:
         """Walk the root and return the tree, candidates (with host paths) and metadata."""
-        return _Walk(self, selector).run()
+        listings = _Listings.load(self.listing_cache, self.root, selector.version)
+        view = _Walk(self, selector, listings).run()
+        listings.save()
+        view.stats["dirs_from_cache"] = float(listings.hits)
+        return view
 
 
 class _Walk:
-    def __init__(self, source: DirectorySource, selector: Selector) -> None:
+    def __init__(self, source: DirectorySource, selector: Selector, listings: _Listings) -> None:
+        self.listings = listings
         self.root = source.root
         self.prefix = "" if source.root == "/" else source.root
         self.source = source
@@ -165,12 +178,19 @@ class _Walk:
         nodes = self.nodes
         is_candidate = self.selector.is_candidate
         is_metadata = self.selector.is_metadata
-        file_kind, link_kind = NodeKind.FILE, NodeKind.SYMLINK
-        stack = [top]
+        listings = self.listings
+        stack: list[tuple[str, os.stat_result]] = [(top, st)]
         while stack:
-            directory = stack.pop()
+            directory, dst = stack.pop()
             base = "" if directory == "/" else directory
             at_root = directory == "/"
+            cached = listings.lookup(directory, dst)
+            if cached is not None:
+                self.replay(base, cached, at_root, device, stack)
+                continue
+            plain: list[str] = []
+            others: list[tuple[str, str, str | None]] = []
+            complete = True
             try:
                 it = os.scandir(self.host(directory))
             except OSError as e:
@@ -179,34 +199,88 @@ class _Walk:
             with it:
                 try:
                     for entry in it:
-                        path = base + "/" + entry.name
+                        name = entry.name
+                        path = base + "/" + name
                         try:
                             # Regular files first: they are most entries, and d_type answers
                             # these tests without a system call.
                             if entry.is_file(follow_symlinks=False):
                                 if is_candidate(path) or is_metadata(path):
                                     self.file(path, entry.path, entry.stat(follow_symlinks=False))
+                                    others.append((name, "f", None))
                                 else:
-                                    nodes[path] = Node(path, file_kind)
+                                    nodes[path] = _PLAIN
+                                    plain.append(name)
                             elif entry.is_dir(follow_symlinks=False):
-                                self.directory(path, entry, at_root, device, stack)
+                                est = entry.stat(follow_symlinks=False)
+                                self.directory(path, name, est, at_root, device, stack)
+                                others.append((name, "d", None))
                             elif entry.is_symlink():
-                                nodes[path] = Node(path, link_kind, link=os.readlink(entry.path))
+                                link = os.readlink(entry.path)
+                                nodes[path] = Node(path, NodeKind.SYMLINK, link=link)
+                                others.append((name, "l", link))
                             else:
                                 nodes[path] = Node(path, NodeKind.OTHER)
+                                others.append((name, "o", None))
                         except OSError as e:
+                            complete = False
                             self.skip(path, f"cannot read: {e.strerror or e}")
                 except OSError as e:
+                    complete = False
                     self.skip(directory, f"directory listing failed: {e.strerror or e}")
+            if complete:
+                listings.store(directory, dst, plain, others)
+
+    def replay(
+        self,
+        base: str,
+        cached: tuple[list[str], list[tuple[str, str, str | None]]],
+        at_root: bool,
+        device: int,
+        stack: list[tuple[str, os.stat_result]],
+    ) -> None:
+        """Re-create an unchanged directory's entries from the listing cache.
+
+        Only regular files that are neither candidates nor metadata are taken on trust; every
+        other entry is stat'ed again, so candidates get a fresh (dev, inode, size, mtime) key.
+        """
+        plain, others = cached
+        nodes = self.nodes
+        for name in plain:
+            nodes[base + "/" + name] = _PLAIN
+        for name, kind, link in others:
+            path = base + "/" + name
+            if kind == "l":
+                nodes[path] = Node(path, NodeKind.SYMLINK, link=link)
+                continue
+            if kind == "o":
+                nodes[path] = Node(path, NodeKind.OTHER)
+                continue
+            try:
+                st = os.lstat(self.host(path))
+            except OSError as e:
+                self.skip(path, f"cannot read: {e.strerror or e}")
+                continue
+            if kind == "d" and stat.S_ISDIR(st.st_mode):
+                self.directory(path, name, st, at_root, device, stack)
+            elif kind == "f" and stat.S_ISREG(st.st_mode):
+                self.file(path, self.host(path), st)
+            else:
+                self.skip(path, "changed type while being scanned")
 
     def directory(
-        self, path: str, entry: os.DirEntry[str], at_root: bool, device: int, stack: list[str]
+        self,
+        path: str,
+        name: str,
+        st: os.stat_result,
+        at_root: bool,
+        device: int,
+        stack: list[tuple[str, os.stat_result]],
     ) -> None:
         """Record a directory and queue it unless it is a pseudo fs, a mount or seen before."""
-        if at_root and entry.name in _PSEUDO:
+        if at_root and name in _PSEUDO:
             self.nodes[path] = Node(path, NodeKind.DIR, mode=0o555)
             return
-        st = entry.stat(follow_symlinks=False)
         self.nodes[path] = Node(path, NodeKind.DIR, mode=stat.S_IMODE(st.st_mode))
         if st.st_dev != device and not self.source.all_filesystems:
             self.skip(
@@ -218,7 +292,7 @@ class _Walk:
             self.revisited += 1
             return
         self.visited.add(key)
-        stack.append(path)
+        stack.append((path, st))
 
     def file(self, path: str, host_path: str, st: os.stat_result) -> None:
         """Record a regular file that is a candidate or metadata (its stat is needed)."""
@@ -283,6 +357,80 @@ class _Walk:
             reference=self.source.reference,
             machine_id=self.small_file("/etc/machine-id"),
         )
+
+
+class _Listings:
+    """Directory listings of earlier host scans, reused while a directory is unchanged.
+
+    A directory's (device, inode, mtime_ns, ctime_ns) changes whenever an entry is added,
+    removed or renamed in it, and ctime cannot be set back by a user, so an unchanged key
+    means the same names. Candidates and metadata files are still stat'ed and read on every
+    scan; only the classification of the other files is reused.
+    """
+
+    def __init__(self, path: Path | None, version: str, dirs: dict[str, list[object]]) -> None:
+        self.path = path
+        self.version = version
+        self.old = dirs
+        self.new: dict[str, list[object]] = {}
+        self.hits = 0
+
+    @classmethod
+    def load(cls, directory: Path | None, root: str, version: str) -> _Listings:
+        if directory is None:
+            return cls(None, version, {})
+        key = hashlib.sha256(f"{root}\0{version}".encode()).hexdigest()[:24]
+        path = directory / f"{key}.json"
+        try:
+            raw = json.loads(path.read_bytes())
+            if raw.get("schema") == _LISTING_SCHEMA and raw.get("version") == version:
+                return cls(path, version, raw["dirs"])
+        except (OSError, ValueError, KeyError, AttributeError):
+            pass  # missing or corrupt: a full walk rebuilds it
+        return cls(path, version, {})
+
+    @staticmethod
+    def _stamp(st: os.stat_result) -> list[int]:
+        return [st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns]
+
+    def lookup(
+        self, directory: str, st: os.stat_result
+    ) -> tuple[list[str], list[tuple[str, str, str | None]]] | None:
+        rec = self.old.get(directory)
+        if not isinstance(rec, list) or len(rec) != 3 or rec[0] != self._stamp(st):
+            return None
+        try:
+            plain = str(rec[1]).split("\0") if rec[1] else []
+            entries: list[list[str | None]] = rec[2]  # type: ignore[assignment]
+            others = [(str(n), str(k), None if ln is None else str(ln)) for n, k, ln in entries]
+        except (TypeError, ValueError):
+            return None
+        self.hits += 1
+        self.new[directory] = rec
+        return plain, others
+
+    def store(
+        self,
+        directory: str,
+        st: os.stat_result,
+        plain: list[str],
+        others: list[tuple[str, str, str | None]],
+    ) -> None:
+        if self.path is not None:
+            self.new[directory] = [self._stamp(st), "\0".join(plain), others]
+
+    def save(self) -> None:
+        """Write atomically; directories not seen in this scan are dropped."""
+        if self.path is None or (self.new == self.old):
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
+            data = {"schema": _LISTING_SCHEMA, "version": self.version, "dirs": self.new}
+            tmp.write_text(json.dumps(data, separators=(",", ":")))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only cache only costs the next scan a full walk
 
 
 def _read_regular(host_path: str, limit: int) -> bytes | str:

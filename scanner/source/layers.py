@@ -986,6 +986,60 @@ def collect_candidates(
     return [(p, tuple(sorted(real[p]))) for p in sorted(real)]
 
 
+def symlink_loops(
+    nodes: dict[str, Node], is_candidate: Callable[[str], bool], max_hops: int = 40
+) -> list[Skipped]:
+    """A `Skipped` record for each symlink named like a GPU library that never resolves
+    because its chain loops (issue 2, section 7: a symlink loop must be reported, not silently
+    dropped). Dangling links (a missing target, a target outside the root) stay silent: they
+    are common in real images (development links to absent stubs)."""
+    out: list[Skipped] = []
+    for path, node in nodes.items():
+        if node.kind is not NodeKind.SYMLINK or not is_candidate(path):
+            continue
+        if resolve_in_tree(nodes, path, max_hops) is not None:
+            continue
+        if _exceeds_hops(nodes, path, max_hops):
+            out.append(
+                Skipped(
+                    path,
+                    f"symlink loop: {path} -> {node.link} never reaches a file "
+                    f"(more than {max_hops} links); not followed",
+                    "source",
+                )
+            )
+    return sorted(out, key=lambda s: s.path)
+
+
+def _exceeds_hops(nodes: dict[str, Node], path: str, max_hops: int) -> bool:
+    """Whether resolving ``path`` inside the root runs out of hops (a loop) rather than
+    reaching a missing component (dangling); mirrors `resolve_in_tree`."""
+    hops = 0
+    todo = [p for p in path.split("/") if p and p != "."]
+    done: list[str] = []
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        node = nodes.get("/" + "/".join([*done, part]))
+        if node is None:
+            return False
+        if node.kind is NodeKind.SYMLINK and node.link is not None:
+            hops += 1
+            if hops > max_hops:
+                return True
+            if node.link.startswith("/"):
+                done = []
+            todo = [p for p in node.link.split("/") if p] + todo
+            continue
+        done.append(part)
+    return False
+
+
 @dataclass
 class Squashed:
     """The result of applying an image's layers: the tree, what was skipped, counters."""

@@ -208,3 +208,42 @@ def test_open_source_for_directories(tmp_path: Path) -> None:
     assert "/etc/hostname" not in view.nodes
     with pytest.raises(SourceError, match="not a directory"):
         DirectorySource(root / "etc/hostname")
+
+
+def test_listing_cache_reuses_unchanged_directories(tmp_path: Path) -> None:
+    """A rescan replays unchanged directories and still sees every change."""
+    from scanner.source import DirectorySource
+
+    root = tmp_path / "root"
+    lib = root / "usr" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libcudnn_graph.so.9").write_bytes(b"one")
+    for i in range(50):
+        (lib / f"plain{i}.txt").write_bytes(b"x")
+    os.symlink("libcudnn_graph.so.9", lib / "libcudnn.so.9")
+    cache = tmp_path / "cache"
+
+    def scan():  # type: ignore[no-untyped-def]
+        return DirectorySource(root, listing_cache=cache).open_view(hashing_selector())
+
+    first = scan()
+    assert first.stats["dirs_from_cache"] == 0
+    second = scan()
+    assert second.stats["dirs_from_cache"] >= 2
+    assert set(second.nodes) == set(first.nodes)
+    assert [(c.ref.path, c.aliases) for c in second.candidates] == [
+        (c.ref.path, c.aliases) for c in first.candidates
+    ]
+    # A changed candidate gets a new stat key even though its directory is replayed.
+    old_key = second.candidates[0].stat_key
+    (lib / "libcudnn_graph.so.9").write_bytes(b"two!")
+    third = scan()
+    assert third.candidates[0].stat_key != old_key
+    # A new file changes the directory's mtime: the listing is rebuilt and the file found.
+    (lib / "libcudart.so.12").write_bytes(b"rt")
+    fourth = scan()
+    assert "/usr/lib/libcudart.so.12" in {c.ref.path for c in fourth.candidates}
+    # A corrupt cache file is ignored.
+    for f in cache.iterdir():
+        f.write_text("{broken")
+    assert {c.ref.path for c in scan().candidates} == {c.ref.path for c in fourth.candidates}
