@@ -6,6 +6,8 @@ Exit codes (stable, documented in docs/cli.md): 0 clean, 1 findings matched ``--
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import sys
 from enum import StrEnum
@@ -36,7 +38,7 @@ class Format(StrEnum):
     CYCLONEDX = "cyclonedx"
 
 
-FAIL_ON_KINDS = ("modified", "unowned", "mixed", "no-record")
+FAIL_ON_KINDS = ("modified", "unowned", "mixed", "no-record", "conflict", "unsigned")
 
 
 def err(message: str) -> None:
@@ -140,10 +142,42 @@ def scan(
     workers: Annotated[
         int, typer.Option("--workers", help="Hashing threads (0: one per CPU).")
     ] = 0,
+    catalog: Annotated[
+        list[Path] | None,
+        typer.Option("--catalog", help="Signed reference catalog (repeatable); needs --trust*."),
+    ] = None,
+    trust: Annotated[
+        Path | None, typer.Option("--trust", help="Trust policy YAML (keys, identities, scopes).")
+    ] = None,
+    trust_key: Annotated[
+        Path | None, typer.Option("--trust-key", help="Trust exactly this public key (PEM).")
+    ] = None,
+    attestation: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--attestation",
+            help="Local Sigstore bundle or DSSE envelope about the image (repeatable).",
+        ),
+    ] = None,
+    username: Annotated[
+        str | None, typer.Option("--username", help="Registry user (else ~/.docker/config.json).")
+    ] = None,
+    password_stdin: Annotated[
+        bool, typer.Option("--password-stdin", help="Read the registry password from stdin.")
+    ] = False,
+    ca_file: Annotated[
+        Path | None, typer.Option("--ca-file", help="Extra CA certificates for the registry.")
+    ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option("--insecure", help="UNSAFE: skip registry TLS checks, allow plain HTTP."),
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
     """Scan a host root or a container image for GPU libraries and report them."""
     from scanner.pipeline import ScanOptions, run_scan
+    from scanner.source.registry import RegistryOptions
+    from scanner.verify.scan_trust import TrustInputs
 
     fail_kinds = _parse_fail_on(fail_on)
     total = _parse_size(max_size)
@@ -175,6 +209,18 @@ def scan(
                 max_ratio=max_ratio,
                 max_total_bytes=total,
                 progress=progress,
+                trust=TrustInputs(
+                    trust=trust,
+                    trust_key=trust_key,
+                    catalogs=tuple(catalog or ()),
+                    attestations=tuple(attestation or ()),
+                ),
+                registry=RegistryOptions(
+                    username=username,
+                    password=sys.stdin.readline().rstrip("\n") if password_stdin else None,
+                    ca_file=str(ca_file) if ca_file else None,
+                    insecure=insecure,
+                ),
             ),
         )
     except ScannerError as e:
@@ -188,8 +234,11 @@ def scan(
         from scanner.report import render_table
 
         if output is not None:
-            with open(output, "w", encoding="utf-8") as fh:
-                render_table(result, fh, color=False)
+            # Through _write like the other formats: atomic, and an unwritable FILE is a
+            # clear error (exit 2) instead of a traceback from open().
+            buf = io.StringIO()
+            render_table(result, buf, color=False)
+            _write(buf.getvalue(), output)
         else:
             render_table(result, sys.stdout, color=sys.stdout.isatty())
     else:
@@ -224,12 +273,30 @@ def _write(text: str, output: Path | None) -> None:
         tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
         os.replace(tmp, output)
     except OSError as e:
-        err(f"error: cannot write {output}: {e.strerror}")
+        with contextlib.suppress(OSError):
+            tmp.unlink()  # never leave a partial report behind
+        err(f"error: cannot write {output}: {e.strerror or e}")
         raise typer.Exit(EXIT_USAGE) from None
+
+
+def register_all(argv: list[str]) -> None:
+    """Add the agent and provenance commands to `app`, unless the command is ``scan``.
+
+    Their modules pull in httpx, cryptography and sigstore (about 0.25 s of imports), which a
+    ``scan`` never needs; skipping them keeps a warm host rescan fast.
+    """
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    if words[:1] == ["scan"]:
+        return
+    from scanner import cli_agent, cli_provenance
+
+    cli_agent.register(app)
+    cli_provenance.register(app)
 
 
 def main() -> None:
     """Console entry point of the scanner-only CLI."""
+    register_all(sys.argv)
     app()
 
 

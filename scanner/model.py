@@ -200,6 +200,24 @@ class GpuLibrary:
     integrity: Integrity
     integrity_reason: str
     notes: tuple[str, ...] = ()  # e.g. "mixed cuDNN: ..."
+    #: provenance against signed reference catalogs: None when no catalog was given
+    provenance: str | None = None  # "verified" | "conflict" | "unknown"
+    provenance_reason: str = ""
+    provenance_signer: str | None = None
+    provenance_catalog: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageTrust:
+    """What the image's signatures and attestations establish under the trust policy."""
+
+    signed: bool
+    signer: str | None
+    slsa_level: int | None  # verified SLSA Build level, None without accepted provenance
+    builder: str | None
+    source_repo: str | None
+    checked: int  # signature and attestation layers examined
+    rejected: tuple[str, ...] = ()  # one reason per rejected layer
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,3 +241,4 @@ class ScanResult:
     started_at: str  # RFC 3339 UTC
     tool_version: str
     stats: dict[str, float] = field(default_factory=dict)
+    image_trust: ImageTrust | None = None

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from scanner import __version__
 from scanner.errors import DetectError, HashError
@@ -33,6 +33,11 @@ from scanner.model import (
 )
 from scanner.source.interface import RootView, Selector
 from scanner.verify.integrity import integrity_verdict
+from scanner.verify.scan_trust import TrustInputs
+
+if TYPE_CHECKING:
+    from scanner.source.registry import RegistryOptions
+    from scanner.verify.trust import TrustPolicy
 
 #: Bumped when what the probe computes changes, so cached layer yields are recomputed.
 PROBE_VERSION = "1"
@@ -59,6 +64,8 @@ class ScanOptions:
     max_ratio: float | None = None
     max_total_bytes: int | None = None
     progress: ProgressFn | None = field(default=None, compare=False)
+    trust: TrustInputs = field(default_factory=TrustInputs)
+    registry: RegistryOptions | None = None
 
     def resolved_cache_dir(self) -> Path:
         return self.cache_dir if self.cache_dir is not None else default_cache_dir()
@@ -199,9 +206,12 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         identify,
     )
     from scanner.source import Limits, open_source
+    from scanner.source.layers import symlink_loops
 
     options = options or ScanOptions()
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Trust material is checked before any work: a catalog that does not verify stops here.
+    policy, catalogs = _load_trust(options.trust)
     t0 = time.perf_counter()
     limits = Limits()
     if options.max_ratio is not None:
@@ -216,6 +226,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         include=options.include,
         limits=limits,
         platform=options.platform,
+        registry=options.registry,
     )
     spool_dir = tempfile.mkdtemp(prefix="gpuprov-")
     try:
@@ -225,6 +236,8 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         shutil.rmtree(spool_dir, ignore_errors=True)
     t_source = time.perf_counter()
     skipped: list[Skipped] = list(view.skipped)
+    # Every source drops a looping library symlink; say so once here (issue 2, section 7).
+    skipped.extend(symlink_loops(view.nodes, selector.is_candidate))
 
     catalog = catalog_view(view)
     skipped.extend(catalog.skipped)
@@ -297,6 +310,24 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
             for lib in libraries
         ]
 
+    image_trust = None
+    if policy is not None:
+        from scanner.verify.scan_trust import apply_provenance
+
+        if catalogs:
+            libraries = apply_provenance(libraries, catalogs)
+            hits = tuple(lib.ref.path for lib in libraries if lib.provenance == "conflict")
+            if hits:
+                findings.append(
+                    Finding("conflict", f"{len(hits)} file(s) contradict a signed catalog", hits)
+                )
+        if view.info.kind is AssetKind.IMAGE:
+            image_trust = _image_trust(source, view, options.trust, policy)
+            if not image_trust.signed:
+                findings.append(
+                    Finding("unsigned", "; ".join(image_trust.rejected) or "image not signed")
+                )
+
     owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
     t_end = time.perf_counter()
     stats = dict(view.stats)
@@ -319,7 +350,39 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         started_at=started,
         tool_version=__version__,
         stats=stats,
+        image_trust=image_trust,
     )
+
+
+def _load_trust(inputs: TrustInputs) -> tuple[TrustPolicy | None, list[Any]]:
+    if not inputs.wanted:
+        return None, []
+    from scanner.verify.scan_trust import load_catalogs, load_policy
+
+    policy = load_policy(inputs)
+    if policy is None:
+        return None, []
+    return policy, load_catalogs(inputs, policy)
+
+
+def _image_trust(source: object, view: RootView, inputs: TrustInputs, policy: TrustPolicy) -> Any:
+    """Signatures from the registry (when the image came from one) and local files."""
+    from scanner.verify.cosign import CosignLayer
+    from scanner.verify.scan_trust import image_trust, layer_from_file
+
+    layers = [("*", layer_from_file(p)) for p in inputs.attestations]
+    fetch = getattr(source, "signature_material", None)
+    digests: tuple[str, ...] = tuple(getattr(source, "digests", ()))
+    if fetch is not None:
+        for sl in fetch():
+            layers.append(
+                (sl.subject, CosignLayer(sl.media_type, sl.data, sl.annotations, sl.digest))
+            )
+    if not digests and view.info.digest:
+        digests = (view.info.digest,)
+    name = view.info.name.split("@", 1)[0]
+    repository = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    return image_trust(repository, digests, layers, policy)
 
 
 def _with_note(lib: GpuLibrary, note: str) -> GpuLibrary:

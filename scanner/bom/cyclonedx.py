@@ -67,7 +67,18 @@ def _asset_component(result: ScanResult) -> Any:
     from cyclonedx.model.component import Component, ComponentType
 
     asset = result.asset
-    labels = [(f"{V.ASSET_LABEL_PREFIX}{k}", v) for k, v in asset.labels]
+    extra: list[tuple[str, str | None]] = [
+        (f"{V.ASSET_LABEL_PREFIX}{k}", v) for k, v in asset.labels
+    ]
+    trust = result.image_trust
+    if trust is not None:
+        extra += [
+            (V.IMAGE_SIGNER, trust.signer),
+            (V.SLSA_BUILD_LEVEL, str(trust.slsa_level) if trust.slsa_level is not None else None),
+            (V.SLSA_BUILDER, trust.builder),
+            ("gpuprov:slsa:source-repo", trust.source_repo),
+            *(("gpuprov:image:signature-rejected", r) for r in trust.rejected),
+        ]
     if asset.kind is AssetKind.IMAGE:
         props = _props(
             [
@@ -75,7 +86,7 @@ def _asset_component(result: ScanResult) -> Any:
                 (V.IMAGE_DIGEST, asset.digest),
                 (V.IMAGE_REFERENCE, asset.reference),
                 (V.IMAGE_PLATFORM, asset.platform),
-                *labels,
+                *extra,
             ]
         )
         return Component(
@@ -91,7 +102,7 @@ def _asset_component(result: ScanResult) -> Any:
             (V.ASSET_KIND, "host"),
             (V.HOST_HOSTNAME, asset.name),
             (V.HOST_MACHINE_ID, asset.machine_id),
-            *labels,
+            *extra,
         ]
     )
     return Component(
@@ -184,6 +195,10 @@ def _file_component(lib: GpuLibrary) -> Any:
             (V.INTEGRITY, lib.integrity.value),
             (V.INTEGRITY_REASON, lib.integrity_reason),
             (V.LAYER, lib.ref.layer),
+            (V.PROVENANCE, lib.provenance),
+            (V.PROVENANCE_SIGNER, lib.provenance_signer),
+            (V.PROVENANCE_CATALOG, lib.provenance_catalog),
+            ("gpuprov:provenance:reason", lib.provenance_reason if lib.provenance else None),
             *((V.NOTE, n) for n in lib.notes),
         ]
     )

@@ -159,6 +159,13 @@ class Catalog:
     @classmethod
     def from_statement(cls, doc: object) -> Catalog:
         """Read a catalog statement; subjects and entries must describe the same files."""
+        try:
+            return cls._from_statement(doc)
+        except (AttributeError, TypeError, ValueError) as e:
+            raise RefCatalogError(f"malformed catalog statement: {e}") from e
+
+    @classmethod
+    def _from_statement(cls, doc: object) -> Catalog:
         if not isinstance(doc, dict) or doc.get("_type") != STATEMENT_TYPE:
             raise RefCatalogError("not an in-toto Statement v1")
         if doc.get("predicateType") != PREDICATE_TYPE:

@@ -1304,6 +1304,7 @@ class RegistrySource:
         the layer cache already holds its yield)."""
         with self.client() as client:
             image = client.resolve(self.ref, self.platform)
+            self.digests = tuple(dict.fromkeys((image.top_digest, image.digest)))
             return image_view(
                 image.plan(),
                 selector,
@@ -1311,3 +1312,42 @@ class RegistrySource:
                 cache=self.cache,
                 limits=self.limits,
             )
+
+    #: Digests signatures may name, set by `open_view`: the tag's target (an index for a
+    #: multi-platform image, which is what `cosign sign IMAGE:TAG` signs) and the manifest.
+    digests: tuple[str, ...] = ()
+
+    def signature_material(self) -> list[SignatureLayer]:
+        """Every signature/attestation layer the registry holds for this image's digests.
+
+        Referrers API first, cosign's ``sha256-<hex>.sig``/``.att`` tags as fallback; each
+        blob is fetched whole (they are small) and digest-checked. Verification is the
+        verify stage's job; this only fetches.
+        """
+        found: list[SignatureLayer] = []
+        with self.client() as client:
+            for digest in self.digests:
+                for ref in client.list_referrers(self.ref.repository, digest):
+                    for desc in ref.layers:
+                        data = client.read_blob(self.ref.repository, desc.digest)
+                        found.append(
+                            SignatureLayer(
+                                subject=digest,
+                                media_type=desc.media_type,
+                                data=data,
+                                annotations=dict(desc.annotations or {}),
+                                digest=desc.digest,
+                            )
+                        )
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class SignatureLayer:
+    """A signature or attestation layer as fetched, for the verify stage."""
+
+    subject: str  # the image digest it was found for
+    media_type: str
+    data: bytes
+    annotations: dict[str, str]
+    digest: str

@@ -78,6 +78,8 @@ def message_signature(
     if digest is None:
         raise Rejected("a message-signature bundle needs the artifact or its digest")
     declared = part.get("messageDigest")
+    if declared is not None and not isinstance(declared, dict):
+        raise Rejected("messageDigest is not an object")
     if declared:
         if declared.get("algorithm") != "SHA2_256":
             raise Rejected(f"unsupported message digest algorithm {declared.get('algorithm')}")

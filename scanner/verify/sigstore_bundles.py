@@ -119,24 +119,37 @@ def verify_bundle(
     digest = artifact.sha256 if isinstance(artifact, ArtifactDigest) else None
     if data is not None:
         digest = hashlib.sha256(data).digest()
-    if "publicKey" in material:
-        result = _verify_key(doc, data, digest, candidates, policy)
-    else:
-        keyless = tuple(s for s in candidates if s.identity is not None)
-        if not keyless:
-            raise Rejected("bundle is signed keyless but no trusted keyless identity may sign it")
-        if not policy.roots:
-            raise Rejected("no Sigstore trusted root is pinned for keyless verification")
-        kind = _entry_kind(material)
-        if kind == ("intoto", "0.0.2"):
-            result = _verify_intoto_entry(doc, keyless, policy.roots)
-        else:
-            result = _verify_with_sigstore(raw, doc, data, digest, keyless, policy.roots)
+    try:
+        result = _dispatch(raw, doc, material, data, digest, candidates, policy)
+    except (KeyError, IndexError, TypeError, AttributeError, ValueError) as e:
+        # Our own paths parse untrusted JSON; whatever slipped past their checks fails closed.
+        raise Rejected(f"malformed Sigstore bundle: {type(e).__name__}: {e}") from e
     if result.kind == "dsse" and digest is not None:
         result.statement().require_subject(digest.hex())
     elif result.kind == "message-signature" and digest is None:
         raise Rejected("a message-signature bundle needs the artifact or its digest")
     return result
+
+
+def _dispatch(
+    raw: bytes | str,
+    doc: Mapping[str, Any],
+    material: Mapping[str, Any],
+    data: bytes | None,
+    digest: bytes | None,
+    candidates: Sequence[Signer],
+    policy: TrustPolicy,
+) -> BundleVerification:
+    if "publicKey" in material:
+        return _verify_key(doc, data, digest, candidates, policy)
+    keyless = tuple(s for s in candidates if s.identity is not None)
+    if not keyless:
+        raise Rejected("bundle is signed keyless but no trusted keyless identity may sign it")
+    if not policy.roots:
+        raise Rejected("no Sigstore trusted root is pinned for keyless verification")
+    if _entry_kind(material) == ("intoto", "0.0.2"):
+        return _verify_intoto_entry(doc, keyless, policy.roots)
+    return _verify_with_sigstore(raw, doc, data, digest, keyless, policy.roots)
 
 
 def _entry_kind(material: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -58,6 +58,8 @@ class LogEntry:
             proof = None
             if proof_doc:
                 checkpoint = (proof_doc.get("checkpoint") or {}).get("envelope")
+                if checkpoint is not None and not isinstance(checkpoint, str):
+                    raise TypeError("checkpoint envelope is not text")
                 proof = InclusionProof(
                     _uint(proof_doc["logIndex"]),
                     base64.b64decode(proof_doc["rootHash"], validate=True),

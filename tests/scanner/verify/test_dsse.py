@@ -1,0 +1,126 @@
+"""DSSE: PAE per spec, both base64 alphabets, key signatures of every accepted type."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding
+
+from scanner.verify.dsse import Envelope, b64decode, pae, sign_envelope, verify_envelope
+from scanner.verify.intoto import Statement
+from scanner.verify.trust import Rejected, TrustedKey
+from tests.fixtures import keys
+from tests.fixtures.sigstore_private import statement
+
+
+def test_pae_matches_the_spec_example() -> None:
+    # DSSE protocol.md test vector.
+    got = pae("http://example.com/HelloWorld", b"hello world")
+    assert got == b"DSSEv1 29 http://example.com/HelloWorld 11 hello world"
+    assert pae("", b"") == b"DSSEv1 0  0 "
+    # Lengths are in bytes, not characters.
+    assert pae("t\u00e9", "\u00e9".encode()) == b"DSSEv1 3 t\xc3\xa9 2 \xc3\xa9"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["+/+/", "-_-_", "-_-_" + "", "+/8", "-_8"],
+)
+def test_base64_both_alphabets_padding_optional(text: str) -> None:
+    expected = base64.b64decode("+/+/") if len(text) == 4 else base64.b64decode("+/8=")
+    assert b64decode(text) == expected
+
+
+@pytest.mark.parametrize("text", ["not base64!", "ab$d", "a"])
+def test_base64_garbage_rejected(text: str) -> None:
+    with pytest.raises(Rejected):
+        b64decode(text)
+
+
+@pytest.mark.parametrize("kind", keys.KINDS)
+def test_sign_verify_each_key_type(kind: str) -> None:
+    key = keys.shared(kind)
+    trusted = TrustedKey.from_pem(keys.public_pem(key))
+    env = sign_envelope("application/vnd.in-toto+json", b'{"a": 1}', key)
+    parsed = Envelope.from_json(env.to_json())
+    assert verify_envelope(parsed, [trusted]) == trusted
+
+
+def test_url_safe_unpadded_envelope_verifies() -> None:
+    key = keys.shared("ecdsa")
+    env = sign_envelope("text/plain", b"\xfb\xff payload with url-unsafe bytes \xfe", key)
+    doc = env.to_dict()
+    doc["payload"] = base64.urlsafe_b64encode(env.payload).decode().rstrip("=")
+    doc["signatures"][0]["sig"] = (
+        base64.urlsafe_b64encode(env.signatures[0].sig).decode().rstrip("=")
+    )
+    parsed = Envelope.from_dict(doc)
+    assert parsed.payload == env.payload
+    verify_envelope(parsed, [TrustedKey.from_pem(keys.public_pem(key))])
+
+
+def test_rsa_pkcs1v15_signature_from_other_tools_verifies() -> None:
+    key = keys.shared("rsa")
+    sig = key.sign(pae("x/y", b"data"), padding.PKCS1v15(), hashes.SHA256())
+    env = Envelope.from_dict(
+        {
+            "payloadType": "x/y",
+            "payload": base64.b64encode(b"data").decode(),
+            "signatures": [{"sig": base64.b64encode(sig).decode()}],
+        }
+    )
+    verify_envelope(env, [TrustedKey.from_pem(keys.public_pem(key))])
+
+
+def test_tampering_and_wrong_keys_are_rejected() -> None:
+    key = keys.shared("ecdsa")
+    trusted = TrustedKey.from_pem(keys.public_pem(key))
+    env = sign_envelope("application/vnd.in-toto+json", b"original", key)
+    tampered = Envelope(env.payload_type, b"changed", env.signatures)
+    with pytest.raises(Rejected, match="no DSSE signature verifies"):
+        verify_envelope(tampered, [trusted])
+    retyped = Envelope("text/plain", env.payload, env.signatures)
+    with pytest.raises(Rejected):
+        verify_envelope(retyped, [trusted])
+    other = TrustedKey.from_pem(keys.public_pem(keys.generate("ecdsa")))
+    with pytest.raises(Rejected, match="tried"):
+        verify_envelope(env, [other])
+    with pytest.raises(Rejected, match="no trusted key"):
+        verify_envelope(env, [])
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        [],
+        {"payload": "", "signatures": [{"sig": "AA=="}]},
+        {"payloadType": "t", "signatures": [{"sig": "AA=="}]},
+        {"payloadType": "t", "payload": "", "signatures": []},
+        {"payloadType": "t", "payload": "", "signatures": [{"keyid": "x"}]},
+    ],
+)
+def test_malformed_envelopes_rejected(doc: object) -> None:
+    with pytest.raises(Rejected):
+        Envelope.from_dict(doc)
+    with pytest.raises(Rejected):
+        Envelope.from_json(b"{not json")
+
+
+def test_statement_subject_matching() -> None:
+    stmt = Statement.from_bytes(statement([("a", "ab" * 32), ("b", "cd" * 32)], "p", {}))
+    assert stmt.require_subject("sha256:" + "CD" * 32).name == "b"
+    with pytest.raises(Rejected, match="in-toto subject does not match"):
+        stmt.require_subject("ef" * 32)
+    old = json.dumps(
+        {
+            "_type": "https://in-toto.io/Statement/v0.1",
+            "subject": [{"digest": {"sha256": "ab"}}],
+            "predicateType": "p",
+        }
+    ).encode()
+    with pytest.raises(Rejected, match="unsupported in-toto statement type"):
+        Statement.from_bytes(old)
+    assert Statement.from_bytes(old, allow_v01=True).predicate == {}

@@ -1,0 +1,179 @@
+"""Public-key Sigstore bundles (our own verifier) and the transparency-log proof code."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from scanner.verify import tlog
+from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
+from scanner.verify.trust import Rejected, SigstoreRoot
+from tests.fixtures import keys
+from tests.fixtures.sigstore_private import PrivateSigstore, audit_path, b64, mth, statement
+from tests.scanner.verify.conftest import key_policy
+
+DATA = b"catalog bytes \x00\xff"
+
+
+def _raw(bundle: dict[str, Any]) -> bytes:
+    return json.dumps(bundle).encode()
+
+
+@pytest.mark.parametrize("size", range(1, 18))
+def test_inclusion_proofs_match_an_independent_tree(size: int) -> None:
+    bodies = [f"entry {i}".encode() for i in range(size)]
+    root = mth(bodies)
+    for index in range(size):
+        path = audit_path(index, bodies)
+        got = tlog.root_from_inclusion_proof(index, size, tlog.leaf_hash(bodies[index]), path)
+        assert got == root
+        if path:
+            with pytest.raises(Rejected, match="too few"):
+                tlog.root_from_inclusion_proof(
+                    index, size, tlog.leaf_hash(bodies[index]), path[:-1]
+                )
+        with pytest.raises(Rejected):
+            tlog.root_from_inclusion_proof(
+                index, size, tlog.leaf_hash(bodies[index]), [*path, root]
+            )
+    with pytest.raises(Rejected, match="outside the tree"):
+        tlog.root_from_inclusion_proof(size, size, b"x" * 32, [])
+
+
+@pytest.mark.parametrize("kind", keys.KINDS)
+def test_key_bundles_verify(instance: PrivateSigstore, root: SigstoreRoot, kind: str) -> None:
+    key = keys.shared(kind)
+    policy = key_policy(root, key)
+    result = verify_bundle(_raw(instance.key_bundle(key, data=DATA)), policy, artifact=DATA)
+    assert result.kind == "message-signature" and result.signer.name == "key0"
+    assert result.signed_at is not None and result.root == "private"
+    stmt = statement([("f", hashlib.sha256(DATA).hexdigest())], "https://p.test/v1", {})
+    dsse = verify_bundle(_raw(instance.key_bundle(key, payload=stmt)), policy, artifact=DATA)
+    assert dsse.statement().predicate_type == "https://p.test/v1"
+
+
+@pytest.mark.parametrize("kind", ["ecdsa", "rsa"])
+def test_digest_only(instance: PrivateSigstore, root: SigstoreRoot, kind: str) -> None:
+    key = keys.shared(kind)
+    digest = ArtifactDigest(hashlib.sha256(DATA).digest())
+    verify_bundle(_raw(instance.key_bundle(key, data=DATA)), key_policy(root, key), artifact=digest)
+
+
+def test_ed25519_needs_the_bytes(instance: PrivateSigstore, root: SigstoreRoot) -> None:
+    key = keys.shared("ed25519")
+    digest = ArtifactDigest(hashlib.sha256(DATA).digest())
+    with pytest.raises(Rejected, match="give the file, not its digest"):
+        verify_bundle(
+            _raw(instance.key_bundle(key, data=DATA)), key_policy(root, key), artifact=digest
+        )
+
+
+def test_wrong_key_and_tampering(instance: PrivateSigstore, root: SigstoreRoot) -> None:
+    key = keys.shared("ecdsa")
+    bundle = _raw(instance.key_bundle(key, data=DATA))
+    with pytest.raises(Rejected, match="does not verify with a trusted key"):
+        verify_bundle(bundle, key_policy(root, keys.generate("ecdsa")), artifact=DATA)
+    with pytest.raises(Rejected, match="message digest does not match"):
+        verify_bundle(bundle, key_policy(root, key), artifact=DATA + b"x")
+    with pytest.raises(Rejected, match="no trusted key may sign it"):
+        verify_bundle(bundle, key_policy(root, key), artifact=DATA, signers=())
+
+
+def test_replayed_entry(instance: PrivateSigstore, root: SigstoreRoot) -> None:
+    key = keys.shared("ecdsa")
+    first = instance.key_bundle(key, data=DATA)
+    second = instance.key_bundle(key, data=b"second")
+    second["verificationMaterial"]["tlogEntries"] = first["verificationMaterial"]["tlogEntries"]
+    with pytest.raises(Rejected, match="inconsistent with the bundle: .*another artifact digest"):
+        verify_bundle(_raw(second), key_policy(root, key), artifact=b"second")
+
+
+def _entry(bundle: dict[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = bundle["verificationMaterial"]["tlogEntries"][0]
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (
+            lambda b: _entry(b)["inclusionPromise"].update(signedEntryTimestamp=b64(b"0" * 70)),
+            "signed entry timestamp is not a valid signature",
+        ),
+        (lambda b: _entry(b).update(integratedTime="1700000000"), "signed entry timestamp"),
+        (lambda b: _entry(b)["inclusionProof"]["hashes"].reverse(), "inclusion proof"),
+        (
+            lambda b: _entry(b)["inclusionProof"].update(rootHash=b64(b"\x00" * 32)),
+            "inclusion proof does not lead",
+        ),
+        (
+            lambda b: _entry(b)["inclusionProof"]["checkpoint"].update(
+                envelope=_entry(b)["inclusionProof"]["checkpoint"]["envelope"].replace(
+                    "4242", "4243"
+                )
+            ),
+            "checkpoint is not signed by the log key",
+        ),
+        (lambda b: _entry(b).pop("inclusionProof"), "no inclusion proof"),
+        (lambda b: _entry(b).update(logId={"keyId": b64(b"\x01" * 32)}), "no trusted root knows"),
+        (lambda b: b.update(mediaType="application/vnd.dev.sigstore.bundle.v9+json"), "media type"),
+        (lambda b: b["verificationMaterial"]["tlogEntries"].append({}), "exactly one"),
+        (lambda b: b.update(dsseEnvelope={}), "exactly one of messageSignature"),
+        (lambda b: _entry(b).update(logIndex="-1"), "malformed transparency log entry"),
+        (
+            lambda b: _entry(b).update(kindVersion={"kind": "hashedrekord", "version": "0.0.2"}),
+            "body is hashedrekord/0.0.1",
+        ),
+    ],
+)
+def test_log_proof_rejections(
+    instance: PrivateSigstore, root: SigstoreRoot, mutate: Any, reason: str
+) -> None:
+    key = keys.shared("ecdsa")
+    bundle = copy.deepcopy(instance.key_bundle(key, data=DATA))
+    mutate(bundle)
+    with pytest.raises(Rejected, match=reason):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+def test_checkpoint_by_another_key(instance: PrivateSigstore, root: SigstoreRoot) -> None:
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    checkpoint = _entry(bundle)["inclusionProof"]["checkpoint"]
+    note = checkpoint["envelope"].split("\n\n")[0] + "\n"
+    rogue = ec.generate_private_key(ec.SECP256R1())
+    forged = rogue.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
+    hint = instance.log_id[:4]  # claims to be the real log
+    checkpoint["envelope"] = f"{note}\n\u2014 {instance.name}-rekor {b64(hint + forged)}\n"
+    with pytest.raises(Rejected, match="checkpoint is not signed by the log key"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+def test_dsse_key_bundle_tampering(instance: PrivateSigstore, root: SigstoreRoot) -> None:
+    key = keys.shared("ecdsa")
+    stmt = statement([("f", hashlib.sha256(DATA).hexdigest())], "https://p.test/v1", {})
+    bundle = instance.key_bundle(key, payload=stmt)
+    bundle["dsseEnvelope"]["payload"] = b64(stmt.replace(b"p.test", b"q.test"))
+    with pytest.raises(Rejected, match="no DSSE signature verifies"):
+        verify_bundle(_raw(bundle), key_policy(root, key))
+
+
+def test_checkpoint_parsing() -> None:
+    with pytest.raises(Rejected, match="blank line"):
+        tlog.Checkpoint.parse("origin\n1\nAAAA\n")
+    with pytest.raises(Rejected, match="origin, a tree size"):
+        tlog.Checkpoint.parse("origin\n1\n\n\u2014 name AAAAAAAA\n")
+    with pytest.raises(Rejected, match="no signature"):
+        tlog.Checkpoint.parse("origin\n1\nAAAA\n\n")
+    parsed = tlog.Checkpoint.parse("o\n7\nAAAA\nextra\n\n\u2014 n AQIDBAU=\n")
+    assert (parsed.size, parsed.note, parsed.signatures[0][1]) == (
+        7,
+        b"o\n7\nAAAA\nextra\n",
+        b"\x01\x02\x03\x04",
+    )

@@ -1,0 +1,274 @@
+"""Trust policy: YAML schema, fail-closed loading, identities, scopes, roots, unsafe options."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, rsa
+
+from scanner.errors import VerifyError
+from scanner.verify.trust import (
+    PUBLIC_GOOD,
+    IdentityRule,
+    SigstoreRoot,
+    TrustedKey,
+    TrustPolicy,
+    UnsafeOption,
+    refresh_public_good,
+)
+from tests.fixtures import keys
+from tests.fixtures.sigstore_private import PrivateSigstore
+
+
+def _write_policy(tmp_path: Path, doc: object) -> Path:
+    path = tmp_path / "trust.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture
+def setup(tmp_path: Path, instance: PrivateSigstore) -> Path:
+    keys.write_keypair(tmp_path / "keys", "nvidia", keys.shared("ecdsa"))
+    (tmp_path / "roots").mkdir()
+    (tmp_path / "roots" / "private.json").write_bytes(instance.trusted_root_json())
+    return tmp_path
+
+
+def test_full_policy_loads(setup: Path, caplog: pytest.LogCaptureFixture) -> None:
+    doc = {
+        "version": 1,
+        "roots": [PUBLIC_GOOD, {"path": "roots/private.json", "name": "acme"}],
+        "signers": [
+            {"name": "nvidia", "key": "keys/nvidia.pub", "families": ["cudnn", "cudart"]},
+            {
+                "name": "ngc",
+                "key_pem": keys.public_pem(keys.shared("ed25519")).decode(),
+                "images": ["nvcr.io/nvidia/*"],
+                "unsafe": ["ignore-tlog"],
+            },
+            {
+                "name": "ci",
+                "issuer": "https://token.actions.githubusercontent.com",
+                "subject_regex": r"https://github\.com/acme/[^/]+/\.github/workflows/.*",
+                "images": ["registry.acme.test/ml/*"],
+            },
+        ],
+        "slsa": {
+            "builders": [{"id": "https://builder.test/b@v1", "level": 3, "signers": ["ci"]}],
+            "expect": [
+                {"images": ["registry.acme.test/ml/*"], "source_repo": "https://git.test/r"}
+            ],
+        },
+    }
+    with caplog.at_level(logging.WARNING, logger="gpuprov.trust"):
+        policy = TrustPolicy.from_file(_write_policy(setup, doc))
+    assert "UNSAFE ignore-tlog" in caplog.text
+    assert [r.name for r in policy.roots] == [PUBLIC_GOOD, "acme"]
+    nvidia, ngc, ci = policy.signers
+    assert nvidia.scope.allows_family("cuDNN") and not nvidia.scope.allows_family("nccl")
+    assert not nvidia.scope.allows_image("nvcr.io/nvidia/cuda")
+    assert ngc.key is not None and ngc.key.algorithm.value == "ed25519"
+    assert policy.for_image("nvcr.io/nvidia/pytorch") == (ngc,)
+    assert policy.for_image("registry.acme.test/ml/train") == (ci,)
+    assert policy.for_image("docker.io/library/ubuntu") == ()
+    assert policy.builders[0].level == 3
+    with caplog.at_level(logging.WARNING, logger="gpuprov.trust"):
+        assert ngc.allows_unsafe(UnsafeOption.IGNORE_TLOG, "test use")
+        assert not nvidia.allows_unsafe(UnsafeOption.IGNORE_TLOG, "test use")
+    assert "UNSAFE ignore-tlog used for signer ngc: test use" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"signers": []}, "trusts no signer"),
+        ({}, "trusts no signer"),
+        ({"signers": [{"name": "a", "key": "keys/nvidia.pub"}]}, "may vouch for nothing"),
+        ({"signers": [{"key": "keys/nvidia.pub", "families": ["*"]}]}, "needs a name"),
+        (
+            {"signers": [{"name": "a", "families": ["*"]}]},
+            "exactly one of a key or an identity",
+        ),
+        (
+            {
+                "signers": [
+                    {
+                        "name": "a",
+                        "key": "keys/nvidia.pub",
+                        "issuer": "i",
+                        "subject": "s",
+                        "families": ["*"],
+                    }
+                ]
+            },
+            "exactly one of a key or an identity",
+        ),
+        ({"signers": [{"name": "a", "issuer": "i", "families": ["*"]}]}, "exactly one of subject"),
+        (
+            {"signers": [{"name": "a", "issuer": "i", "subject_regex": "(", "families": ["*"]}]},
+            "bad subject_regex",
+        ),
+        ({"signers": [{"name": "a", "key": "keys/missing.pub", "families": ["*"]}]}, "cannot read"),
+        ({"signers": [{"name": "a", "key_pem": "garbage", "families": ["*"]}]}, "not a PEM"),
+        (
+            {
+                "signers": [
+                    {
+                        "name": "a",
+                        "key": "keys/nvidia.pub",
+                        "families": ["*"],
+                        "unsafe": ["skip-all"],
+                    }
+                ]
+            },
+            "skip-all",
+        ),
+        ({"signers": [], "extra": 1}, "unknown key"),
+        ({"version": 2, "signers": []}, "unsupported policy version"),
+        (
+            {
+                "roots": [{"path": "roots/missing.json"}],
+                "signers": [{"name": "a", "key": "keys/nvidia.pub", "families": ["*"]}],
+            },
+            "cannot read trusted root",
+        ),
+        (
+            {
+                "signers": [{"name": "a", "key": "keys/nvidia.pub", "families": ["*"]}],
+                "slsa": {"builders": [{"id": "b", "level": 5}]},
+            },
+            "level must be 0..3",
+        ),
+        (
+            {
+                "signers": [{"name": "a", "key": "keys/nvidia.pub", "families": ["*"]}],
+                "slsa": {"builders": [{"id": "b", "level": 3}]},
+            },
+            "name the signers",
+        ),
+        (
+            {
+                "signers": [{"name": "a", "key": "keys/nvidia.pub", "families": ["*"]}],
+                "slsa": {"builders": [{"id": "b", "level": 1, "signers": ["zz"]}]},
+            },
+            "unknown signer",
+        ),
+        (
+            {
+                "signers": [
+                    {"name": "a", "key": "keys/nvidia.pub", "families": ["*"]},
+                    {"name": "a", "key": "keys/nvidia.pub", "families": ["*"]},
+                ]
+            },
+            "repeats a signer name",
+        ),
+    ],
+)
+def test_bad_policies_fail_closed(setup: Path, doc: object, message: str) -> None:
+    with pytest.raises(VerifyError, match=message):
+        TrustPolicy.from_file(_write_policy(setup, doc))
+
+
+def test_invalid_yaml(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("signers: [unclosed")
+    with pytest.raises(VerifyError, match="not valid YAML"):
+        TrustPolicy.from_file(path)
+
+
+def test_identity_rules_exact_and_anchored() -> None:
+    exact = IdentityRule("https://issuer", subject="https://git.test/acme/repo")
+    assert exact.matches("https://issuer", ["https://git.test/acme/repo"])
+    assert not exact.matches("https://other-issuer", ["https://git.test/acme/repo"])
+    assert not exact.matches("https://issuer", ["https://git.test/acme/repo2"])
+    regex = IdentityRule("https://issuer", subject_regex=r"https://git\.test/acme/.*")
+    assert regex.matches("https://issuer", ["https://git.test/acme/x"])
+    # Anchored at both ends: a search would accept these.
+    assert not regex.matches("https://issuer", ["https://evil.test/?u=https://git.test/acme/x"])
+    loose = IdentityRule("https://issuer", subject_regex="acme")
+    assert not loose.matches("https://issuer", ["https://git.test/acme/x"])
+
+
+def test_key_types() -> None:
+    for kind in keys.KINDS:
+        assert TrustedKey.from_pem(keys.public_pem(keys.shared(kind))).algorithm
+    p384 = ec.generate_private_key(ec.SECP384R1())
+    assert TrustedKey.from_pem(keys.public_pem(p384)).algorithm.value == "ecdsa-p384"
+    for bad in (
+        ec.generate_private_key(ec.SECP521R1()),
+        rsa.generate_private_key(public_exponent=65537, key_size=1024),
+        dsa.generate_private_key(key_size=2048),
+    ):
+        pem = bad.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+        with pytest.raises(VerifyError):
+            TrustedKey.from_pem(pem)
+
+
+def test_for_key_policy(tmp_path: Path) -> None:
+    _, pub = keys.write_keypair(tmp_path, "k", keys.shared("ecdsa"))
+    policy = TrustPolicy.for_key(pub)
+    assert policy.signers[0].scope.allows_family("anything")
+    assert policy.signers[0].scope.allows_image("any/repo")
+
+
+def test_shipped_root_is_the_sigstore_production_root() -> None:
+    from importlib import resources
+
+    root = SigstoreRoot.public_good()
+    assert root.name == PUBLIC_GOOD
+    assert any("rekor.sigstore.dev" in t.url for t in root.tlogs)
+    assert root.authorities and root.ctlogs
+    embedded = resources.files("sigstore").joinpath(
+        "_store/https%3A%2F%2Ftuf-repo-cdn.sigstore.dev/trusted_root.json"
+    )
+    # Informative cross-check: same CAs as the copy sigstore-python embeds.
+    other = SigstoreRoot.from_bytes(embedded.read_bytes(), "embedded")
+    assert {a.certificates[0].fingerprint(hashes.SHA256()) for a in root.authorities} <= {
+        a.certificates[0].fingerprint(hashes.SHA256()) for a in other.authorities
+    }
+
+
+def test_refresh_root_goes_to_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, instance: PrivateSigstore
+) -> None:
+    monkeypatch.setenv("GPUPROV_CACHE_DIR", str(tmp_path / "cache"))
+    new = tmp_path / "new.json"
+    new.write_bytes(instance.trusted_root_json())
+    target, _ = refresh_public_good(new)
+    assert target.is_relative_to(tmp_path / "cache")
+    assert SigstoreRoot.public_good().tlogs[0].key_id == instance.log_id
+    broken = tmp_path / "broken.json"
+    broken.write_text(
+        json.dumps({"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"})
+    )
+    with pytest.raises(VerifyError, match="no transparency log"):
+        refresh_public_good(broken)
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d.update(mediaType="text/plain"),
+        lambda d: d["tlogs"][0]["publicKey"]["validFor"].pop("start"),
+        lambda d: d["tlogs"][0]["publicKey"].update(rawBytes="AAAA"),
+        lambda d: d["certificateAuthorities"][0]["certChain"]["certificates"][0].update(
+            rawBytes="AAAA"
+        ),
+    ],
+)
+def test_invalid_roots_rejected(
+    instance: PrivateSigstore, mutate: Callable[[dict[str, Any]], object]
+) -> None:
+    doc = instance.trusted_root()
+    mutate(doc)
+    with pytest.raises(VerifyError, match="invalid|no transparency log"):
+        SigstoreRoot.from_bytes(json.dumps(doc).encode(), "broken")
