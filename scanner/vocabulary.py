@@ -25,6 +25,10 @@ PROVENANCE: Final = "gpuprov:provenance"
 PROVENANCE_SIGNER: Final = "gpuprov:provenance:signer"
 PROVENANCE_CATALOG: Final = "gpuprov:provenance:catalog"
 
+# on each owner package `library` component
+PACKAGE_MANAGER: Final = "gpuprov:package:manager"  # "dpkg", "rpm", "pip", "conda"
+PACKAGE_DB: Final = "gpuprov:package:db"  # the database file inside the root it came from
+
 # on metadata.component (the asset)
 ASSET_KIND: Final = "gpuprov:asset:kind"  # "host" | "image"
 IMAGE_DIGEST: Final = "gpuprov:image:digest"

@@ -123,9 +123,7 @@ def _package_component(pkg: Package) -> Any:
         version=pkg.version,
         purl=PackageURL.from_string(pkg.purl),
         bom_ref=pkg.purl,
-        properties=_props(
-            [("gpuprov:package:manager", pkg.manager), ("gpuprov:package:db", pkg.source)]
-        ),
+        properties=_props([(V.PACKAGE_MANAGER, pkg.manager), (V.PACKAGE_DB, pkg.source)]),
     )
 
 
@@ -163,7 +161,14 @@ def _evidence(lib: GpuLibrary) -> Any:
                 methods=methods,
             )
         )
-    occurrences = [Occurrence(location=p) for p in (lib.ref.path, *lib.aliases)]
+    # An explicit bom-ref per occurrence: cyclonedx-python-lib orders occurrences by bom-ref
+    # first, and two absent bom-refs compare neither equal nor less, so without one the order
+    # (and the BOM's bytes) changed from run to run.
+    ref = _file_ref(lib)
+    occurrences = [
+        Occurrence(location=p, bom_ref=f"{ref}#occurrence:{quote(p, safe='/._-+')}")
+        for p in (lib.ref.path, *lib.aliases)
+    ]
     return ComponentEvidence(identity=identities or None, occurrences=occurrences)
 
 

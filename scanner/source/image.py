@@ -282,6 +282,8 @@ class ImagePlan:
     layers: tuple[LayerSpec, ...]
     layer_digests: tuple[OciDigest, ...]  # every layer, including ones not read (foreign)
     skipped: tuple[Skipped, ...] = ()
+    #: the index the tag names, for a multi-platform image (what `cosign sign IMAGE:TAG` signs)
+    index_digest: OciDigest | None = None
 
 
 def _platform_matches(have: str, want: str) -> bool:
@@ -421,6 +423,7 @@ def load_oci(
         layers=tuple(layers),
         layer_digests=tuple(digests),
         skipped=tuple(skipped),
+        index_digest=top.digest if top.digest != desc.digest else None,
     )
 
 
@@ -615,10 +618,15 @@ class _ImageSource:
     def plan(self) -> ImagePlan:
         raise NotImplementedError
 
+    #: Digests signatures may name, set by `open_view`: the index (multi-platform) and manifest.
+    digests: tuple[str, ...] = ()
+
     def open_view(self, selector: Selector) -> RootView:
         """Resolve the image and squash its layers (each blob read at most once)."""
+        plan = self.plan()
+        self.digests = tuple(d for d in (plan.index_digest, plan.manifest_digest) if d)
         return image_view(
-            self.plan(), selector, reference=self.reference, cache=self.cache, limits=self.limits
+            plan, selector, reference=self.reference, cache=self.cache, limits=self.limits
         )
 
 

@@ -849,9 +849,12 @@ class RegistryClient:
         raw = _BlobStream(response, OciDigest(digest), size, label, verify)
         return io.BufferedReader(raw, buffer_size=_CHUNK)
 
-    def read_blob(self, repository: str, digest: str, *, max_bytes: int = CONFIG_LIMIT) -> bytes:
-        """A small blob (config, signature layer) read whole and digest-checked."""
-        stream = self.open_blob(repository, digest)
+    def read_blob(
+        self, repository: str, digest: str, *, max_bytes: int = CONFIG_LIMIT, verify: bool = True
+    ) -> bytes:
+        """A small blob (config, signature layer) read whole and digest-checked (unless the
+        caller checks it itself: ``verify=False``)."""
+        stream = self.open_blob(repository, digest, verify=verify)
         try:
             data = stream.read(max_bytes + 1)
             if len(data) > max_bytes:
@@ -1321,21 +1324,24 @@ class RegistrySource:
         """Every signature/attestation layer the registry holds for this image's digests.
 
         Referrers API first, cosign's ``sha256-<hex>.sig``/``.att`` tags as fallback; each
-        blob is fetched whole (they are small) and digest-checked. Verification is the
-        verify stage's job; this only fetches.
+        blob is fetched whole (they are small). Verification, the blob digest included, is the
+        verify stage's job: a tampered signature blob is one rejected layer with its reason,
+        not the end of the scan.
         """
         found: list[SignatureLayer] = []
         with self.client() as client:
             for digest in self.digests:
                 for ref in client.list_referrers(self.ref.repository, digest):
                     for desc in ref.layers:
-                        data = client.read_blob(self.ref.repository, desc.digest)
+                        data = client.read_blob(self.ref.repository, desc.digest, verify=False)
                         found.append(
                             SignatureLayer(
                                 subject=digest,
                                 media_type=desc.media_type,
                                 data=data,
-                                annotations=dict(desc.annotations or {}),
+                                # cosign v3 puts dev.sigstore.bundle.* on the referrer manifest
+                                # (cosign specs/BUNDLE_SPEC.md); the layer's own annotations win.
+                                annotations={**ref.manifest.annotations, **desc.annotations},
                                 digest=desc.digest,
                             )
                         )

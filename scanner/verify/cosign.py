@@ -22,7 +22,14 @@ from scanner.verify import fulcio, slsa, tlog
 from scanner.verify.dsse import ENVELOPE_MEDIA_TYPE, INTOTO_PAYLOAD_TYPE, Envelope
 from scanner.verify.intoto import Statement
 from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
-from scanner.verify.trust import Rejected, Signer, TrustedKey, TrustPolicy, UnsafeOption
+from scanner.verify.trust import (
+    Rejected,
+    Signer,
+    SigstoreRoot,
+    TrustedKey,
+    TrustPolicy,
+    UnsafeOption,
+)
 
 SIMPLESIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"
@@ -184,7 +191,10 @@ def _key_log(
     raw = layer.annotations.get(ANN_BUNDLE)
     if raw:
         entry = tlog.LogEntry.from_cosign_bundle(raw)
-        _root, _log, when = tlog.verify_entry(entry, policy.roots, require_proof=False)
+        # A policy without pinned roots (`--trust-key`) checks the log as `cosign verify --key`
+        # does, against public-good; the same rule as key-based Sigstore bundles.
+        roots = policy.roots or (SigstoreRoot.public_good(),)
+        _root, _log, when = tlog.verify_entry(entry, roots, require_proof=False)
         return entry, when, ()
     if signer.allows_unsafe(UnsafeOption.IGNORE_TLOG, context):
         return None, None, (UnsafeOption.IGNORE_TLOG.value,)

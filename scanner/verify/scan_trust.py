@@ -14,16 +14,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from scanner.errors import UsageError, VerifyError
-from scanner.model import GpuLibrary, ImageTrust
+from scanner.model import GpuLibrary, ImageTrust, OciDigest
 from scanner.verify.cosign import (
     BUNDLE_MEDIA_TYPE,
     CosignLayer,
     ImageRef,
     evaluate_image,
+    verify_layer,
 )
 from scanner.verify.dsse import ENVELOPE_MEDIA_TYPE
 from scanner.verify.provenance import VerifiedCatalog, provenance_verdict
-from scanner.verify.trust import TrustPolicy
+from scanner.verify.trust import Rejected, TrustPolicy
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ def image_trust(
     policy: TrustPolicy,
 ) -> ImageTrust:
     """Evaluate every (subject digest, layer) pair; the best accepted result wins."""
+    layers = _place_local_files(repository, digests, layers, policy)
     signers: list[str] = []
     rejected: list[str] = []
     best = None
@@ -137,3 +139,32 @@ def image_trust(
         checked=len(layers),
         rejected=tuple(dict.fromkeys(rejected)),
     )
+
+
+def _place_local_files(
+    repository: str,
+    digests: Sequence[str],
+    layers: Sequence[tuple[str, CosignLayer]],
+    policy: TrustPolicy,
+) -> list[tuple[str, CosignLayer]]:
+    """Give each local file ("*": it names no subject) the one digest it is about.
+
+    A multi-platform image has two digests (index and platform manifest); checked against
+    both, a file about one would also be reported rejected for the other. It goes to the first
+    digest it verifies for, else to the last, so that its rejection is reported once.
+    """
+    if len(digests) < 2:
+        return list(layers)
+    placed = []
+    for subject, layer in layers:
+        if subject == "*":
+            subject = digests[-1]
+            for digest in digests:
+                try:
+                    verify_layer(layer, ImageRef(repository, OciDigest(digest)), policy)
+                except Rejected:
+                    continue
+                subject = digest
+                break
+        placed.append((subject, layer))
+    return placed

@@ -1,0 +1,50 @@
+"""`gpuprov push` and `gpuprov agent` argument handling (delivery is tested with the service in
+tests/app/test_faults.py and tests/app/test_agent.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from scanner import cli_agent
+
+
+def _run(*args: str) -> tuple[int, str]:
+    app = typer.Typer()
+    cli_agent.register(app)
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["push"], "either a REPORT file or --spool"),
+        (["push", "r.json", "--spool"], "either a REPORT file or --spool"),
+        (["push", "missing.json", "--server", "http://x"], "cannot read missing.json"),
+        (["push", "--spool", "--label", "novalue", "--server", "http://x"], "KEY=VALUE"),
+        (["agent", "--interval", "soon"], "not a duration"),
+    ],
+)
+def test_usage_errors(args: list[str], fragment: str) -> None:
+    code, output = _run(*args)
+    assert code == cli_agent.EXIT_USAGE
+    assert fragment in " ".join(output.split())
+
+
+def test_missing_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUPROV_SERVER", raising=False)
+    report = tmp_path / "r.json"
+    report.write_text('{"bomFormat": "CycloneDX"}')
+    code, output = _run("push", str(report))
+    assert code == cli_agent.EXIT_USAGE and "GPUPROV_SERVER" in output
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90), ("90s", 90), ("30m", 1800), ("6h", 21600), ("1d", 86400)]
+)
+def test_intervals(text: str, seconds: float) -> None:
+    assert cli_agent.parse_interval(text) == seconds
