@@ -99,6 +99,8 @@ def test_host_cache_keys_on_file_state(tmp_path: Path) -> None:
 
 def test_run_parallel_keeps_order() -> None:
     seen: list[int] = []
-    out = run_parallel(list(range(20)), lambda x: x * x, workers=4, on_done=lambda i, r: seen.append(i))
+    out = run_parallel(
+        list(range(20)), lambda x: x * x, workers=4, on_done=lambda i, r: seen.append(i)
+    )
     assert out == [x * x for x in range(20)]
     assert sorted(seen) == list(range(20))

@@ -31,4 +31,6 @@ def test_no_record_cases() -> None:
     verdict, reason = integrity_verdict(D, PKG, OwnedFile("/x", "sha512", "00"))
     assert verdict is Integrity.NO_RECORD and "sha512" in reason
     no_md5 = Digests(size=1, sha256=Sha256("ab" * 32))
-    assert integrity_verdict(no_md5, PKG, OwnedFile("/x", "md5", "cd" * 16))[0] is Integrity.NO_RECORD
+    assert (
+        integrity_verdict(no_md5, PKG, OwnedFile("/x", "md5", "cd" * 16))[0] is Integrity.NO_RECORD
+    )

@@ -1,0 +1,188 @@
+"""Service test fixtures: one migrated database per backend (SQLite file and a fresh PostgreSQL
+database) and one app per backend for the whole session, with every table emptied before each
+test. Tests that use `service` run once per backend.
+
+PostgreSQL is the server at 127.0.0.1:5432 (user postgres, trust auth). When it is unreachable
+the PostgreSQL half is skipped, except under CI (``CI`` set), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from app.domain.tokens import create_token
+from app.main import create_app
+from app.settings import Settings
+from app.storage.migrate import upgrade
+from app.storage.session import Database
+
+PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
+TABLES = (
+    "artifact",
+    "package",
+    "raw_bom",
+    "asset_library",
+    "asset_label",
+    "scan",
+    "asset",
+    "api_token",
+)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh, migrated PostgreSQL database for this test session, dropped at the end."""
+    name = f"gpuprov_test_{uuid.uuid4().hex[:12]}"
+    try:
+        admin = psycopg.connect(PG_ADMIN, autocommit=True)
+    except psycopg.OperationalError as e:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL at 127.0.0.1:5432 is required in CI: {e}")
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 unreachable: {e}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+        try:
+            upgrade(url)
+            yield url
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A migrated SQLite database file for this test session."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('db') / 'gpuprov.db'}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """Each backend's migrated database URL in turn."""
+    fixture = "sqlite_url" if request.param == "sqlite" else "postgres_url"
+    url: str = request.getfixturevalue(fixture)
+    return url
+
+
+@dataclass
+class Service:
+    """A running app (in-process) on one backend."""
+
+    client: TestClient
+    db: Database
+    url: str
+    settings: Settings
+
+    @property
+    def backend(self) -> str:
+        return "sqlite" if self.url.startswith("sqlite") else "postgresql"
+
+    def token(self, *scopes: str, assets: list[str] | None = None, name: str = "t") -> str:
+        """Create a token directly in the database and return its secret."""
+        with self.db.transaction(write=True) as session:
+            return create_token(session, name, list(scopes), assets).secret
+
+    def count(self, table: str) -> int:
+        """Rows in a table."""
+        with self.db.session() as session:
+            return int(session.execute(text(f"SELECT count(*) FROM {table}")).scalar_one())
+
+    def stored(self) -> dict[str, int]:
+        """Row counts of every table that a report fills."""
+        return {t: self.count(t) for t in TABLES if t != "api_token"}
+
+    def truncate(self) -> None:
+        with self.db.transaction(write=True) as session:
+            if self.backend == "postgresql":
+                session.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+            else:
+                session.execute(text("UPDATE asset SET latest_scan_id = NULL"))
+                for table in TABLES:
+                    session.execute(text(f"DELETE FROM {table}"))
+
+
+@pytest.fixture(scope="session")
+def _service(database_url: str) -> Iterator[Service]:
+    settings = Settings(database_url=database_url, environment="test")
+    app = create_app(settings)
+    with TestClient(app) as client:
+        yield Service(client, app.state.db, database_url, settings)
+
+
+@pytest.fixture
+def service(_service: Service) -> Service:
+    """The backend's app with empty tables."""
+    _service.truncate()
+    return _service
+
+
+def auth(token: str, **headers: str) -> dict[str, str]:
+    """Request headers with a bearer token."""
+    return {"Authorization": f"Bearer {token}", **headers}
+
+
+JSON_HEADERS = {"Content-Type": "application/vnd.cyclonedx+json"}
+
+
+@pytest.fixture
+def post_report(service: Service) -> Callable[..., Any]:
+    """POST a report with a fresh report:write token (or the given one)."""
+    writer = service.token("report:write", name="writer")
+
+    def post(body: bytes, token: str | None = None, **params: Any) -> Any:
+        return service.client.post(
+            "/api/v1/reports",
+            content=body,
+            params=params,
+            headers=auth(token or writer, **JSON_HEADERS),
+        )
+
+    return post
+
+
+def free_port() -> int:
+    """A loopback TCP port nobody listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LiveServer:
+    """uvicorn serving the app on a loopback port, in a thread."""
+
+    def __init__(self, settings: Settings, port: int) -> None:
+        import uvicorn
+
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=port, log_level="warning"
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self._thread.start()
+        deadline = time.monotonic() + 20
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=20)

@@ -1,0 +1,155 @@
+"""Every route with every scope and with no token; asset-bound and revoked tokens; the token API."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from app.domain.tokens import Scope, hash_secret
+from app.storage.repositories.tokens import by_hash
+from tests.app import boms
+from tests.app.conftest import JSON_HEADERS, Service, auth
+
+PUBLIC_OPERATIONS = {("get", "/healthz"), ("get", "/readyz")}
+DOC_PAGES = ("/openapi.json", "/docs", "/redoc")
+
+
+def operations(service: Service) -> list[tuple[str, str, list[str]]]:
+    """(method, path, scopes) of every operation, from the app's OpenAPI document."""
+    found = []
+    for path, item in service.client.app.openapi()["paths"].items():  # type: ignore[attr-defined]
+        for method, operation in item.items():
+            requirements = operation.get("security", [])
+            scopes = [s for requirement in requirements for s in requirement.get("HTTPBearer", [])]
+            found.append((method, path, scopes))
+    return found
+
+
+def test_every_route_declares_one_scope(service: Service) -> None:
+    ops = operations(service)
+    assert len(ops) >= 14
+    for method, path, scopes in ops:
+        if (method, path) in PUBLIC_OPERATIONS:
+            assert scopes == [], path
+        else:
+            assert len(scopes) == 1 and scopes[0] in {s.value for s in Scope}, (method, path)
+
+
+class Walk:
+    """One sample request per operation that succeeds for a caller holding its scope."""
+
+    def __init__(self, service: Service, post_report: Callable[..., Any]) -> None:
+        self.service = service
+        answer = post_report(boms.encode(boms.gpuprov_bom()))
+        self.asset_id = answer.json()["asset_id"]
+
+    def _token_id(self) -> int:
+        victim = self.service.token("inventory:read", name="victim")
+        with self.service.db.session() as session:
+            row = by_hash(session, hash_secret(victim))
+            assert row is not None
+            return row.id
+
+    def request(self, method: str, path: str, token: str | None) -> Any:
+        headers = auth(token) if token else {}
+        client = self.service.client
+        path = path.replace("{asset_id}", str(self.asset_id))
+        if "{token_id}" in path:
+            path = path.replace("{token_id}", str(self._token_id()))
+        if (method, path) == ("post", "/api/v1/reports"):
+            body = boms.encode(boms.gpuprov_bom())
+            return client.post(path, content=body, headers={**headers, **JSON_HEADERS})
+        if (method, path) == ("post", "/api/v1/tokens"):
+            body = {"name": "x", "scopes": ["inventory:read"]}
+            return client.post(path, json=body, headers=headers)
+        params = {"family": "cudnn"} if path.endswith("where-used") else {}
+        return client.request(method.upper(), path, params=params, headers=headers)
+
+
+@pytest.mark.parametrize("scope", [None, *[s.value for s in Scope]])
+def test_walk_every_route(
+    service: Service, post_report: Callable[..., Any], scope: str | None
+) -> None:
+    walk = Walk(service, post_report)
+    token = service.token(scope) if scope else None
+    for method, path, scopes in operations(service):
+        answer = walk.request(method, path, token)
+        where = f"{method} {path} with {scope}"
+        if not scopes:
+            assert answer.status_code == 200, where
+        elif token is None:
+            assert answer.status_code == 401, where
+            assert answer.headers["www-authenticate"] == "Bearer"
+        elif scope in (scopes[0], Scope.ADMIN.value):
+            assert answer.status_code in (200, 201), f"{where}: {answer.text}"
+        else:
+            assert answer.status_code == 403, where
+            assert scopes[0] in answer.json()["error"]["message"]
+    for page in DOC_PAGES:
+        assert service.client.get(page).status_code == 200
+
+
+def test_bad_and_revoked_tokens(service: Service) -> None:
+    for header in ({"Authorization": "Bearer nope"}, {"Authorization": "Basic dXNlcjpwdw=="}):
+        answer = service.client.get("/api/v1/assets", headers=header)
+        assert answer.status_code == 401
+    admin = service.token("admin")
+    created = service.client.post(
+        "/api/v1/tokens", json={"name": "ci", "scopes": ["inventory:read"]}, headers=auth(admin)
+    )
+    assert created.status_code == 201
+    secret, token_id = created.json()["token"], created.json()["id"]
+    assert service.client.get("/api/v1/assets", headers=auth(secret)).status_code == 200
+    listed = service.client.get("/api/v1/tokens", headers=auth(admin)).json()
+    entry = next(t for t in listed if t["id"] == token_id)
+    assert "token" not in entry and entry["last_used_at"] is not None
+    assert secret.startswith(entry["prefix"])
+    revoked = service.client.delete(f"/api/v1/tokens/{token_id}", headers=auth(admin))
+    assert revoked.status_code == 200 and revoked.json()["revoked_at"]
+    answer = service.client.get("/api/v1/assets", headers=auth(secret))
+    assert answer.status_code == 401 and "revoked" in answer.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"name": "x", "scopes": ["root"]}, "unknown or missing scopes ['root']"),
+        ({"name": "x", "scopes": ["inventory:read"], "assets": ["a*"]}, "only apply"),
+        ({"name": "x", "scopes": []}, "/body/scopes"),
+    ],
+)
+def test_token_api_refuses_bad_requests(
+    service: Service, body: dict[str, Any], fragment: str
+) -> None:
+    admin = service.token("admin")
+    answer = service.client.post("/api/v1/tokens", json=body, headers=auth(admin))
+    assert answer.status_code in (400, 422)
+    assert fragment in answer.json()["error"]["message"]
+
+
+def test_asset_bound_token(service: Service, post_report: Callable[..., Any]) -> None:
+    agent = service.token("report:write", assets=["gpu-node-1", "registry.example.com/team-a/*"])
+    own = boms.gpuprov_bom(kind="host", name="gpu-node-1", machine_id="m-1")
+    assert post_report(boms.encode(own), token=agent).status_code == 201
+    image = boms.gpuprov_bom(name="registry.example.com/team-a/app:1")
+    assert post_report(boms.encode(image), token=agent).status_code == 201
+    before = service.stored()
+    for name, machine in (("gpu-node-2", "m-2"), ("registry.example.com/team-b/app:1", None)):
+        kind = "host" if machine else "image"
+        other = boms.gpuprov_bom(kind=kind, name=name, machine_id=machine)
+        answer = post_report(boms.encode(other), token=agent)
+        assert answer.status_code == 403
+        assert f"may not report for asset '{name}'" in answer.json()["error"]["message"]
+    # another host's machine id under an allowed name cannot take over that host's inventory
+    someone_else = boms.gpuprov_bom(kind="host", name="gpu-node-9", machine_id="m-9")
+    assert post_report(boms.encode(someone_else)).status_code == 201
+    before = service.stored()
+    hijack = boms.gpuprov_bom(kind="host", name="gpu-node-1", machine_id="m-9")
+    answer = post_report(boms.encode(hijack), token=agent)
+    assert answer.status_code == 403 and "gpu-node-9" in answer.json()["error"]["message"]
+    assert service.stored() == before
+    # and it reads nothing
+    for path in ("/api/v1/assets", "/api/v1/libraries", "/api/v1/inventory/export"):
+        assert service.client.get(path, headers=auth(agent)).status_code == 403

@@ -1,0 +1,158 @@
+"""`gpuprov serve`, `gpuprov db ...`, `gpuprov token ...` and the assembled command line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from app import cli
+from app.domain.tokens import authenticate
+from app.settings import Settings
+from app.storage.session import Database
+from tests.app.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    cli.register(app)
+    return app
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(_app(), list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    code, _, err = _run("db", "upgrade", "--database-url", url)
+    assert code == 0, err
+    return url
+
+
+def test_db_upgrade_and_current(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'new.db'}"
+    code, out, _ = _run("db", "current", "--database-url", url)
+    assert code == 1 and "run `gpuprov db upgrade`" in out
+    code, _, err = _run("db", "upgrade", "--database-url", url)
+    assert code == 0 and "revision head" in err
+    code, out, _ = _run("db", "current", "--database-url", url)
+    assert code == 0 and "is at revision" in out
+
+
+def test_token_create_prints_the_secret_alone(db_url: str) -> None:
+    code, out, err = _run(
+        "token",
+        "create",
+        "--name",
+        "agent-1",
+        "--scope",
+        "report:write",
+        "--asset",
+        "gpu-node-*",
+        "--database-url",
+        db_url,
+    )
+    assert code == 0, err
+    secret = out.strip()
+    assert out == secret + "\n" and secret.startswith("gpv_") and len(secret) > 40
+    assert "created token" in err and secret not in err
+    db = Database(Settings(database_url=db_url))
+    try:
+        with db.session() as session:
+            principal = authenticate(session, secret)
+    finally:
+        db.dispose()
+    assert principal.name == "agent-1" and principal.asset_patterns == ("gpu-node-*",)
+    assert principal.may_report_for("gpu-node-3") and not principal.may_report_for("db-1")
+
+
+def test_token_list_and_revoke(db_url: str) -> None:
+    _run("token", "create", "--name", "ops", "--scope", "admin", "--database-url", db_url)
+    code, out, _ = _run("token", "list", "--database-url", db_url)
+    assert code == 0 and "\tops\t" in out and "active" in out
+    token_id = out.split("\t", 1)[0]
+    assert _run("token", "revoke", token_id, "--database-url", db_url)[0] == 0
+    assert "revoked" in _run("token", "list", "--database-url", db_url)[1]
+    assert _run("token", "revoke", "999", "--database-url", db_url)[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--scope", "root"], "unknown or missing scopes ['root']"),
+        (["--scope", "inventory:read", "--asset", "x*"], "only apply"),
+    ],
+)
+def test_token_create_refuses_bad_options(db_url: str, args: list[str], fragment: str) -> None:
+    code, out, err = _run("token", "create", "--name", "n", *args, "--database-url", db_url)
+    assert code == cli.EXIT_USAGE and out == "" and fragment in err
+
+
+def test_token_create_without_schema(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    code, out, err = _run(
+        "token", "create", "--name", "n", "--scope", "admin", "--database-url", url
+    )
+    assert code == 1 and out == "" and "gpuprov db upgrade" in err
+
+
+def test_bad_settings_are_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUPROV_ENVIRONMENT", "production")
+    code, _, err = _run("db", "upgrade", "--database-url", f"sqlite:///{tmp_path / 'x.db'}")
+    assert code == cli.EXIT_USAGE and "GPUPROV_SECRET_KEY" in err
+
+
+def test_serve_runs_the_service(db_url: str) -> None:
+    port = free_port()
+    env = {**os.environ, "GPUPROV_DATABASE_URL": db_url}
+    code = "from app.cli import main; main()"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "serve", "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None, process.communicate()[0]
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        docs = httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)
+        assert "/api/v1/where-used" in docs.json()["paths"]
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+def test_whole_command_line_and_lazy_imports() -> None:
+    probe = (
+        "import sys; from app.cli import main; sys.argv = ['gpuprov', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('fastapi', 'sqlalchemy', 'uvicorn', 'alembic') if m in sys.modules]\n"
+        "print('HEAVY', heavy)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    for command in ("scan", "push", "agent", "serve", "db", "token"):
+        assert f" {command} " in result.stdout, result.stdout
+    assert "HEAVY []" in result.stdout

@@ -1,0 +1,25 @@
+"""Settings: the GPUPROV_ prefix, the psycopg 3 driver, and unsafe defaults refused."""
+
+import pytest
+from pydantic import ValidationError
+
+from app.settings import Settings
+
+
+def test_defaults_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUPROV_DATABASE_URL", raising=False)
+    assert Settings().database_url == "sqlite:///./gpuprov.db"
+    monkeypatch.setenv("GPUPROV_DATABASE_URL", "postgresql://u@db:5432/gpuprov")
+    monkeypatch.setenv("GPUPROV_MAX_REPORT_BYTES", "2048")
+    settings = Settings()
+    assert settings.database_url == "postgresql+psycopg://u@db:5432/gpuprov"
+    assert settings.max_report_bytes == 2048 and not settings.is_sqlite
+
+
+def test_production_needs_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUPROV_SECRET_KEY", raising=False)
+    monkeypatch.setenv("GPUPROV_ENVIRONMENT", "production")
+    with pytest.raises(ValidationError, match="GPUPROV_SECRET_KEY"):
+        Settings()
+    monkeypatch.setenv("GPUPROV_SECRET_KEY", "s3cret-from-a-vault")
+    assert Settings().environment == "production"
