@@ -32,6 +32,8 @@ PACKAGE_DB: Final = "gpuprov:package:db"  # the database file inside the root it
 # on metadata.component (the asset)
 ASSET_KIND: Final = "gpuprov:asset:kind"  # "host" | "image"
 IMAGE_DIGEST: Final = "gpuprov:image:digest"
+#: the config digest (Docker's image ID): the only identity of a legacy `docker save` archive
+IMAGE_ID: Final = "gpuprov:image:id"
 IMAGE_REFERENCE: Final = "gpuprov:image:reference"
 IMAGE_PLATFORM: Final = "gpuprov:image:platform"
 HOST_MACHINE_ID: Final = "gpuprov:host:machine-id"

@@ -84,6 +84,7 @@ def _asset_component(result: ScanResult) -> Any:
             [
                 (V.ASSET_KIND, "image"),
                 (V.IMAGE_DIGEST, asset.digest),
+                (V.IMAGE_ID, asset.config_digest),
                 (V.IMAGE_REFERENCE, asset.reference),
                 (V.IMAGE_PLATFORM, asset.platform),
                 *extra,

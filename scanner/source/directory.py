@@ -26,6 +26,14 @@ _PSEUDO = frozenset({"proc", "sys", "dev"})
 #: tree only needs to know they exist (for symlink resolution); it saves an object per file.
 _PLAIN = Node("", NodeKind.FILE)
 _LISTING_SCHEMA = "1"
+#: Read even when ``include`` limits the walk (see `_Walk.run`).
+_PACKAGE_DATABASES = (
+    "/var/lib/dpkg",
+    "/var/lib/rpm",
+    "/usr/lib/sysimage/rpm",
+    "/etc/os-release",
+    "/usr/lib/os-release",
+)
 _MAX_HOPS = 40
 _SMALL_FILE = 4096
 
@@ -86,6 +94,11 @@ class _Walk:
             self.walk("/", os.stat(self.root).st_dev)
         for path in self.source.include:
             self.start(path)
+        if self.source.include:
+            # Ownership comes from the package databases: a walk limited to a library
+            # subtree must still read them, or every packaged library would look unowned.
+            for path in _PACKAGE_DATABASES:
+                self.start(path, required=False)
         candidates = self.candidates()
         stats = {
             "nodes": float(len(self.nodes)),
@@ -101,11 +114,12 @@ class _Walk:
             stats=stats,
         )
 
-    def start(self, path: str) -> None:
+    def start(self, path: str, *, required: bool = True) -> None:
         """Walk one ``include`` subtree, resolving symlinks on the way inside the root."""
         real = self.resolve(path, record=True)
         if real is None:
-            self.skip(path, "include path not found inside the root")
+            if required:
+                self.skip(path, "include path not found inside the root")
             return
         parts = real.split("/")
         if len(parts) > 1 and parts[1] in _PSEUDO:
