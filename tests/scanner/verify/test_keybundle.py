@@ -107,7 +107,11 @@ def _entry(bundle: dict[str, Any]) -> dict[str, Any]:
             "signed entry timestamp is not a valid signature",
         ),
         (lambda b: _entry(b).update(integratedTime="1700000000"), "signed entry timestamp"),
-        (lambda b: _entry(b)["inclusionProof"]["hashes"].reverse(), "inclusion proof"),
+        # An extra hash breaks any proof (reversing a one-hash proof changes nothing).
+        (
+            lambda b: _entry(b)["inclusionProof"]["hashes"].append(b64(b"\x11" * 32)),
+            "inclusion proof",
+        ),
         (
             lambda b: _entry(b)["inclusionProof"].update(rootHash=b64(b"\x00" * 32)),
             "inclusion proof does not lead",
