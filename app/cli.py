@@ -57,6 +57,8 @@ def serve(
     """Run the API service (settings from GPUPROV_* environment variables)."""
     import uvicorn
 
+    from app.http.server import NoDelayH11Protocol
+
     _settings()  # refuse bad settings here, with a clear message, before forking workers
     uvicorn.run(
         "app.main:create_app_from_env",
@@ -65,6 +67,7 @@ def serve(
         port=port,
         workers=workers,
         log_level=log_level,
+        http=NoDelayH11Protocol,
     )
 
 

@@ -130,6 +130,29 @@ def _push_once(
     return EXIT_SPOOLED
 
 
+def push_report(
+    report: bytes,
+    *,
+    server: str | None = None,
+    token_file: Path | None = None,
+    spool_dir: Path | None = None,
+    labels: dict[str, str] | None = None,
+    retries: int = 2,
+) -> int:
+    """Deliver one report as `gpuprov push` does (messages on stderr); returns its exit code.
+
+    For commands that produce a report and deliver it in one step (`gpuprov scan --push`).
+    """
+    try:
+        target = Target.resolve(server, token_file)
+    except UsageError as e:
+        _err(f"gpuprov: {e}")
+        return EXIT_USAGE
+    spool = Spool(spool_dir or default_spool_dir())
+    with Client(target) as client:
+        return _push_once(client, spool, report, dict(labels or {}), Backoff(retries + 1))
+
+
 def push_command(
     report: Annotated[
         Path | None,

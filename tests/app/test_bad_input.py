@@ -157,6 +157,18 @@ def test_transport_problems(
     assert service.stored() == NOTHING
 
 
+def test_data_after_the_gzip_stream(service: Service) -> None:
+    writer = service.token("report:write")
+    body = gzip.compress(boms.encode(boms.gpuprov_bom())) + b"trailing"
+    answer = service.client.post(
+        "/api/v1/reports",
+        content=body,
+        headers=auth(writer, **JSON_HEADERS, **{"Content-Encoding": "gzip"}),
+    )
+    assert answer.status_code == 400 and "after the end" in answer.json()["error"]["message"]
+    assert service.stored() == NOTHING
+
+
 def test_bad_label_parameter(service: Service, post_report: Callable[..., Any]) -> None:
     answer = post_report(boms.encode(boms.gpuprov_bom()), label=["no-equals-sign"])
     assert answer.status_code == 400 and "KEY=VALUE" in answer.json()["error"]["message"]

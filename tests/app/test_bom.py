@@ -218,3 +218,15 @@ def test_missing_asset() -> None:
 def test_long_bom_labels_are_dropped_not_fatal() -> None:
     bom = boms.gpuprov_bom(labels={"org.opencontainers.image.description": "x" * 5000, "a": "b"})
     assert parse_report(boms.encode(bom)).asset.labels == {"a": "b"}
+
+
+def test_image_without_manifest_digest_is_keyed_by_config_digest() -> None:
+    bom = boms.gpuprov_bom()
+    component = bom["metadata"]["component"]
+    config = "sha256:" + "c" * 64
+    component["properties"] = [
+        p for p in component["properties"] if p["name"] != v.IMAGE_DIGEST
+    ] + [{"name": v.IMAGE_ID, "value": config}]
+    del component["version"], component["purl"]
+    report = parse_report(boms.encode(bom))
+    assert report.asset.identity == f"config:{config}"

@@ -119,7 +119,8 @@ def test_serve_runs_the_service(db_url: str) -> None:
     env = {**os.environ, "GPUPROV_DATABASE_URL": db_url}
     code = "from app.cli import main; main()"
     process = subprocess.Popen(
-        [sys.executable, "-c", code, "serve", "--port", str(port), "--log-level", "warning"],
+        [sys.executable, "-c", code, "serve", "--port", str(port), "--workers", "2"]
+        + ["--log-level", "warning"],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -125,3 +125,21 @@ def test_refused_report_is_not_spooled(service: Service, tmp_path: Path) -> None
     assert code == cli_agent.EXIT_REJECTED
     assert "refused the report (422)" in output and "1.2" in output
     assert not list((tmp_path / "s").glob("*.cdx.json.gz"))
+
+
+def test_push_report_api_delivers(service: Service, tmp_path: Path) -> None:
+    """The function `gpuprov scan --push` calls: spooled while down, delivered when up."""
+    token_file = tmp_path / "t"
+    token_file.write_text(service.token("report:write"))
+    port = free_port()
+    report = boms.encode(boms.gpuprov_bom(kind="host", name="scan-push"))
+    options = {
+        "server": f"http://127.0.0.1:{port}",
+        "token_file": token_file,
+        "spool_dir": tmp_path / "spool",
+        "retries": 0,
+    }
+    assert cli_agent.push_report(report, **options) == cli_agent.EXIT_SPOOLED  # type: ignore[arg-type]
+    with LiveServer(service.settings, port):
+        assert cli_agent.push_report(report, labels={"env": "ci"}, **options) == 0  # type: ignore[arg-type]
+    assert service.count("scan") == 1

@@ -78,6 +78,20 @@ def test_original_bytes_are_kept(service: Service, post_report: Callable[..., An
     assert exported.content == data
 
 
+def test_original_bytes_are_kept_from_a_gzip_push(service: Service) -> None:
+    data = boms.encode(boms.gpuprov_bom())
+    writer, reader = service.token("report:write"), service.token("inventory:read")
+    answer = service.client.post(
+        "/api/v1/reports",
+        content=gzip.compress(data, compresslevel=1),
+        headers=auth(writer, **JSON_HEADERS, **{"Content-Encoding": "gzip"}),
+    )
+    exported = service.client.get(
+        f"/api/v1/assets/{answer.json()['asset_id']}/sbom", headers=auth(reader)
+    )
+    assert exported.content == data
+
+
 def test_newer_scan_replaces_current_state(
     service: Service, post_report: Callable[..., Any]
 ) -> None:

@@ -48,3 +48,8 @@ def test_missing_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
 )
 def test_intervals(text: str, seconds: float) -> None:
     assert cli_agent.parse_interval(text) == seconds
+
+
+def test_push_report_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUPROV_SERVER", raising=False)
+    assert cli_agent.push_report(b"{}") == cli_agent.EXIT_USAGE

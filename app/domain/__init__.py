@@ -1,0 +1,1 @@
+"""Domain services: ingest, inventory queries and token management. No FastAPI imports here."""

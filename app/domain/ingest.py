@@ -1,0 +1,205 @@
+"""Ingest one checked report: one transaction, idempotent, safe under concurrent reports.
+
+The asset row is upserted and locked first, so reports for one asset are applied one at a time;
+the scan with the latest (scanned_at, id) is the asset's latest, whatever order reports arrive
+in (a spooled old report delivered late joins the history without replacing current state).
+The scan insert itself is the idempotency check (``ON CONFLICT (dedup_key) DO NOTHING``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from app.domain.bom import Report
+from app.domain.tokens import Principal
+from app.domain.versions import version_key
+from app.errors import Conflict, Forbidden
+from app.storage.repositories import assets, scans
+from app.storage.tables import Scan
+
+
+@dataclass(frozen=True, slots=True)
+class IngestResult:
+    """What happened to a report."""
+
+    scan_id: int
+    asset_id: int
+    created: bool  # False: the same report was already stored
+    latest: bool  # whether it is now the asset's latest scan
+    library_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class RawReport:
+    """The report bytes as received, compressed for storage."""
+
+    media_type: str
+    size: int
+    gzip_data: bytes
+
+
+def ingest(
+    session: Session,
+    report: Report,
+    raw: RawReport,
+    principal: Principal,
+    labels: Mapping[str, str],
+    now: datetime,
+) -> IngestResult:
+    """Store a report (the caller commits); raises Forbidden or Conflict, and then the caller's
+    rollback leaves nothing behind."""
+    spec = report.asset
+    if not principal.may_report_for(spec.name):
+        raise Forbidden(f"token {principal.name!r} may not report for asset {spec.name!r}")
+    asset = assets.upsert_locked(
+        session,
+        {
+            "kind": spec.kind,
+            "identity": spec.identity,
+            "name": spec.name,
+            "labels": {},
+            "details": dict(spec.details),
+            "first_seen": now,
+            "last_seen": now,
+        },
+    )
+    if asset.name != spec.name and not principal.may_report_for(asset.name):
+        raise Forbidden(f"token {principal.name!r} may not report for asset {asset.name!r}")
+
+    scanned_at = report.timestamp or now
+    scan_id = scans.insert_if_new(
+        session,
+        {
+            "asset_id": asset.id,
+            "dedup_key": report.dedup_key,
+            "serial_number": report.serial_number,
+            "bom_version": report.bom_version,
+            "content_sha256": report.content_sha256,
+            "spec_version": report.spec_version,
+            "producer": report.producer,
+            "tool": report.tool,
+            "scanned_at": scanned_at,
+            "received_at": now,
+            "library_count": len(report.libraries),
+            "findings": list(report.findings),
+            "skipped": list(report.skipped),
+            "token_id": principal.token_id,
+        },
+    )
+    if scan_id is None:  # stored before (possibly by a concurrent delivery of the same report)
+        existing = scans.by_dedup_key(session, report.dedup_key)
+        assert existing is not None
+        return _duplicate(existing, report)
+
+    previous = (
+        (asset.latest_scanned_at, asset.latest_scan_id)
+        if asset.latest_scan_id is not None and asset.latest_scanned_at is not None
+        else None
+    )
+    latest = previous is None or (scanned_at, scan_id) >= previous
+    _store_contents(session, scan_id, asset.id, report, raw, latest)
+    if not latest:
+        assets.set_latest(session, asset.id, {"last_seen": now})
+        return IngestResult(scan_id, asset.id, True, False, len(report.libraries))
+    known = asset.latest_scan_id is not None  # a new asset has no current rows to replace
+    if asset.latest_scan_id is not None:
+        scans.retire_current(session, asset.latest_scan_id)
+    scans.replace_summary(
+        session, asset.id, summary_rows(asset.id, spec.kind, report), replace=known
+    )
+    values: dict[str, object] = {
+        "latest_scan_id": scan_id,
+        "latest_scanned_at": scanned_at,
+        "name": spec.name,
+        "details": dict(spec.details),
+        "last_seen": now,
+    }
+    merged = {**spec.labels, **labels}
+    if merged:
+        values["labels"] = merged
+        assets.replace_labels(session, asset.id, merged, replace=known)
+    assets.set_latest(session, asset.id, values)
+    return IngestResult(scan_id, asset.id, True, True, len(report.libraries))
+
+
+def _duplicate(existing: Scan, report: Report) -> IngestResult:
+    if existing.content_sha256 != report.content_sha256:
+        raise Conflict(
+            f"serial number {report.serial_number} version {report.bom_version} was already "
+            "ingested with different content; give a changed BOM a new serial number or "
+            "a higher version"
+        )
+    return IngestResult(existing.id, existing.asset_id, False, False, existing.library_count)
+
+
+def _store_contents(
+    session: Session, scan_id: int, asset_id: int, report: Report, raw: RawReport, latest: bool
+) -> None:
+    packages = [
+        {
+            "scan_id": scan_id,
+            "purl": p.purl,
+            "manager": p.manager,
+            "name": p.name,
+            "version": p.version,
+            "bom_ref": p.bom_ref,
+        }
+        for p in report.packages
+    ]
+    artifacts = [
+        {
+            "scan_id": scan_id,
+            "asset_id": asset_id,
+            "is_current": latest,
+            "kind": lib.kind,
+            "name": lib.name,
+            "path": lib.path,
+            "family": lib.family,
+            "component": lib.component,
+            "version": lib.version,
+            "version_key": version_key(lib.version),
+            "cuda_major": lib.cuda_major,
+            "arch": lib.arch,
+            "sha256": lib.sha256,
+            "integrity": lib.integrity,
+            "integrity_reason": lib.integrity_reason,
+            "provenance": lib.provenance,
+            "provenance_signer": lib.provenance_signer,
+            "provenance_catalog": lib.provenance_catalog,
+            "layer": lib.layer,
+            "owner_purl": lib.owner_purl,
+            "soname": lib.soname,
+            "aliases": list(lib.aliases),
+            "notes": list(lib.notes),
+        }
+        for lib in report.libraries
+    ]
+    raw_row = {
+        "scan_id": scan_id,
+        "media_type": raw.media_type,
+        "size": raw.size,
+        "gzip_data": raw.gzip_data,
+    }
+    scans.add_contents(session, raw_row, packages, artifacts)
+
+
+def summary_rows(asset_id: int, asset_kind: str, report: Report) -> list[dict[str, object]]:
+    """The asset's current-state summary rows for a report that became its latest."""
+    counts = Counter((lib.family, lib.version, lib.cuda_major) for lib in report.libraries)
+    return [
+        {
+            "asset_id": asset_id,
+            "asset_kind": asset_kind,
+            "family": family,
+            "version": version,
+            "version_key": version_key(version),
+            "cuda_major": cuda_major,
+            "file_count": count,
+        }
+        for (family, version, cuda_major), count in counts.items()
+    ]

@@ -1,0 +1,1 @@
+"""HTTP layer: dependencies, error rendering and the routers. Routes hold no SQL."""

@@ -1,0 +1,11 @@
+"""The ``/api/v1`` routers."""
+
+from fastapi import APIRouter
+
+from app.http.api import assets, inventory, reports, tokens
+
+router = APIRouter(prefix="/api/v1")
+router.include_router(reports.router)
+router.include_router(assets.router)
+router.include_router(inventory.router)
+router.include_router(tokens.router)

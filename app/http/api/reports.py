@@ -1,0 +1,73 @@
+"""``POST /api/v1/reports``: agents and CI jobs deliver CycloneDX reports here."""
+
+from __future__ import annotations
+
+import gzip
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from app.domain.bom import check_label, parse_report
+from app.domain.ingest import RawReport, ingest
+from app.domain.inventory import parse_labels
+from app.http.body import ReportBody
+from app.http.deps import ReportWriter, SettingsDep, WriteSessionDep
+from app.http.schemas import ErrorResponse, IngestAnswer
+from app.storage.base import utcnow
+
+router = APIRouter(tags=["reports"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorResponse, "description": text}
+    for code, text in (
+        (400, "bad gzip body"),
+        (401, "missing or invalid token"),
+        (403, "token lacks report:write or may not report for this asset"),
+        (409, "serial number reused with different content"),
+        (413, "report larger than the configured limit"),
+        (415, "not CycloneDX JSON, or an unsupported Content-Encoding"),
+        (422, "not a valid CycloneDX report; details carry JSON pointers"),
+        (503, "database unavailable; retry after Retry-After seconds"),
+    )
+}
+
+
+@router.post(
+    "/reports",
+    status_code=201,
+    response_model=IngestAnswer,
+    responses={200: {"model": IngestAnswer, "description": "already stored"}, **_ERRORS},
+    summary="Ingest a CycloneDX report (JSON, optionally gzip)",
+)
+def post_report(
+    principal: ReportWriter,
+    body: ReportBody,
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    request: Request,
+    response: Response,
+    label: Annotated[
+        list[str] | None,
+        Query(description="asset label KEY=VALUE (repeatable); overrides gpuprov:label:KEY"),
+    ] = None,
+) -> IngestAnswer:
+    """Store a report once: a repeated delivery answers 200 with the stored scan's id."""
+    labels = dict(parse_labels(label or []))
+    for key, value in labels.items():
+        check_label(key, value, "/query/label")
+    report = parse_report(body.data, max_depth=settings.max_json_depth)
+    stored = body.gzip_data or gzip.compress(body.data, compresslevel=6)
+    raw = RawReport(body.media_type, len(body.data), stored)
+    result = ingest(session, report, raw, principal, labels, utcnow())
+    response.status_code = 201 if result.created else 200
+    request.app.state.counters.bump("created" if result.created else "duplicate")
+    url = f"/api/v1/assets/{result.asset_id}"
+    response.headers["Location"] = url
+    return IngestAnswer(
+        scan_id=result.scan_id,
+        asset_id=result.asset_id,
+        created=result.created,
+        latest=result.latest,
+        libraries=result.library_count,
+        asset_url=url,
+    )

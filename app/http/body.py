@@ -1,0 +1,76 @@
+"""Reading a report body: content type, optional gzip, and size limits before and after
+decompression (a small gzip body can expand to gigabytes)."""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
+
+from app.errors import BadRequest, InvalidReport, PayloadTooLarge, UnsupportedMediaType
+from app.http.deps import SettingsDep
+
+ACCEPTED_MEDIA_TYPES = ("application/vnd.cyclonedx+json", "application/json")
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedReport:
+    """The decompressed body, the media type it was sent as, and the gzip stream it came in
+    (kept as the stored copy: it decompresses to exactly ``data``)."""
+
+    data: bytes
+    media_type: str
+    gzip_data: bytes | None = None
+
+
+def gunzip(data: bytes, limit: int) -> bytes:
+    """Decompress a gzip body, refusing output larger than ``limit`` bytes."""
+    decompressor = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = decompressor.decompress(data, limit + 1)
+    except zlib.error as e:
+        raise BadRequest(f"Content-Encoding is gzip but the body is not valid gzip: {e}") from e
+    if len(out) > limit:
+        raise PayloadTooLarge(f"the decompressed report is larger than the limit of {limit} bytes")
+    if not decompressor.eof:
+        raise BadRequest("the gzip body is truncated")
+    if decompressor.unused_data:
+        raise BadRequest("the body holds data after the end of the gzip stream")
+    return out
+
+
+async def read_report(request: Request, settings: SettingsDep) -> ReceivedReport:
+    """Check the headers, stream the body with a size cap, and decompress it."""
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type not in ACCEPTED_MEDIA_TYPES:
+        raise UnsupportedMediaType(
+            f"Content-Type {media_type or '(none)'!r} is not accepted; send CycloneDX JSON as "
+            + " or ".join(ACCEPTED_MEDIA_TYPES)
+        )
+    encoding = request.headers.get("content-encoding", "identity").strip().lower() or "identity"
+    if encoding not in ("identity", "gzip"):
+        raise UnsupportedMediaType(
+            f"Content-Encoding {encoding!r} is not supported; use gzip or none"
+        )
+    limit = settings.max_report_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"the report is larger than the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"the report is larger than the limit of {limit} bytes")
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    data = await run_in_threadpool(gunzip, body, limit) if encoding == "gzip" else body
+    if not data:
+        raise InvalidReport("the request body is empty; expected a CycloneDX JSON document")
+    return ReceivedReport(data, media_type, body if encoding == "gzip" else None)
+
+
+ReportBody = Annotated[ReceivedReport, Depends(read_report)]

@@ -1,0 +1,111 @@
+"""`Annotated` dependencies that keep endpoints short: sessions, the caller, scope checks.
+
+Dependencies that do no I/O are ``async`` so FastAPI runs them inline instead of handing each
+to the thread pool; the ones that touch the database are plain functions (run in the pool).
+
+Sessions commit when the endpoint returns and roll back when it raises (``scope="function"``
+runs that before the response is sent, so a failed commit is never answered with success).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from app.domain.tokens import Principal, Scope, authenticate, record_use, use_is_due
+from app.errors import Forbidden, Unauthorized
+from app.settings import Settings
+from app.storage.base import utcnow
+from app.storage.session import Database
+
+log = logging.getLogger(__name__)
+
+
+async def get_db(request: Request) -> Database:
+    """The process's database, created by the lifespan."""
+    db: Database = request.app.state.db
+    return db
+
+
+async def get_settings(request: Request) -> Settings:
+    """The settings the app was created with."""
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+DatabaseDep = Annotated[Database, Depends(get_db)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+def _unit_of_work(db: Database, *, write: bool) -> Iterator[Session]:
+    session = db.session(write=write)
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+def read_session(db: DatabaseDep) -> Iterator[Session]:
+    """A request-scoped session for queries."""
+    yield from _unit_of_work(db, write=False)
+
+
+def write_session(db: DatabaseDep) -> Iterator[Session]:
+    """A request-scoped session whose transaction takes the write lock up front on SQLite."""
+    yield from _unit_of_work(db, write=True)
+
+
+SessionDep = Annotated[Session, Depends(read_session, scope="function")]
+WriteSessionDep = Annotated[Session, Depends(write_session, scope="function")]
+
+_bearer = HTTPBearer(auto_error=False, description="API token (`gpuprov token create`)")
+
+
+def current_principal(
+    db: DatabaseDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Principal:
+    """The caller of the request, from its bearer token (401 without a valid one)."""
+    if credentials is None or not credentials.credentials:
+        raise Unauthorized()
+    with db.session() as session:
+        principal = authenticate(session, credentials.credentials)
+    now = utcnow()
+    if use_is_due(principal, now):
+        try:
+            with db.transaction(write=True) as session:
+                record_use(session, principal, now)
+        except SQLAlchemyError as e:  # bookkeeping only: never fail a request over it
+            log.warning("could not record the use of token %s: %s", principal.token_id, e)
+    return principal
+
+
+CurrentToken = Annotated[Principal, Depends(current_principal)]
+
+
+async def _require_scopes(security_scopes: SecurityScopes, principal: CurrentToken) -> Principal:
+    for scope in security_scopes.scopes:
+        if not principal.has(Scope(scope)):
+            raise Forbidden(f"this endpoint needs a token with the {scope} scope")
+    return principal
+
+
+def scoped(scope: Scope) -> Any:
+    """A dependency admitting callers that hold ``scope``; the OpenAPI document lists it in
+    the operation's security requirement."""
+    return Security(_require_scopes, scopes=[scope.value])
+
+
+ReportWriter = Annotated[Principal, scoped(Scope.REPORT_WRITE)]
+InventoryReader = Annotated[Principal, scoped(Scope.INVENTORY_READ)]
+Admin = Annotated[Principal, scoped(Scope.ADMIN)]

@@ -1,0 +1,230 @@
+"""Response and request models of the API (the OpenAPI document at /docs is built from them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ErrorDetail(BaseModel):
+    pointer: str = Field(description="JSON pointer into the request (or report) at fault")
+    message: str
+
+
+class ErrorBody(BaseModel):
+    status: int
+    message: str
+    details: list[ErrorDetail] = []
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+class IngestAnswer(BaseModel):
+    scan_id: int
+    asset_id: int
+    created: bool = Field(description="false when the same report was already stored")
+    latest: bool = Field(description="whether this scan is now the asset's latest")
+    libraries: int
+    asset_url: str
+
+
+class ScanOut(BaseModel):
+    id: int
+    serial_number: str | None
+    bom_version: int
+    spec_version: str
+    producer: str
+    tool: str
+    scanned_at: str | None
+    received_at: str | None
+    library_count: int
+    content_sha256: str
+
+
+class AssetOut(BaseModel):
+    id: int
+    kind: str
+    name: str
+    identity: str
+    labels: dict[str, str]
+    details: dict[str, Any]
+    first_seen: str | None
+    last_seen: str | None
+    latest_scan: ScanOut | None
+
+
+class LibraryOut(BaseModel):
+    kind: str
+    name: str
+    path: str | None
+    family: str
+    component: str | None
+    version: str | None
+    cuda_major: int | None
+    arch: str | None
+    sha256: str | None
+    integrity: str | None
+    integrity_reason: str | None
+    provenance: str | None
+    provenance_signer: str | None
+    provenance_catalog: str | None
+    layer: str | None
+    owner_purl: str | None
+    soname: str | None
+    aliases: list[str]
+    notes: list[str]
+
+
+class PackageOut(BaseModel):
+    name: str
+    version: str | None
+    purl: str | None
+    manager: str | None
+
+
+class AssetDetail(AssetOut):
+    libraries: list[LibraryOut]
+    packages: list[PackageOut]
+    history: list[ScanOut]
+
+
+class Page(BaseModel):
+    total: int
+    limit: int
+    offset: int
+
+
+class AssetPage(Page):
+    items: list[AssetOut]
+
+
+class LibraryUse(BaseModel):
+    family: str
+    version: str | None
+    cuda_major: int | None
+    assets: int
+    images: int
+    hosts: int
+    files: int
+
+
+class LibraryPage(Page):
+    items: list[LibraryUse]
+
+
+class AssetRef(BaseModel):
+    id: int
+    kind: str
+    name: str
+    identity: str
+    labels: dict[str, str]
+
+
+class LibraryRef(BaseModel):
+    kind: str
+    path: str | None
+    family: str
+    component: str | None
+    version: str | None
+    cuda_major: int | None
+    sha256: str | None
+    integrity: str | None
+    provenance: str | None
+
+
+class WhereUsedItem(BaseModel):
+    asset: AssetRef
+    libraries: list[LibraryRef]
+
+
+class WhereUsedPage(Page):
+    items: list[WhereUsedItem]
+
+
+class DigestCount(BaseModel):
+    sha256: str
+    assets: int
+    example_path: str | None
+
+
+class DigestConflict(BaseModel):
+    family: str
+    component: str | None
+    version: str | None
+    cuda_major: int | None
+    arch: str | None
+    digests: list[DigestCount]
+
+
+class FileState(BaseModel):
+    version: str | None
+    sha256: str | None
+    family: str
+
+
+class AddedOrRemoved(FileState):
+    path: str
+
+
+class Changed(BaseModel):
+    path: str
+    from_: FileState = Field(alias="from")
+    to: FileState
+
+    model_config = {"populate_by_name": True, "serialize_by_alias": True}
+
+
+class AssetChange(BaseModel):
+    asset_id: int
+    from_scan: int
+    to_scan: int
+    added: list[AddedOrRemoved]
+    removed: list[AddedOrRemoved]
+    changed: list[Changed]
+
+
+class AssetChanges(BaseModel):
+    items: list[AssetChange]
+    limit: int
+    offset: int
+
+
+class VersionCount(BaseModel):
+    version: str | None
+    assets: int
+
+
+class VersionSpread(BaseModel):
+    family: str
+    versions: list[VersionCount]
+    distinct_versions: int
+
+
+class Drift(BaseModel):
+    digest_conflicts: list[DigestConflict]
+    asset_changes: AssetChanges
+    version_spread: list[VersionSpread]
+
+
+class TokenIn(BaseModel):
+    name: str = Field(min_length=1, max_length=128)
+    scopes: list[str] = Field(min_length=1)
+    assets: list[str] = Field(default=[], description="asset-name patterns (report:write only)")
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    prefix: str
+    scopes: list[str]
+    assets: list[str]
+    created_at: str
+    last_used_at: str | None
+    revoked_at: str | None
+
+
+class NewTokenOut(TokenOut):
+    token: str = Field(description="the secret; shown only in this answer")

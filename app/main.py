@@ -1,0 +1,75 @@
+"""The FastAPI application: `create_app(settings)` wires routers and error handlers, and its
+lifespan owns the database engine (nothing is created at import time).
+
+At start-up the lifespan refuses a database whose schema is behind the code, naming the command
+that fixes it; an unreachable database does not stop start-up (requests answer 503 until it is
+back), so API replicas can start before their database.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
+
+from app.http.api import router as api_router
+from app.http.errors import install_error_handlers
+from app.http.health import Counters
+from app.http.health import router as health_router
+from app.settings import Settings
+from app.storage.migrate import schema_state
+from app.storage.session import Database
+
+log = logging.getLogger("gpuprov.app")
+VERSION = "0.1.0"
+
+
+class SchemaBehindError(RuntimeError):
+    """The database must be migrated before the service can start."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the application for ``settings`` (read from the environment when omitted)."""
+    settings = settings if settings is not None else Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database(settings)
+        try:
+            state = await run_in_threadpool(schema_state, db.engine)
+        except SQLAlchemyError as e:
+            log.warning(
+                "database unreachable at start-up (%s); answering 503 until it is back",
+                str(e).splitlines()[0],
+            )
+        else:
+            if not state.up_to_date:
+                db.dispose()
+                raise SchemaBehindError(state.describe())
+        app.state.db = db
+        try:
+            yield
+        finally:
+            db.dispose()
+
+    app = FastAPI(
+        title="gpuprov",
+        version=VERSION,
+        summary="Fleet inventory and provenance of GPU libraries from CycloneDX reports",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.counters = Counters()
+    install_error_handlers(app, settings)
+    app.include_router(health_router)
+    app.include_router(api_router)
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for ``uvicorn --factory``: settings from ``GPUPROV_*`` variables."""
+    return create_app(Settings())

@@ -1,0 +1,58 @@
+"""Service settings read from the environment (prefix ``GPUPROV_``) by pydantic-settings.
+
+Nothing reads them at import time: `create_app(settings)` and the CLI build a `Settings` and pass
+it down, so tests and tools can run several configurations in one process.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_DEV_SECRET = "dev-insecure-secret"  # noqa: S105 - development default, refused in production
+
+
+def normalize_database_url(url: str) -> str:
+    """Use psycopg 3 for plain ``postgresql://`` URLs (SQLAlchemy would pick psycopg2)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+class Settings(BaseSettings):
+    """Configuration of one service process."""
+
+    model_config = SettingsConfigDict(env_prefix="GPUPROV_", extra="ignore")
+
+    environment: Literal["development", "production", "test"] = "development"
+    database_url: str = "sqlite:///./gpuprov.db"
+    #: seconds a database connection attempt may take before the request answers 503
+    database_connect_timeout: int = Field(default=5, ge=1, le=120)
+    database_pool_size: int = Field(default=10, ge=1, le=200)
+    #: largest accepted report, compressed and decompressed (bytes)
+    max_report_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    #: value of the Retry-After header when the database is unavailable
+    retry_after_seconds: int = Field(default=30, ge=1)
+    #: signs the dashboard session cookie
+    secret_key: str = _DEV_SECRET
+    #: reject reports whose JSON nests deeper than this
+    max_json_depth: int = Field(default=64, ge=8, le=512)
+
+    @field_validator("database_url")
+    @classmethod
+    def _driver(cls, value: str) -> str:
+        return normalize_database_url(value)
+
+    @model_validator(mode="after")
+    def _refuse_unsafe_defaults(self) -> Settings:
+        if self.environment == "production" and self.secret_key == _DEV_SECRET:
+            raise ValueError("GPUPROV_SECRET_KEY must be set when GPUPROV_ENVIRONMENT=production")
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether the database is an embedded SQLite file."""
+        return self.database_url.startswith("sqlite")

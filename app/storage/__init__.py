@@ -1,0 +1,1 @@
+"""Storage layer: SQLAlchemy models, the engine and sessions, migrations and repositories."""

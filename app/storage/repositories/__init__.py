@@ -1,0 +1,1 @@
+"""Repositories: every SQL query of the service lives in this package."""

@@ -1,0 +1,394 @@
+"""Current-state and history queries behind the inventory API.
+
+Current state is read only through ``artifact.is_current`` (partial indexes) and the
+`AssetLibrary` summary; history is read only for one asset at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    RowMapping,
+    and_,
+    case,
+    distinct,
+    func,
+    or_,
+    select,
+)
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from app.domain.versions import VersionFilter
+from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, Package, Scan
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryMatch:
+    """Which current library rows a query selects."""
+
+    family: str | None = None
+    version: VersionFilter | None = None
+    sha256: str | None = None
+    verdict: str | None = None
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        """SQL conditions on `Artifact` (always restricted to current rows)."""
+        conds: list[ColumnElement[bool]] = [Artifact.is_current.expression]
+        if self.family:
+            conds.append(Artifact.family == self.family)
+        if self.version is not None:
+            conds.append(_version_condition(Artifact.version, Artifact.version_key, self.version))
+        if self.sha256:
+            conds.append(Artifact.sha256 == self.sha256)
+        if self.verdict:
+            conds.append(
+                or_(Artifact.integrity == self.verdict, Artifact.provenance == self.verdict)
+            )
+        return conds
+
+    def summary_conditions(self) -> list[ColumnElement[bool]]:
+        """The family/version part as conditions on `AssetLibrary` (a few rows per asset)."""
+        conds: list[ColumnElement[bool]] = [AssetLibrary.family == self.family]
+        if self.version is not None:
+            conds.append(
+                _version_condition(AssetLibrary.version, AssetLibrary.version_key, self.version)
+            )
+        return conds
+
+
+def _version_condition(
+    version: InstrumentedAttribute[str | None],
+    key: InstrumentedAttribute[str | None],
+    spec: VersionFilter,
+) -> ColumnElement[bool]:
+    if spec.exact is not None:
+        return version == spec.exact
+    conds = []
+    if spec.lower is not None:
+        conds.append(key >= spec.lower)
+    if spec.upper is not None:
+        conds.append(key < spec.upper)
+    return and_(*conds) if conds else key.is_not(None)
+
+
+@dataclass(frozen=True, slots=True)
+class AssetQuery:
+    """Filters of the asset list."""
+
+    kind: str | None = None
+    name: str | None = None  # exact, or a glob with '*'
+    labels: Sequence[tuple[str, str]] = ()
+    match: LibraryMatch = field(default_factory=LibraryMatch)
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _asset_conditions(query: AssetQuery) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
+    if query.kind:
+        conds.append(Asset.kind == query.kind)
+    if query.name:
+        if "*" in query.name:
+            pattern = "%".join(_escape_like(p) for p in query.name.split("*"))
+            conds.append(Asset.name.like(pattern, escape="\\"))
+        else:
+            conds.append(Asset.name == query.name)
+    for key, value in query.labels:
+        conds.append(
+            Asset.id.in_(
+                select(AssetLabel.asset_id).where(AssetLabel.key == key, AssetLabel.value == value)
+            )
+        )
+    match = query.match
+    if match.verdict or match.sha256:
+        conds.append(Asset.id.in_(select(Artifact.asset_id).where(*match.conditions())))
+    elif match.family:
+        conds.append(Asset.id.in_(select(AssetLibrary.asset_id).where(*match.summary_conditions())))
+    return conds
+
+
+def list_assets(
+    session: Session, query: AssetQuery, limit: int, offset: int
+) -> tuple[Sequence[Row[Asset, Scan]], int]:
+    """A page of assets with their latest scan, and the total count."""
+    conds = _asset_conditions(query)
+    total = session.scalar(select(func.count()).select_from(Asset).where(*conds)) or 0
+    rows = session.execute(
+        select(Asset, Scan)
+        .outerjoin(Scan, Scan.id == Asset.latest_scan_id)
+        .where(*conds)
+        .order_by(Asset.id)
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return rows, total
+
+
+def current_artifacts(session: Session, asset_id: int) -> Sequence[Artifact]:
+    """The GPU libraries of the asset's latest scan."""
+    return session.scalars(
+        select(Artifact)
+        .where(Artifact.is_current, Artifact.asset_id == asset_id)
+        .order_by(Artifact.family, Artifact.path, Artifact.id)
+    ).all()
+
+
+def scan_artifacts(session: Session, scan_ids: Sequence[int]) -> Sequence[Artifact]:
+    """The GPU libraries of the given scans."""
+    if not scan_ids:
+        return []
+    return session.scalars(
+        select(Artifact).where(Artifact.scan_id.in_(scan_ids)).order_by(Artifact.id)
+    ).all()
+
+
+def scan_packages(session: Session, scan_id: int) -> Sequence[Package]:
+    """The packages stored with a scan."""
+    return session.scalars(
+        select(Package).where(Package.scan_id == scan_id).order_by(Package.id)
+    ).all()
+
+
+def history(session: Session, asset_id: int, limit: int) -> Sequence[Scan]:
+    """The asset's most recent scans, newest first."""
+    return session.scalars(
+        select(Scan)
+        .where(Scan.asset_id == asset_id)
+        .order_by(Scan.scanned_at.desc(), Scan.id.desc())
+        .limit(limit)
+    ).all()
+
+
+def last_two_scans(session: Session, asset_ids: Sequence[int]) -> dict[int, list[int]]:
+    """For each asset, the ids of its two most recent scans, newest first."""
+    if not asset_ids:
+        return {}
+    ranked = (
+        select(
+            Scan.asset_id,
+            Scan.id,
+            func.row_number()
+            .over(
+                partition_by=Scan.asset_id,
+                order_by=(Scan.scanned_at.desc(), Scan.id.desc()),
+            )
+            .label("rank"),
+        )
+        .where(Scan.asset_id.in_(asset_ids))
+        .subquery()
+    )
+    found: dict[int, list[int]] = {}
+    for asset_id, scan_id in session.execute(
+        select(ranked.c.asset_id, ranked.c.id)
+        .where(ranked.c.rank <= 2)
+        .order_by(ranked.c.asset_id, ranked.c.rank)
+    ):
+        found.setdefault(asset_id, []).append(scan_id)
+    return found
+
+
+_WHERE_USED_COLUMNS = (
+    Artifact.asset_id,
+    Artifact.kind,
+    Artifact.path,
+    Artifact.family,
+    Artifact.component,
+    Artifact.version,
+    Artifact.cuda_major,
+    Artifact.sha256,
+    Artifact.integrity,
+    Artifact.provenance,
+)
+
+
+def where_used(
+    session: Session, match: LibraryMatch, query: AssetQuery, limit: int, offset: int
+) -> tuple[Sequence[Asset], Sequence[RowMapping], int]:
+    """A page of assets (by id) holding current libraries that match, their matching files,
+    and the total number of such assets.
+
+    Family/version questions are answered from the per-asset summary (a few rows per asset),
+    digest questions from the partial digest index; only the page's files are then read, as
+    plain rows (building ORM objects for thousands of files would dominate the answer time).
+    """
+    holder: InstrumentedAttribute[int]
+    if match.sha256:
+        holder = Artifact.asset_id
+        conds: list[ColumnElement[bool]] = [
+            Artifact.is_current.expression,
+            Artifact.sha256 == match.sha256,
+        ]
+    else:
+        holder = AssetLibrary.asset_id
+        conds = match.summary_conditions()
+    asset_conds = _asset_conditions(query)
+    if asset_conds:
+        conds.append(holder.in_(select(Asset.id).where(*asset_conds)))
+    total = session.scalar(select(func.count(distinct(holder))).where(*conds)) or 0
+    page = list(
+        session.scalars(
+            select(holder)
+            .where(*conds)
+            .group_by(holder)
+            .order_by(holder)
+            .limit(limit)
+            .offset(offset)
+        )
+    )
+    if not page:
+        return [], [], total
+    assets = session.scalars(select(Asset).where(Asset.id.in_(page)).order_by(Asset.id)).all()
+    files = (
+        session.execute(
+            select(*_WHERE_USED_COLUMNS)
+            .where(*match.conditions(), Artifact.asset_id.in_(page))
+            .order_by(Artifact.asset_id, Artifact.path, Artifact.id)
+        )
+        .mappings()
+        .all()
+    )
+    return assets, files, total
+
+
+def libraries(
+    session: Session, family: str | None, limit: int, offset: int
+) -> tuple[list[tuple[str, str | None, int | None, int, int, int, int]], int]:
+    """Each (family, version, CUDA major) in use, with asset, image, host and file counts."""
+    conds = [AssetLibrary.family == family] if family else []
+    statement = (
+        select(
+            AssetLibrary.family,
+            AssetLibrary.version,
+            AssetLibrary.cuda_major,
+            func.count().label("assets"),
+            func.sum(case((AssetLibrary.asset_kind == "image", 1), else_=0)).label("images"),
+            func.sum(case((AssetLibrary.asset_kind == "host", 1), else_=0)).label("hosts"),
+            func.sum(AssetLibrary.file_count).label("files"),
+            func.count().over().label("total"),
+        )
+        .where(*conds)
+        .group_by(AssetLibrary.family, AssetLibrary.version, AssetLibrary.cuda_major)
+        .order_by(
+            AssetLibrary.family,
+            func.max(AssetLibrary.version_key),
+            AssetLibrary.version,
+            AssetLibrary.cuda_major,
+        )
+        .limit(limit)
+        .offset(offset)
+    )
+    rows = session.execute(statement).all()
+    total = rows[0][-1] if rows else 0
+    if not rows and offset:
+        total = (
+            session.scalar(
+                select(func.count()).select_from(
+                    select(AssetLibrary.family)
+                    .where(*conds)
+                    .group_by(AssetLibrary.family, AssetLibrary.version, AssetLibrary.cuda_major)
+                    .subquery()
+                )
+            )
+            or 0
+        )
+    return [tuple(r[:-1]) for r in rows], int(total)
+
+
+_GROUP = (Artifact.family, Artifact.component, Artifact.version, Artifact.cuda_major, Artifact.arch)
+
+
+def digest_conflicts(
+    session: Session, family: str | None, limit: int
+) -> Sequence[Row[str, str | None, str | None, int | None, str | None, str, int, str]]:
+    """Current files of one (family, component, version, CUDA major, arch) seen with more than
+    one digest: one row per digest with its asset count and an example path."""
+    conds = [
+        Artifact.is_current,
+        Artifact.kind == "file",
+        Artifact.sha256.is_not(None),
+        Artifact.version.is_not(None),
+    ]
+    if family:
+        conds.append(Artifact.family == family)
+    groups = (
+        select(*_GROUP)
+        .where(*conds)
+        .group_by(*_GROUP)
+        .having(func.count(distinct(Artifact.sha256)) > 1)
+        .order_by(*_GROUP)
+        .limit(limit)
+        .subquery()
+    )
+    same_group = and_(*(column.is_not_distinct_from(groups.c[column.key]) for column in _GROUP))
+    return session.execute(
+        select(
+            *_GROUP,
+            Artifact.sha256,
+            func.count(distinct(Artifact.asset_id)).label("assets"),
+            func.min(Artifact.path).label("example_path"),
+        )
+        .join(groups, same_group)
+        .where(*conds)
+        .group_by(*_GROUP, Artifact.sha256)
+        .order_by(*_GROUP, Artifact.sha256)
+    ).all()  # type: ignore[return-value]
+
+
+def version_spread(session: Session, family: str | None) -> Sequence[Row[str, str | None, int]]:
+    """Assets per (family, version) in current state."""
+    conds = [AssetLibrary.family == family] if family else []
+    return session.execute(
+        select(
+            AssetLibrary.family, AssetLibrary.version, func.count(distinct(AssetLibrary.asset_id))
+        )
+        .where(*conds)
+        .group_by(AssetLibrary.family, AssetLibrary.version)
+        .order_by(AssetLibrary.family, AssetLibrary.version)
+    ).all()
+
+
+def page_asset_ids(session: Session, query: AssetQuery, limit: int, offset: int) -> list[int]:
+    """A page of asset ids matching the filters."""
+    return list(
+        session.scalars(
+            select(Asset.id)
+            .where(*_asset_conditions(query))
+            .order_by(Asset.id)
+            .limit(limit)
+            .offset(offset)
+        )
+    )
+
+
+def export_rows(session: Session, batch: int = 1000) -> Iterator[Row[Artifact, Asset]]:
+    """Every current library with its asset, streamed in batches."""
+    result = session.execute(
+        select(Artifact, Asset)
+        .join(Asset, Asset.id == Artifact.asset_id)
+        .where(Artifact.is_current)
+        .order_by(Artifact.asset_id, Artifact.path, Artifact.id)
+        .execution_options(yield_per=batch)
+    )
+    yield from result
+
+
+def counts(session: Session) -> dict[str, int]:
+    """Totals for the metrics endpoint."""
+    assets_by_kind = dict(
+        session.execute(select(Asset.kind, func.count()).group_by(Asset.kind)).all()
+    )
+    return {
+        "assets_image": int(assets_by_kind.get("image", 0)),
+        "assets_host": int(assets_by_kind.get("host", 0)),
+        "scans": int(session.scalar(select(func.count()).select_from(Scan)) or 0),
+        "current_libraries": int(
+            session.scalar(select(func.count()).select_from(Artifact).where(Artifact.is_current))
+            or 0
+        ),
+    }

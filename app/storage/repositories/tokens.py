@@ -1,0 +1,54 @@
+"""Queries on API tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, select, update
+from sqlalchemy.orm import Session
+
+from app.storage.tables import ApiToken
+
+
+def by_hash(session: Session, token_hash: str) -> ApiToken | None:
+    """The token with this SHA-256, revoked or not."""
+    return session.scalars(select(ApiToken).where(ApiToken.token_hash == token_hash)).first()
+
+
+def credentials(session: Session, token_hash: str) -> Row[int, str, Any, Any, Any, Any] | None:
+    """(id, name, scopes, asset patterns, last use, revocation) of the token with this hash,
+    read as one plain row: it runs on every request."""
+    return session.execute(
+        select(
+            ApiToken.id,
+            ApiToken.name,
+            ApiToken.scopes,
+            ApiToken.asset_patterns,
+            ApiToken.last_used_at,
+            ApiToken.revoked_at,
+        ).where(ApiToken.token_hash == token_hash)
+    ).first()
+
+
+def by_id(session: Session, token_id: int) -> ApiToken | None:
+    """The token with this id."""
+    return session.get(ApiToken, token_id)
+
+
+def add(session: Session, token: ApiToken) -> ApiToken:
+    """Insert a token and assign its id."""
+    session.add(token)
+    session.flush()
+    return token
+
+
+def all_tokens(session: Session) -> Sequence[ApiToken]:
+    """Every token, oldest first."""
+    return session.scalars(select(ApiToken).order_by(ApiToken.id)).all()
+
+
+def touch(session: Session, token_id: int, now: datetime) -> None:
+    """Record a use of the token."""
+    session.execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))

@@ -1,0 +1,88 @@
+"""The engine and sessions of one service process, owned by the app's lifespan.
+
+SQLite runs in WAL mode with a busy timeout, and write transactions start with
+``BEGIN IMMEDIATE`` so concurrent writers queue instead of failing half-way; PostgreSQL uses
+psycopg 3 with a bounded connect timeout so an unreachable server turns into a quick 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from app.settings import Settings
+
+_WRITE = "gpuprov_write"
+
+
+def make_engine(settings: Settings) -> Engine:
+    """Build the engine for the configured database URL."""
+    url = settings.database_url
+    if settings.is_sqlite:
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=settings.database_pool_size,
+            max_overflow=20,
+        )
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(
+        url,
+        connect_args={"connect_timeout": settings.database_connect_timeout},
+        pool_size=settings.database_pool_size,
+        max_overflow=10,
+        pool_timeout=settings.database_connect_timeout * 2,
+        # no pre-ping (a round trip per checkout): a connection the server dropped fails its
+        # request with a 503, SQLAlchemy then discards the pool and the retry reconnects
+    )
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    # The documented SQLAlchemy recipe: stop pysqlite's own transaction handling and emit BEGIN
+    # ourselves, so reads share a snapshot and writers take the lock up front.
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        immediate = conn.get_execution_options().get(_WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+class Database:
+    """One engine with a session factory for reads and one for write transactions."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.engine = make_engine(settings)
+        self._read = sessionmaker(self.engine, expire_on_commit=False)
+        self._write = sessionmaker(
+            self.engine.execution_options(**{_WRITE: True}), expire_on_commit=False
+        )
+
+    def session(self, *, write: bool = False) -> Session:
+        """A new session; ``write=True`` takes SQLite's write lock when its transaction begins."""
+        return (self._write if write else self._read)()
+
+    @contextmanager
+    def transaction(self, *, write: bool = False) -> Iterator[Session]:
+        """A session whose transaction commits on success and rolls back on error."""
+        with self.session(write=write) as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.engine.dispose()

@@ -1,0 +1,210 @@
+"""The tables: tokens, assets and their labels, scans with their raw BOMs, packages and GPU
+library artifacts, plus the per-asset summary of the current state.
+
+Current-state queries never read history: an artifact row carries ``is_current`` (true exactly
+for the rows of its asset's latest scan) and its digest and asset indexes are partial on that
+flag; `AssetLibrary` holds one row per (asset, family, version, CUDA major) of the latest scan,
+so family/version questions and the fleet-wide aggregate read a few rows per asset.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from app.storage.base import Base, BigId, SortKey, UTCDateTime
+
+# Each dialect's index predicate is spelled the way SQLAlchemy renders `WHERE Artifact.is_current`
+# there, so the planners see the query's term in the index's WHERE clause and use the index.
+_CURRENT_PG = text("is_current")
+_CURRENT_SQLITE = text("is_current = 1")
+
+
+class ApiToken(Base):
+    """A bearer token: only its SHA-256 is stored; the secret is shown once at creation."""
+
+    __tablename__ = "api_token"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    scopes: Mapped[list[str]] = mapped_column(JSON)
+    #: fnmatch patterns of asset names a ``report:write`` token may report for; empty = any
+    asset_patterns: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class Asset(Base):
+    """An image (identified by manifest digest) or a host (by machine id)."""
+
+    __tablename__ = "asset"
+    __table_args__ = (UniqueConstraint("kind", "identity"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), index=True)
+    identity: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str] = mapped_column(String(1024), index=True)
+    labels: Mapped[dict[str, str]] = mapped_column(JSON)
+    #: what the latest report said about the asset (reference, digest, platform, hostname...)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON)
+    latest_scan_id: Mapped[int | None] = mapped_column(
+        BigId,
+        ForeignKey("scan.id", use_alter=True, ondelete="SET NULL"),
+    )
+    #: scanned_at of the latest scan, so ingest orders a new scan without reading the old one
+    latest_scanned_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    first_seen: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class AssetLabel(Base):
+    """One label of an asset, kept as rows so label filters are index-backed."""
+
+    __tablename__ = "asset_label"
+    __table_args__ = (Index(None, "key", "value"),)
+
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    value: Mapped[str] = mapped_column(String(256))
+
+
+class Scan(Base):
+    """One ingested report. ``dedup_key`` makes ingest idempotent."""
+
+    __tablename__ = "scan"
+    __table_args__ = (Index(None, "asset_id", "scanned_at"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    asset_id: Mapped[int] = mapped_column(BigId, ForeignKey("asset.id", ondelete="CASCADE"))
+    #: serial number and BOM version, or the content digest when the BOM has no serial number
+    dedup_key: Mapped[str] = mapped_column(String(200), unique=True)
+    serial_number: Mapped[str | None] = mapped_column(String(128))
+    bom_version: Mapped[int] = mapped_column(Integer)
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    spec_version: Mapped[str] = mapped_column(String(8))
+    producer: Mapped[str] = mapped_column(String(32))
+    tool: Mapped[str] = mapped_column(Text)
+    scanned_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    library_count: Mapped[int] = mapped_column(Integer)
+    findings: Mapped[list[str]] = mapped_column(JSON)
+    skipped: Mapped[list[str]] = mapped_column(JSON)
+    token_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("api_token.id", ondelete="SET NULL")
+    )
+
+
+class RawBom(Base):
+    """The report exactly as received (after transport decompression), gzip-compressed."""
+
+    __tablename__ = "raw_bom"
+
+    scan_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("scan.id", ondelete="CASCADE"), primary_key=True
+    )
+    media_type: Mapped[str] = mapped_column(String(128))
+    size: Mapped[int] = mapped_column(BigInteger)
+    gzip_data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Package(Base):
+    """An owner package of a GPU library, or a GPU package a third-party BOM listed."""
+
+    __tablename__ = "package"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    scan_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("scan.id", ondelete="CASCADE"), index=True
+    )
+    purl: Mapped[str | None] = mapped_column(Text)
+    manager: Mapped[str | None] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(Text)
+    version: Mapped[str | None] = mapped_column(Text)
+    bom_ref: Mapped[str | None] = mapped_column(Text)
+
+
+class Artifact(Base):
+    """One GPU library in one scan: a file (path + digest) or, from other tools, a package."""
+
+    __tablename__ = "artifact"
+    __table_args__ = (
+        Index(
+            "ix_artifact_current_sha256",
+            "sha256",
+            "asset_id",
+            postgresql_where=_CURRENT_PG,
+            sqlite_where=_CURRENT_SQLITE,
+        ),
+        Index(
+            "ix_artifact_current_asset_id",
+            "asset_id",
+            postgresql_where=_CURRENT_PG,
+            sqlite_where=_CURRENT_SQLITE,
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    scan_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("scan.id", ondelete="CASCADE"), index=True
+    )
+    asset_id: Mapped[int] = mapped_column(BigId, ForeignKey("asset.id", ondelete="CASCADE"))
+    is_current: Mapped[bool] = mapped_column(Boolean)
+    kind: Mapped[str] = mapped_column(String(16))  # "file" | "package"
+    name: Mapped[str] = mapped_column(Text)
+    path: Mapped[str | None] = mapped_column(Text)
+    family: Mapped[str] = mapped_column(String(64))
+    component: Mapped[str | None] = mapped_column(String(128))
+    version: Mapped[str | None] = mapped_column(String(128))
+    version_key: Mapped[str | None] = mapped_column(SortKey)
+    cuda_major: Mapped[int | None] = mapped_column(Integer)
+    arch: Mapped[str | None] = mapped_column(String(32))
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    integrity: Mapped[str | None] = mapped_column(String(16))
+    integrity_reason: Mapped[str | None] = mapped_column(Text)
+    provenance: Mapped[str | None] = mapped_column(String(16))
+    provenance_signer: Mapped[str | None] = mapped_column(Text)
+    provenance_catalog: Mapped[str | None] = mapped_column(Text)
+    layer: Mapped[str | None] = mapped_column(String(80))
+    owner_purl: Mapped[str | None] = mapped_column(Text)
+    soname: Mapped[str | None] = mapped_column(Text)
+    aliases: Mapped[list[str]] = mapped_column(JSON)
+    notes: Mapped[list[str]] = mapped_column(JSON)
+
+
+class AssetLibrary(Base):
+    """Current state: one row per (asset, family, version, CUDA major) of the latest scan."""
+
+    __tablename__ = "asset_library"
+    # asset_id in the key: where-used counts and pages assets from the index alone
+    __table_args__ = (Index(None, "family", "version_key", "asset_id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), index=True
+    )
+    asset_kind: Mapped[str] = mapped_column(String(16))
+    family: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str | None] = mapped_column(String(128))
+    version_key: Mapped[str | None] = mapped_column(SortKey)
+    cuda_major: Mapped[int | None] = mapped_column(Integer)
+    file_count: Mapped[int] = mapped_column(Integer)
