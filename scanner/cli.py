@@ -173,6 +173,22 @@ def scan(
         typer.Option("--insecure", help="UNSAFE: skip registry TLS checks, allow plain HTTP."),
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    push: Annotated[
+        bool,
+        typer.Option(
+            "--push",
+            help="Also deliver the CycloneDX report to the service ($GPUPROV_SERVER, "
+            "$GPUPROV_TOKEN or --token-file); spooled when it is unreachable.",
+        ),
+    ] = False,
+    server: Annotated[str | None, typer.Option("--server", help="Service URL for --push.")] = None,
+    token_file: Annotated[
+        Path | None, typer.Option("--token-file", help="Agent token file for --push.")
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="KEY=VALUE label sent with --push (repeatable)."),
+    ] = None,
 ) -> None:
     """Scan a host root or a container image for GPU libraries and report them."""
     from scanner.pipeline import ScanOptions, run_scan
@@ -252,6 +268,19 @@ def scan(
             text = bom_json(result, spec_version)
         _write(text, output)
 
+    if push:
+        from scanner.bom.cyclonedx import to_json as bom_json
+        from scanner.cli_agent import push_report
+
+        labels = dict(item.split("=", 1) for item in (label or []) if "=" in item)
+        code = push_report(
+            bom_json(result, spec_version).encode(),
+            server=server,
+            token_file=token_file,
+            labels=labels,
+        )
+        if code != EXIT_OK:
+            raise typer.Exit(code)
     for s in result.skipped:
         if chosen is not Format.TABLE and not quiet:
             err(f"skipped: {s.stage}: {s.path}: {s.reason}")

@@ -274,6 +274,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     t_hash = time.perf_counter()
 
     libraries: list[GpuLibrary] = []
+    unread = {s.path for s in skipped if s.stage == "hash"}
     for cand in sorted(view.candidates, key=lambda c: c.ref.path):
         f = facts.get(cand.ref.path)
         hit = _owner_of(cand, catalog.owners)
@@ -282,6 +283,15 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
             skipped.append(Skipped(cand.ref.path, f.error, "detect"))
         ident = identify(cand.ref.path, f, owner, ctx, aliases=cand.aliases)
         digests = f.digests if f is not None else None
+        if digests is None and cand.ref.path not in unread:
+            # Only reached through an alias whose name matched (images probe by own name).
+            skipped.append(
+                Skipped(
+                    cand.ref.path,
+                    "content not read: only an alias is named like a GPU library",
+                    "hash",
+                )
+            )
         integrity, reason = integrity_verdict(digests, owner, record)
         libraries.append(
             GpuLibrary(

@@ -241,6 +241,10 @@ def build_bom(result: ScanResult) -> Any:
     files_by_owner: dict[str, list[Any]] = {}
     unowned = []
     for lib in result.libraries:
+        if lib.digests is None:
+            # A file component without its digest is no evidence of anything (and services
+            # refuse it); the hash stage's Skipped record, in gpuprov:skipped, says why.
+            continue
         comp = _file_component(lib)
         bom.components.add(comp)
         if lib.owner is not None and lib.owner.purl in pkg_components:
