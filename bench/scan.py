@@ -21,8 +21,8 @@ import tarfile
 import time
 import zlib
 from collections.abc import Iterator
-from typing import BinaryIO
 from pathlib import Path
+from typing import BinaryIO
 
 CACHE = Path(os.environ.get("GPUPROV_BENCH_CACHE", Path.home() / ".cache" / "gpuprov-bench"))
 WHEELS = ("nvidia-cudnn-cu12>=9,<10", "nvidia-cublas-cu12")
@@ -42,9 +42,24 @@ def fetch_wheels() -> list[Path]:
     names = {w.name.split("-")[0] for w in have}
     if not {"nvidia_cudnn_cu12", "nvidia_cublas_cu12"} <= names:
         sh(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-             "--platform", "manylinux_2_27_x86_64", "--platform", "manylinux2014_x86_64",
-             "--python-version", "3.11", "-d", str(dest), *WHEELS]
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--platform",
+                "manylinux_2_27_x86_64",
+                "--platform",
+                "manylinux2014_x86_64",
+                "--python-version",
+                "3.11",
+                "-d",
+                str(dest),
+                *WHEELS,
+            ]
         )
         have = sorted(dest.glob("*.whl"))
     return [w for w in have if w.name.split("-")[0] in ("nvidia_cudnn_cu12", "nvidia_cublas_cu12")]
@@ -70,8 +85,20 @@ def build_tree(wheels: list[Path]) -> Path:
     (root / "etc").mkdir()
     (root / "etc" / "hostname").write_text("bench-host\n")
     site = root / "usr" / "local" / "lib" / "python3.11" / "site-packages"
-    sh([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile", "--target",
-        str(site), *map(str, wheels)])
+    sh(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-compile",
+            "--target",
+            str(site),
+            *map(str, wheels),
+        ]
+    )
     graph = next(site.glob("nvidia/cudnn/lib/libcudnn_graph.so.*"))
     legacy = root / "opt" / "legacy" / "lib"
     legacy.mkdir(parents=True)
@@ -118,24 +145,50 @@ def build_images(work: Path, root: Path) -> None:
             dg = "sha256:" + hashlib.sha256(comp).hexdigest()
             blobs[dg] = comp
             diff_ids.append("sha256:" + hashlib.sha256(raw).hexdigest())
-            descs.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
-                          "digest": dg, "size": len(comp)})
-        config = json.dumps({"architecture": "amd64", "os": "linux",
-                             "config": {"Env": ["PATH=/usr/bin"]},
-                             "rootfs": {"type": "layers", "diff_ids": diff_ids}}).encode()
+            descs.append(
+                {
+                    "mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                    "digest": dg,
+                    "size": len(comp),
+                }
+            )
+        config = json.dumps(
+            {
+                "architecture": "amd64",
+                "os": "linux",
+                "config": {"Env": ["PATH=/usr/bin"]},
+                "rootfs": {"type": "layers", "diff_ids": diff_ids},
+            }
+        ).encode()
         cdg = "sha256:" + hashlib.sha256(config).hexdigest()
         blobs[cdg] = config
-        manifest = json.dumps({"schemaVersion": 2,
-                               "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                               "config": {"mediaType": "application/vnd.oci.image.config.v1+json",
-                                          "digest": cdg, "size": len(config)},
-                               "layers": descs}).encode()
+        manifest = json.dumps(
+            {
+                "schemaVersion": 2,
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "config": {
+                    "mediaType": "application/vnd.oci.image.config.v1+json",
+                    "digest": cdg,
+                    "size": len(config),
+                },
+                "layers": descs,
+            }
+        ).encode()
         mdg = "sha256:" + hashlib.sha256(manifest).hexdigest()
         blobs[mdg] = manifest
-        index = json.dumps({"schemaVersion": 2, "manifests": [
-            {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": mdg,
-             "size": len(manifest),
-             "annotations": {"org.opencontainers.image.ref.name": "bench"}}]}).encode()
+        index = json.dumps(
+            {
+                "schemaVersion": 2,
+                "manifests": [
+                    {
+                        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                        "digest": mdg,
+                        "size": len(manifest),
+                        "annotations": {"org.opencontainers.image.ref.name": "bench"},
+                    }
+                ],
+            }
+        ).encode()
         with tarfile.open(work / f"{name}.oci.tar", "w") as tar:
             _add(tar, "oci-layout", b'{"imageLayoutVersion":"1.0.0"}')
             _add(tar, "index.json", index)
@@ -150,9 +203,19 @@ def build_images(work: Path, root: Path) -> None:
                     _add(tar, p, raw)
                     layer_paths.append(p)
                 _add(tar, cdg.split(":")[1] + ".json", config)
-                _add(tar, "manifest.json", json.dumps([{
-                    "Config": cdg.split(":")[1] + ".json", "RepoTags": ["bench:latest"],
-                    "Layers": layer_paths}]).encode())
+                _add(
+                    tar,
+                    "manifest.json",
+                    json.dumps(
+                        [
+                            {
+                                "Config": cdg.split(":")[1] + ".json",
+                                "RepoTags": ["bench:latest"],
+                                "Layers": layer_paths,
+                            }
+                        ]
+                    ).encode(),
+                )
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -282,7 +345,9 @@ def main() -> None:
     out = scratch / "out.json"
 
     def best(fn):  # type: ignore[no-untyped-def]
-        return min((fn() for _ in range(args.repeat)), key=lambda r: r[0] if isinstance(r, tuple) else r)
+        return min(
+            (fn() for _ in range(args.repeat)), key=lambda r: r[0] if isinstance(r, tuple) else r
+        )
 
     # Warm the page cache once so every figure below reads from memory alike.
     host_lower_bound(root)
@@ -293,16 +358,33 @@ def main() -> None:
     def scan(target: str, cache: Path, fresh: bool) -> tuple[float, float]:
         if fresh:
             shutil.rmtree(cache, ignore_errors=True)
-        return timed([*GPROV, "scan", target, "--cache-dir", str(cache), "-q",
-                      "-f", "cyclonedx", "-o", str(out)])
+        return timed(
+            [
+                *GPROV,
+                "scan",
+                target,
+                "--cache-dir",
+                str(cache),
+                "-q",
+                "-f",
+                "cyclonedx",
+                "-o",
+                str(out),
+            ]
+        )
 
     cold_host = best(lambda: scan(str(root), scratch / "c-host", True))
     warm_host = best(lambda: scan(str(root), scratch / "c-host", False))
     oci = best(lambda: scan(f"oci-archive:{work / 'image1.oci.tar'}", scratch / "c-oci", True))
-    docker = best(lambda: scan(f"docker-archive:{work / 'image1.docker.tar'}",
-                               scratch / "c-docker", True))
-    second = best(lambda: (scan(f"oci-archive:{work / 'image1.oci.tar'}", scratch / "c-2", True),
-                           scan(f"oci-archive:{work / 'image2.oci.tar'}", scratch / "c-2", False))[1])
+    docker = best(
+        lambda: scan(f"docker-archive:{work / 'image1.docker.tar'}", scratch / "c-docker", True)
+    )
+    second = best(
+        lambda: (
+            scan(f"oci-archive:{work / 'image1.oci.tar'}", scratch / "c-2", True),
+            scan(f"oci-archive:{work / 'image2.oci.tar'}", scratch / "c-2", False),
+        )[1]
+    )
     gpu_bytes = sum(p.stat().st_size for p in root.rglob("*") if p.is_file() and _is_gpu(p.name))
     res = {
         "gpu_library_bytes": gpu_bytes,
@@ -315,12 +397,18 @@ def main() -> None:
             "targets": {"cold_over_lower_bound": 1.5, "warm_over_cold": 0.25},
         },
         "image": {
-            "oci_archive": {"lower_bound_s": round(lb_oci, 3), "scan_s": round(oci[0], 3),
-                            "ratio": round(oci[0] / lb_oci, 3), "peak_rss_mb": round(oci[1], 1)},
-            "docker_archive": {"lower_bound_s": round(lb_docker, 3),
-                               "scan_s": round(docker[0], 3),
-                               "ratio": round(docker[0] / lb_docker, 3),
-                               "peak_rss_mb": round(docker[1], 1)},
+            "oci_archive": {
+                "lower_bound_s": round(lb_oci, 3),
+                "scan_s": round(oci[0], 3),
+                "ratio": round(oci[0] / lb_oci, 3),
+                "peak_rss_mb": round(oci[1], 1),
+            },
+            "docker_archive": {
+                "lower_bound_s": round(lb_docker, 3),
+                "scan_s": round(docker[0], 3),
+                "ratio": round(docker[0] / lb_docker, 3),
+                "peak_rss_mb": round(docker[1], 1),
+            },
             "second_image_s": round(second[0], 3),
             "second_over_first": round(second[0] / oci[0], 3),
             "targets": {"ratio": 1.2, "peak_rss_mb": 300, "second_over_first": 0.25},

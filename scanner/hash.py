@@ -59,6 +59,22 @@ def hash_file(path: str, *, md5: bool = False) -> Digests:
     return Digests(size=size, sha256=Sha256(sha.hexdigest()), md5=m.hexdigest() if m else None)
 
 
+def hash_stream(stream: IO[bytes], size: int, *, md5: bool = False) -> Digests:
+    """Hash exactly ``size`` bytes of a stream (fewer means a truncated entry)."""
+    sha = hashlib.sha256()
+    m = hashlib.md5(usedforsecurity=False) if md5 else None
+    remaining = size
+    while remaining > 0:
+        chunk = stream.read(min(CHUNK, remaining))
+        if not chunk:
+            raise HashError(f"stream ended {remaining} bytes early")
+        remaining -= len(chunk)
+        sha.update(chunk)
+        if m is not None:
+            m.update(chunk)
+    return Digests(size=size, sha256=Sha256(sha.hexdigest()), md5=m.hexdigest() if m else None)
+
+
 class SpoolingHasher:
     """Hashes a stream while copying it to a private spool file, overlapping the two with the
     producer: the caller's thread keeps decompressing while a worker hashes and writes.

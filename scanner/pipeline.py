@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from scanner import __version__
 from scanner.errors import DetectError, HashError
-from scanner.hash import HostFactsCache, SpoolingHasher, hash_file, run_parallel
+from scanner.hash import HostFactsCache, SpoolingHasher, hash_file, hash_stream, run_parallel
 from scanner.model import (
     AssetKind,
     Candidate,
@@ -119,6 +119,20 @@ def _make_image_probe(spool_dir: str) -> Callable[[str, IO[bytes], int], FileFac
     return probe
 
 
+def _make_located_probe() -> Callable[[str, IO[bytes], int, tuple[str, int]], FileFacts]:
+    """Probe for uncompressed layers stored in a file: hash the stream, analyze in place."""
+    from scanner.detect import analyze_elf_region
+
+    def probe_at(path: str, stream: IO[bytes], size: int, at: tuple[str, int]) -> FileFacts:
+        digests = hash_stream(stream, size, md5=_may_be_dpkg_owned(path))
+        try:
+            return FileFacts(digests=digests, elf=analyze_elf_region(at[0], at[1], size, name=path))
+        except DetectError as e:
+            return FileFacts(digests=digests, error=str(e))
+
+    return probe_at
+
+
 def _selector(spool_dir: str) -> Selector:
     from scanner import catalog, detect
 
@@ -129,6 +143,7 @@ def _selector(spool_dir: str) -> Selector:
         is_candidate=detect.is_candidate_path,
         is_metadata=is_metadata,
         probe=_make_image_probe(spool_dir),
+        probe_at=_make_located_probe(),
         version=f"{catalog.CATALOG_VERSION}/{detect.DETECT_VERSION}/{PROBE_VERSION}",
     )
 

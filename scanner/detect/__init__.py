@@ -12,7 +12,7 @@ from scanner.detect.classifiers import (
     is_candidate_path,
     is_metadata_path,
 )
-from scanner.detect.elf import analyze_elf, analyze_elf_bytes
+from scanner.detect.elf import analyze_elf, analyze_elf_bytes, analyze_elf_region
 from scanner.detect.evidence import (
     DetectContext,
     HeaderVersion,
@@ -33,6 +33,7 @@ __all__ = [
     "ToolkitVersion",
     "analyze_elf",
     "analyze_elf_bytes",
+    "analyze_elf_region",
     "build_context",
     "classify_name",
     "fill_from_identical",

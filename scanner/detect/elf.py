@@ -20,7 +20,7 @@ from scanner.detect.classifiers import Scan, classify_name
 from scanner.errors import DetectError
 from scanner.model import ElfFacts
 
-Buffer = mmap.mmap | bytes
+Buffer = mmap.mmap | bytes | memoryview
 
 #: Most bytes one search reads in one region (.rodata of real cuDNN is a few MB).
 MAX_SCAN_BYTES: Final = 256 << 20
@@ -109,6 +109,35 @@ def analyze_elf(path_on_disk: str, *, name: str | None = None) -> ElfFacts:
         return _analyze(mm, size, name or path_on_disk)
 
 
+def analyze_elf_region(path_on_disk: str, offset: int, size: int, *, name: str) -> ElfFacts:
+    """Analyze a library stored verbatim inside a larger file (a member of an uncompressed
+    image layer in an archive), in place: nothing is copied out."""
+    try:
+        fd = os.open(path_on_disk, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise DetectError(f"cannot open: {e.strerror or e}") from e
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DetectError("not a regular file")
+        if size == 0:
+            raise DetectError("not an ELF file: empty file")
+        if offset < 0 or offset + size > st.st_size:
+            raise DetectError(f"region {offset}+{size} lies outside the file")
+        try:
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as e:
+            raise DetectError(f"cannot map the file: {e}") from e
+    finally:
+        os.close(fd)
+    with mm:
+        window = memoryview(mm)[offset : offset + size]
+        try:
+            return _analyze(window, size, name, (mm, offset))
+        finally:
+            window.release()
+
+
 def analyze_elf_bytes(data: bytes, *, name: str) -> ElfFacts:
     """Analyze a shared library held in memory (small files, tests)."""
     if not data:
@@ -116,10 +145,12 @@ def analyze_elf_bytes(data: bytes, *, name: str) -> ElfFacts:
     return _analyze(data, len(data), name)
 
 
-def _analyze(buf: Buffer, size: int, name: str) -> ElfFacts:
+def _analyze(
+    buf: Buffer, size: int, name: str, window: tuple[mmap.mmap, int] | None = None
+) -> ElfFacts:
     _check_ident(buf, size)
     try:
-        return _Elf(buf, size).facts(os.path.basename(name))
+        return _Elf(buf, size, window).facts(os.path.basename(name))
     except DetectError:
         raise
     except Exception as e:  # pyelftools and construct raise many types on hostile input
@@ -141,18 +172,49 @@ def _check_ident(buf: Buffer, size: int) -> None:
         raise DetectError(f"truncated ELF header: {size} of {need} bytes")
 
 
+class _WindowStream:
+    """A read-only file object over ``size`` bytes at ``base`` of a mapping (for pyelftools)."""
+
+    def __init__(self, mm: mmap.mmap, base: int, size: int) -> None:
+        self._mm, self._base, self._size, self._pos = mm, base, size, 0
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        start = (0, self._pos, self._size)[whence]
+        self._pos = max(0, start + pos)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        end = self._size if n < 0 else min(self._size, self._pos + n)
+        if end <= self._pos:
+            return b""
+        data = self._mm[self._base + self._pos : self._base + end]
+        self._pos = end
+        return data
+
+
 class _Elf:
     """One parsed file. Construction validates every table the analysis reads."""
 
-    def __init__(self, buf: Buffer, size: int) -> None:
+    def __init__(self, buf: Buffer, size: int, window: tuple[mmap.mmap, int] | None) -> None:
         from io import BytesIO
 
         from elftools.elf.elffile import ELFFile
 
         self.buf = buf
         self.size = size
-        # pyelftools reads through a stream; an mmap is one, bytes need a (zero-copy) BytesIO.
-        stream: Any = buf if isinstance(buf, mmap.mmap) else BytesIO(buf)
+        self.window = window
+        # pyelftools reads through a stream; an mmap is one, bytes need a (zero-copy) BytesIO,
+        # a window into a larger mapping a view that shifts offsets.
+        stream: Any
+        if window is not None:
+            stream = _WindowStream(*window, size)
+        elif isinstance(buf, mmap.mmap):
+            stream = buf
+        else:
+            stream = BytesIO(buf)
         self.elf = ELFFile(stream)
         self.is64 = self.elf.elfclass == 64
         self.end = "<" if self.elf.little_endian else ">"
@@ -253,9 +315,18 @@ class _Elf:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def _find(self, sub: bytes, start: int, end: int) -> int:
+        """``bytes.find`` on the file's bytes (a memoryview window has no find of its own)."""
+        if self.window is None:
+            assert not isinstance(self.buf, memoryview)
+            return self.buf.find(sub, start, end)
+        mm, base = self.window
+        i = mm.find(sub, base + start, base + end)
+        return i - base if i >= 0 else -1
+
     def _cstr(self, off: int, end: int) -> str:
         end = min(end, off + _MAX_NAME, self.size)
-        stop = self.buf.find(b"\x00", off, end)
+        stop = self._find(b"\x00", off, end)
         return bytes(self.buf[off : stop if stop >= 0 else end]).decode("utf-8", "replace")
 
     def _checked(self, sec: _Section) -> _Section:
@@ -478,7 +549,7 @@ class _Elf:
             end = min(end, start + MAX_SCAN_BYTES)
             pos, hits = start, 0
             while hits < _MAX_HITS:
-                i = self.buf.find(_MARKER_LITERAL, pos, end)
+                i = self._find(_MARKER_LITERAL, pos, end)
                 if i < 0:
                     break
                 hits += 1
@@ -510,7 +581,7 @@ class _Elf:
             if named is not None:
                 # The version the file name claims, anywhere in read-only data.
                 want = named.group(1).encode()
-                i = self.buf.find(want, start, end)
+                i = self._find(want, start, end)
                 if i >= 0 and want.decode() not in found:
                     found.append(want.decode())
             for n, m in enumerate(_DRIVER_RE.finditer(self.buf, max(start - 1, 0), end)):

@@ -84,6 +84,8 @@ class _Store(Protocol):
 
     def read(self, name: str, limit: int) -> bytes: ...
 
+    def origin(self, name: str) -> tuple[str, int] | None: ...
+
 
 class _DirStore:
     """An OCI layout directory; names are fixed or built from validated digests."""
@@ -120,6 +122,10 @@ class _DirStore:
 
     def read(self, name: str, limit: int) -> bytes:
         return _read_all(self, name, limit)
+
+    def origin(self, name: str) -> tuple[str, int] | None:
+        path = self._path(name)
+        return (path, 0) if os.path.isfile(path) and not os.path.islink(path) else None
 
 
 class _TarStore:
@@ -189,6 +195,10 @@ class _TarStore:
 
     def read(self, name: str, limit: int) -> bytes:
         return _read_all(self, name, limit)
+
+    def origin(self, name: str) -> tuple[str, int] | None:
+        found = self._find(name)
+        return None if found is None else (self.path, found[0])
 
 
 def _member_name(name: str) -> str:
@@ -413,7 +423,13 @@ def load_oci(
                 continue
             raise SourceError(f"{label}: layer blob {layer.digest} is missing")
         layers.append(
-            LayerSpec(layer.digest, layer.size, functools.partial(store.open, name), "blob")
+            LayerSpec(
+                layer.digest,
+                layer.size,
+                functools.partial(store.open, name),
+                "blob",
+                store.origin(name),
+            )
         )
     return ImagePlan(
         name=_image_name(top, stem, tag),
@@ -484,7 +500,12 @@ def load_docker(store: _TarStore, *, ref: str | None, label: str) -> ImagePlan:
             digest = f"{blob.group(1)}:{blob.group(2)}"
             split_digest(digest)
             layers.append(
-                LayerSpec(OciDigest(digest), store.size(name), functools.partial(store.open, name))
+                LayerSpec(
+                    OciDigest(digest),
+                    store.size(name),
+                    functools.partial(store.open, name),
+                    origin=store.origin(name),
+                )
             )
         else:  # legacy: the layer tar's own digest is its diff_id
             split_digest(str(diff_id))
@@ -494,6 +515,7 @@ def load_docker(store: _TarStore, *, ref: str | None, label: str) -> ImagePlan:
                     store.size(name),
                     functools.partial(store.open, name),
                     "diff",
+                    store.origin(name),
                 )
             )
     config_digest = OciDigest(f"sha256:{config_hex}")

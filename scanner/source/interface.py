@@ -16,6 +16,9 @@ from scanner.model import AssetInfo, Candidate, FileFacts, NodeKind, OciDigest, 
 #: Analyzes one candidate's bytes read once as a stream: (path in root, stream, size) -> facts.
 #: Supplied by the pipeline (hash + ELF analysis) so sources never import later stages.
 ContentProbe = Callable[[str, IO[bytes], int], FileFacts]
+#: Like `ContentProbe`, for bytes that also lie verbatim in a regular file at (path, offset):
+#: the probe may read them there (random access) instead of copying the stream aside.
+LocatedProbe = Callable[[str, IO[bytes], int, tuple[str, int]], FileFacts]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,7 @@ class Selector:
     probe: ContentProbe
     version: str
     max_metadata_bytes: int = 256 * 1024 * 1024
+    probe_at: LocatedProbe | None = None
 
 
 @dataclass

@@ -76,6 +76,9 @@ class LayerSpec:
     size: int | None
     open: Callable[[], Readable]
     verify: Literal["blob", "diff"] = "blob"
+    #: Where the blob's bytes lie verbatim in a regular file (path, offset), when they do: an
+    #: uncompressed layer's members can then be analyzed in place instead of spooled.
+    origin: tuple[str, int] | None = None
 
 
 @dataclass(slots=True)
@@ -231,6 +234,10 @@ class _Expander(io.RawIOBase):
 
     def readable(self) -> bool:
         return True
+
+    def tell(self) -> int:
+        """Offset in the expanded stream of the next byte `readinto` returns."""
+        return self.expanded - len(self._pending)
 
     def _produce(self) -> bytes:
         raise NotImplementedError
@@ -467,8 +474,16 @@ class _TarParser:
     of many small files; pax and GNU long names, base-256 sizes and sparse headers are handled.
     """
 
-    def __init__(self, out: LayerYield, selector: Selector, budget: _Budget, label: str) -> None:
+    def __init__(
+        self,
+        out: LayerYield,
+        selector: Selector,
+        budget: _Budget,
+        label: str,
+        origin: tuple[str, int] | None = None,
+    ) -> None:
         self.out = out
+        self.origin = origin  # set only for uncompressed layers stored in a regular file
         self.selector = selector
         self.budget = budget
         self.limits = budget.limits
@@ -734,8 +749,14 @@ class _TarParser:
                 out.facts[path] = selector.probe(path, io.BytesIO(data), size)
             return size
         if candidate:
+            at = None
+            if self.origin is not None and selector.probe_at is not None:
+                at = (self.origin[0], self.origin[1] + buf.tell())
             reader = _MemberReader(buf, size, path)
-            facts = selector.probe(path, cast(IO[bytes], reader), size)
+            if at is not None and selector.probe_at is not None:
+                facts = selector.probe_at(path, cast(IO[bytes], reader), size, at)
+            else:
+                facts = selector.probe(path, cast(IO[bytes], reader), size)
             if reader.error is not None:
                 raise reader.error
             out.facts[path] = facts
@@ -779,7 +800,8 @@ def read_layer(
             expander.hasher = verifier
         buf = io.BufferedReader(expander, buffer_size=_CHUNK)
         try:
-            _TarParser(out, selector, budget, label).run(buf)
+            origin = spec.origin if compression == "tar" else None
+            _TarParser(out, selector, budget, label, origin).run(buf)
         except _Corrupt as e:
             out.corrupt = str(e)
         except OSError as e:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from scanner.detect import analyze_elf, analyze_elf_bytes
 from tests.fixtures.elf import (
     build_cuda_library,
@@ -176,3 +178,19 @@ def test_cudart_immediate_at_the_end_of_a_tiny_text_segment(tmp_path: Path) -> N
             tmp_path / arch, "libcudnn_graph.so.9", src, soname="libcudnn_graph.so.9", arch=arch
         )
         assert analyze_elf(str(lib)).cudart_build == 12080
+
+
+def test_region_inside_a_larger_file_equals_the_file(libs: dict[str, Path], tmp_path: Path) -> None:
+    """Libraries inside an uncompressed layer are analyzed in place, at a 512-byte offset."""
+    from scanner.detect import analyze_elf_region
+    from scanner.errors import DetectError
+
+    for key in ("cudnn9/cudnn_graph", "cudnn8/cudnn_ops_infer"):
+        lib = libs[key]
+        data = lib.read_bytes()
+        blob = tmp_path / "layer.tar"
+        blob.write_bytes(b"\xaa" * 1536 + data + b"\xbb" * 700)
+        got = analyze_elf_region(str(blob), 1536, len(data), name=str(lib))
+        assert got == analyze_elf(str(lib))
+    with pytest.raises(DetectError, match="outside the file"):
+        analyze_elf_region(str(blob), 1536, len(data) + 10_000, name="x")

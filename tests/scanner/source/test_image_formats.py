@@ -237,3 +237,32 @@ def test_nothing_written_into_the_image(tmp_path: Path) -> None:
     open_view(target, cache_dir=tmp_path / "cache", use_cache=True)
     assert tree_files(tmp_path / "img") == before
     assert (tmp_path / "cache").is_dir()
+
+
+@pytest.mark.parametrize("fmt", ["docker-archive", "oci", "oci-archive"])
+def test_uncompressed_members_are_located_in_place(tmp_path: Path, fmt: str) -> None:
+    """Members of uncompressed layers are probed where they lie; compressed ones streamed."""
+    from dataclasses import replace
+
+    plain = Layer([file("x", "x" * 700), file("usr/lib/libcudnn.so.9", CUDNN)], compression="none")
+    gz = Layer([file("usr/lib/libcudart.so.12", b"rt" * 900)], compression="gzip")
+    located: list[str] = []
+
+    def probe_at(path, stream, size, at):  # type: ignore[no-untyped-def]
+        data = stream.read()
+        with open(at[0], "rb") as fh:
+            fh.seek(at[1])
+            assert fh.read(size) == data  # the stated location holds exactly these bytes
+        located.append(path)
+        return digest_of(data)
+
+    target = write_image(tmp_path, Image([plain, gz]), fmt)
+    view = open_view(target, replace(hashing_selector(), probe_at=probe_at))
+    # `docker save` stores every layer uncompressed, so there both are found in place
+    expected = ["/usr/lib/libcudnn.so.9"]
+    if fmt == "docker-archive":
+        expected.append("/usr/lib/libcudart.so.12")
+    assert located == expected
+    facts = {c.ref.path: c.facts for c in view.candidates}
+    assert facts["/usr/lib/libcudnn.so.9"] == digest_of(CUDNN)
+    assert facts["/usr/lib/libcudart.so.12"] == digest_of(b"rt" * 900)
