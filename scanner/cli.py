@@ -192,8 +192,19 @@ def scan(
 ) -> None:
     """Scan a host root or a container image for GPU libraries and report them."""
     from scanner.pipeline import ScanOptions, run_scan
-    from scanner.source.registry import RegistryOptions
-    from scanner.verify.scan_trust import TrustInputs
+    from scanner.verify.inputs import TrustInputs
+
+    registry = None
+    if target.startswith(("registry:", "docker://")):
+        # Imported only here: the HTTP client costs a registry-less scan 0.1 s of start-up.
+        from scanner.source.registry import RegistryOptions
+
+        registry = RegistryOptions(
+            username=username,
+            password=sys.stdin.readline().rstrip("\n") if password_stdin else None,
+            ca_file=str(ca_file) if ca_file else None,
+            insecure=insecure,
+        )
 
     fail_kinds = _parse_fail_on(fail_on)
     total = _parse_size(max_size)
@@ -231,12 +242,7 @@ def scan(
                     catalogs=tuple(catalog or ()),
                     attestations=tuple(attestation or ()),
                 ),
-                registry=RegistryOptions(
-                    username=username,
-                    password=sys.stdin.readline().rstrip("\n") if password_stdin else None,
-                    ca_file=str(ca_file) if ca_file else None,
-                    insecure=insecure,
-                ),
+                registry=registry,
             ),
         )
     except ScannerError as e:

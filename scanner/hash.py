@@ -14,9 +14,8 @@ import os
 import queue
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 from scanner.errors import HashError
 from scanner.model import Digests, ElfFacts, FileFacts, Sha256
@@ -24,9 +23,6 @@ from scanner.model import Digests, ElfFacts, FileFacts, Sha256
 CHUNK = 4 * 1024 * 1024
 #: Bumped when what the cache stores changes meaning.
 CACHE_SCHEMA = "1"
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 def hash_file(path: str, *, md5: bool = False) -> Digests:
@@ -232,32 +228,3 @@ class HostFactsCache:
         tmp.write_text(json.dumps({"schema": CACHE_SCHEMA, "entries": self._entries}))
         os.replace(tmp, self._path)
         self._dirty = False
-
-
-def run_parallel(
-    items: list[T],
-    fn: Callable[[T], R],
-    *,
-    workers: int,
-    on_done: Callable[[T, R], None] | None = None,
-) -> list[R]:
-    """Apply ``fn`` to every item on ``workers`` threads, largest-first order left to the caller."""
-    if workers <= 1 or len(items) <= 1:
-        out = []
-        for it in items:
-            r = fn(it)
-            if on_done:
-                on_done(it, r)
-            out.append(r)
-        return out
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuprov-hash") as pool:
-        futures = [pool.submit(fn, it) for it in items]
-        results = []
-        for it, f in zip(items, futures, strict=True):
-            r = f.result()
-            if on_done:
-                on_done(it, r)
-            results.append(r)
-        return results

@@ -11,6 +11,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from scanner import __version__
 from scanner.errors import DetectError, HashError
-from scanner.hash import HostFactsCache, SpoolingHasher, hash_file, hash_stream, run_parallel
+from scanner.hash import HostFactsCache, SpoolingHasher, hash_file, hash_stream
 from scanner.model import (
     AssetKind,
     Candidate,
@@ -32,8 +33,8 @@ from scanner.model import (
     Skipped,
 )
 from scanner.source.interface import RootView, Selector
+from scanner.verify.inputs import TrustInputs
 from scanner.verify.integrity import integrity_verdict
-from scanner.verify.scan_trust import TrustInputs
 
 if TYPE_CHECKING:
     from scanner.source.registry import RegistryOptions
@@ -166,67 +167,98 @@ def _owner_of(
     return None
 
 
-def _host_facts(
-    candidates: Sequence[Candidate],
-    owners: dict[str, tuple[Package, OwnedFile]],
-    options: ScanOptions,
-    version: str,
-    skipped: list[Skipped],
-) -> dict[str, FileFacts]:
-    """Hash and analyze host files in parallel, through the (dev, inode, size, mtime) cache."""
-    from scanner.detect import analyze_elf
+class _HostHasher:
+    """Hashes and analyzes host candidates on a thread pool, starting while the walk runs.
 
-    cache_path = options.resolved_cache_dir() / "host-files.json" if options.use_cache else None
-    cache = HostFactsCache(cache_path)
-    todo: list[tuple[Candidate, bool]] = []
-    out: dict[str, FileFacts] = {}
-    for cand in candidates:
-        if cand.host_path is None:
-            continue
-        owner = _owner_of(cand, owners)
-        need_md5 = owner is not None and (owner[1].algorithm or "").lower() == "md5"
-        cached = cache.get(cand.stat_key, version, need_md5=need_md5) if cand.stat_key else None
-        if cached is not None:
-            out[cand.ref.path] = cached
-        else:
-            todo.append((cand, need_md5))
-    # Largest first: the long files start early and the pool drains evenly.
-    todo.sort(key=lambda t: t[0].size, reverse=True)
-    done = 0
-    total = len(todo)
+    The directory source reports each candidate as soon as it finds it (`early`), so hashing
+    overlaps the walk; `finish` then settles the owners' needs (MD5 for dpkg) and waits.
+    Results go through the (dev, inode, size, mtime) cache, so an unchanged host is not read.
+    """
 
-    def work(item: tuple[Candidate, bool]) -> FileFacts | Skipped:
-        cand, need_md5 = item
-        assert cand.host_path is not None
+    def __init__(self, options: ScanOptions, version: str) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.options = options
+        self.version = version
+        self.cache_path = (
+            options.resolved_cache_dir() / "host-files.json" if options.use_cache else None
+        )
+        self.cache = HostFactsCache(self.cache_path)
+        workers = options.workers or os.cpu_count() or 2
+        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuprov-hash")
+        self.jobs: dict[str, tuple[tuple[int, int, int, int], bool, Future[FileFacts | Skipped]]]
+        self.jobs = {}
+
+    def early(self, path: str, host_path: str, stat_key: tuple[int, int, int, int]) -> None:
+        """Start on a candidate found by the walk (MD5 guessed from the path, as for images)."""
+        md5 = _may_be_dpkg_owned(path)
+        if self.cache.get(stat_key, self.version, need_md5=md5) is None:
+            job = self.pool.submit(self._work, path, host_path, md5)
+            self.jobs[path] = (stat_key, md5, job)
+
+    @staticmethod
+    def _work(path: str, host_path: str, md5: bool) -> FileFacts | Skipped:
+        from scanner.detect import analyze_elf
+
         try:
-            digests = hash_file(cand.host_path, md5=need_md5)
+            digests = hash_file(host_path, md5=md5)
         except HashError as e:
-            return Skipped(cand.ref.path, str(e), "hash")
+            return Skipped(path, str(e), "hash")
         try:
-            return FileFacts(digests=digests, elf=analyze_elf(cand.host_path, name=cand.ref.path))
+            return FileFacts(digests=digests, elf=analyze_elf(host_path, name=path))
         except DetectError as e:
             return FileFacts(digests=digests, error=str(e))
 
-    def on_done(item: tuple[Candidate, bool], result: FileFacts | Skipped) -> None:
-        nonlocal done
-        done += 1
-        if options.progress:
-            options.progress("hashing", done, total)
-
-    workers = options.workers or os.cpu_count() or 2
-    results = run_parallel(todo, work, workers=workers, on_done=on_done)
-    for (cand, _), res in zip(todo, results, strict=True):
-        if isinstance(res, Skipped):
-            skipped.append(res)
-            continue
-        out[cand.ref.path] = res
-        if cand.stat_key is not None:
-            cache.put(cand.stat_key, version, res)
-    try:
-        cache.save()
-    except OSError as e:
-        skipped.append(Skipped(str(cache_path), f"cannot write the host cache: {e}", "hash"))
-    return out
+    def finish(
+        self,
+        candidates: Sequence[Candidate],
+        owners: dict[str, tuple[Package, OwnedFile]],
+        skipped: list[Skipped],
+    ) -> dict[str, FileFacts]:
+        """Facts of every host candidate; the pool is shut down and the cache saved."""
+        out: dict[str, FileFacts] = {}
+        pending: list[tuple[Candidate, Future[FileFacts | Skipped]]] = []
+        try:
+            for cand in sorted(candidates, key=lambda c: c.size, reverse=True):
+                if cand.host_path is None or cand.stat_key is None:
+                    continue
+                owner = _owner_of(cand, owners)
+                need_md5 = owner is not None and (owner[1].algorithm or "").lower() == "md5"
+                cached = self.cache.get(cand.stat_key, self.version, need_md5=need_md5)
+                if cached is not None:
+                    out[cand.ref.path] = cached
+                    continue
+                job = self.jobs.pop(cand.ref.path, None)
+                # A job still queued is cancelled and submitted again here, in largest-first
+                # order, so the two threads finish together whatever order the walk took.
+                if (
+                    job is not None
+                    and job[0] == cand.stat_key
+                    and (job[1] or not need_md5)
+                    and not job[2].cancel()
+                ):
+                    pending.append((cand, job[2]))
+                else:
+                    work = self.pool.submit(self._work, cand.ref.path, cand.host_path, need_md5)
+                    pending.append((cand, work))
+            for done, (cand, future) in enumerate(pending, 1):
+                res = future.result()
+                if self.options.progress:
+                    self.options.progress("hashing", done, len(pending))
+                if isinstance(res, Skipped):
+                    skipped.append(res)
+                    continue
+                out[cand.ref.path] = res
+                assert cand.stat_key is not None
+                self.cache.put(cand.stat_key, self.version, res)
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            self.cache.save()
+        except OSError as e:
+            reason = f"cannot write the host cache: {e}"
+            skipped.append(Skipped(str(self.cache_path), reason, "hash"))
+        return out
 
 
 def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
@@ -263,9 +295,13 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         registry=options.registry,
     )
     spool_dir = tempfile.mkdtemp(prefix="gpuprov-", dir=_spool_parent())
+    selector = _selector(spool_dir)
+    hasher = _HostHasher(options, selector.version)
     try:
-        selector = _selector(spool_dir)
-        view: RootView = source.open_view(selector)
+        view: RootView = source.open_view(replace(selector, on_candidate=hasher.early))
+    except BaseException:
+        hasher.pool.shutdown(wait=True, cancel_futures=True)
+        raise
     finally:
         shutil.rmtree(spool_dir, ignore_errors=True)
     t_source = time.perf_counter()
@@ -282,10 +318,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     facts: dict[str, FileFacts] = {
         c.ref.path: c.facts for c in view.candidates if c.facts is not None
     }
-    if view.info.kind is AssetKind.HOST:
-        facts.update(
-            _host_facts(view.candidates, catalog.owners, options, selector.version, skipped)
-        )
+    facts.update(hasher.finish(view.candidates, catalog.owners, skipped))
     t_hash = time.perf_counter()
 
     libraries: list[GpuLibrary] = []

@@ -24,6 +24,7 @@ NOTE: Final = "gpuprov:note"  # repeated; e.g. "mixed-cudnn: ..."
 PROVENANCE: Final = "gpuprov:provenance"
 PROVENANCE_SIGNER: Final = "gpuprov:provenance:signer"
 PROVENANCE_CATALOG: Final = "gpuprov:provenance:catalog"
+PROVENANCE_REASON: Final = "gpuprov:provenance:reason"
 
 # on each owner package `library` component
 PACKAGE_MANAGER: Final = "gpuprov:package:manager"  # "dpkg", "rpm", "pip", "conda"
@@ -42,6 +43,8 @@ ASSET_LABEL_PREFIX: Final = "gpuprov:label:"  # gpuprov:label:env=prod style lab
 SLSA_BUILD_LEVEL: Final = "gpuprov:slsa:build-level"
 SLSA_BUILDER: Final = "gpuprov:slsa:builder"
 IMAGE_SIGNER: Final = "gpuprov:image:signer"
+SLSA_SOURCE_REPO: Final = "gpuprov:slsa:source-repo"
+IMAGE_SIGNATURE_REJECTED: Final = "gpuprov:image:signature-rejected"  # repeated: one reason each
 
 # on the BOM's metadata (scan-level)
 SCAN_FINDING: Final = "gpuprov:finding"  # repeated: "kind: message"

@@ -312,7 +312,10 @@ class _Walk:
         """Record a regular file that is a candidate or metadata (its stat is needed)."""
         self.nodes[path] = Node(path, NodeKind.FILE, size=st.st_size, mode=stat.S_IMODE(st.st_mode))
         if self.selector.is_candidate(path):
-            self.stat_keys[path] = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            self.stat_keys[path] = key
+            if self.selector.on_candidate is not None:
+                self.selector.on_candidate(path, host_path, key)
         if self.selector.is_metadata(path):
             limit = self.selector.max_metadata_bytes
             if st.st_size > limit:

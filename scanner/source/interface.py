@@ -51,6 +51,9 @@ class Selector:
     version: str
     max_metadata_bytes: int = 256 * 1024 * 1024
     probe_at: LocatedProbe | None = None
+    #: Host sources call this with (path, host path, (dev, ino, size, mtime_ns)) as soon as the
+    #: walk finds a candidate by name, so hashing can start before the walk ends.
+    on_candidate: Callable[[str, str, tuple[int, int, int, int]], None] | None = None
 
 
 @dataclass

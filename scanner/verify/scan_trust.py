@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from scanner.errors import UsageError, VerifyError
@@ -23,22 +23,9 @@ from scanner.verify.cosign import (
     verify_layer,
 )
 from scanner.verify.dsse import ENVELOPE_MEDIA_TYPE
+from scanner.verify.inputs import TrustInputs
 from scanner.verify.provenance import VerifiedCatalog, provenance_verdict
 from scanner.verify.trust import Rejected, TrustPolicy
-
-
-@dataclass(frozen=True)
-class TrustInputs:
-    """What the user gave: a policy file or one key, catalogs, local signature files."""
-
-    trust: Path | None = None
-    trust_key: Path | None = None
-    catalogs: tuple[Path, ...] = ()
-    attestations: tuple[Path, ...] = ()
-
-    @property
-    def wanted(self) -> bool:
-        return bool(self.trust or self.trust_key or self.catalogs or self.attestations)
 
 
 def load_policy(inputs: TrustInputs) -> TrustPolicy | None:

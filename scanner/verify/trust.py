@@ -515,10 +515,23 @@ class TrustPolicy:
         return cls.from_dict(data, base_dir=path.parent, source=str(path))
 
     @classmethod
-    def from_dict(
-        cls, data: object, *, base_dir: Path = Path("."), source: str = "<policy>"
+    def from_bytes(
+        cls, raw: bytes, *, source: str = "<policy>", base_dir: Path | None = None
     ) -> TrustPolicy:
-        """Build a policy from its parsed YAML document (schema in docs/provenance.md)."""
+        """Load a YAML trust policy from bytes. Without `base_dir` (the service) keys and roots
+        must be inline (`key_pem`, `trusted_root`): a file reference is refused."""
+        try:
+            data = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise VerifyError(f"trust policy {source} is not valid YAML: {e}") from e
+        return cls.from_dict(data, base_dir=base_dir, source=source)
+
+    @classmethod
+    def from_dict(
+        cls, data: object, *, base_dir: Path | None = Path("."), source: str = "<policy>"
+    ) -> TrustPolicy:
+        """Build a policy from its parsed YAML document (schema in docs/provenance.md);
+        `base_dir=None` accepts inline keys and roots only."""
         doc = _mapping(data, "policy", {"version", "roots", "signers", "slsa"}, source)
         if doc.get("version", 1) != 1:
             raise VerifyError(f"{source}: unsupported policy version {doc.get('version')!r}")
@@ -565,12 +578,23 @@ def _strings(obj: object, what: str, source: str) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _root_entry(obj: object, base_dir: Path, source: str) -> SigstoreRoot:
+def _root_entry(obj: object, base_dir: Path | None, source: str) -> SigstoreRoot:
     if obj == PUBLIC_GOOD:
         return SigstoreRoot.public_good()
-    entry = _mapping(obj, "root", {"path", "name"}, source)
+    entry = _mapping(obj, "root", {"path", "name", "trusted_root"}, source)
+    if "trusted_root" in entry:  # inline trusted_root.json: a JSON string or the YAML mapping
+        inline = entry["trusted_root"]
+        raw = inline.encode() if isinstance(inline, str) else json.dumps(inline).encode()
+        return SigstoreRoot.from_bytes(raw, str(entry.get("name") or "inline root"))
     if not isinstance(entry.get("path"), str):
-        raise VerifyError(f"{source}: a root needs a path (or is the string {PUBLIC_GOOD!r})")
+        raise VerifyError(
+            f"{source}: a root needs a path or trusted_root (or is the string {PUBLIC_GOOD!r})"
+        )
+    if base_dir is None:
+        raise VerifyError(
+            f"{source}: root {entry['path']!r} is a file reference; give its JSON inline as "
+            "trusted_root"
+        )
     root = SigstoreRoot.from_file(base_dir / entry["path"])
     return root if not entry.get("name") else SigstoreRoot.from_bytes(root.raw, entry["name"])
 
@@ -588,7 +612,7 @@ _SIGNER_KEYS = {
 }
 
 
-def _signer(obj: object, base_dir: Path, source: str) -> Signer:
+def _signer(obj: object, base_dir: Path | None, source: str) -> Signer:
     entry = _mapping(obj, "signer", _SIGNER_KEYS, source)
     name = entry.get("name")
     if not isinstance(name, str) or not name:
@@ -610,7 +634,12 @@ def _signer(obj: object, base_dir: Path, source: str) -> Signer:
         _log.warning("trust policy %s: signer %s enables UNSAFE %s", source, name, option.value)
     key = None
     if "key" in entry or "key_pem" in entry:
-        pem = entry["key_pem"].encode() if "key_pem" in entry else _read(base_dir / entry["key"])
+        if "key_pem" in entry:
+            pem = entry["key_pem"].encode()
+        elif base_dir is None:
+            raise VerifyError(f"{where}: key {entry['key']!r} is a file; inline it as key_pem")
+        else:
+            pem = _read(base_dir / entry["key"])
         try:
             key = TrustedKey.from_pem(pem)
         except VerifyError as e:

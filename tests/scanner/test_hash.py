@@ -16,7 +16,6 @@ from scanner.hash import (
     facts_from_json,
     facts_to_json,
     hash_file,
-    run_parallel,
 )
 from scanner.model import Digests, ElfFacts, FileFacts, Sha256
 
@@ -95,12 +94,3 @@ def test_host_cache_keys_on_file_state(tmp_path: Path) -> None:
     assert again.get((1, 2, 3, 4), "v", need_md5=True) is None  # MD5 not cached
     path.write_text("{not json")
     assert HostFactsCache(path).get((1, 2, 3, 4), "v", need_md5=False) is None
-
-
-def test_run_parallel_keeps_order() -> None:
-    seen: list[int] = []
-    out = run_parallel(
-        list(range(20)), lambda x: x * x, workers=4, on_done=lambda i, r: seen.append(i)
-    )
-    assert out == [x * x for x in range(20)]
-    assert sorted(seen) == list(range(20))
