@@ -82,11 +82,8 @@ class _Section:
     entsize: int
 
 
-def analyze_elf(path_on_disk: str, *, name: str | None = None) -> ElfFacts:
-    """Analyze a shared library on disk; ``name`` is its path in the scanned root, if different.
-
-    Raises DetectError with the reason when the file is not a readable ELF shared object.
-    """
+def _map(path_on_disk: str) -> tuple[mmap.mmap, int]:
+    """Map a regular file read-only; DetectError names why it cannot be."""
     try:
         # O_NONBLOCK: a FIFO named like a library must not block the scan
         fd = os.open(path_on_disk, os.O_RDONLY | os.O_NONBLOCK)
@@ -96,15 +93,22 @@ def analyze_elf(path_on_disk: str, *, name: str | None = None) -> ElfFacts:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise DetectError("not a regular file")
-        size = st.st_size
-        if size == 0:
+        if st.st_size == 0:
             raise DetectError("not an ELF file: empty file")
         try:
-            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), st.st_size
         except (OSError, ValueError) as e:
             raise DetectError(f"cannot map the file: {e}") from e
     finally:
         os.close(fd)
+
+
+def analyze_elf(path_on_disk: str, *, name: str | None = None) -> ElfFacts:
+    """Analyze a shared library on disk; ``name`` is its path in the scanned root, if different.
+
+    Raises DetectError with the reason when the file is not a readable ELF shared object.
+    """
+    mm, size = _map(path_on_disk)
     with mm:
         return _analyze(mm, size, name or path_on_disk)
 
@@ -112,25 +116,12 @@ def analyze_elf(path_on_disk: str, *, name: str | None = None) -> ElfFacts:
 def analyze_elf_region(path_on_disk: str, offset: int, size: int, *, name: str) -> ElfFacts:
     """Analyze a library stored verbatim inside a larger file (a member of an uncompressed
     image layer in an archive), in place: nothing is copied out."""
-    try:
-        fd = os.open(path_on_disk, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as e:
-        raise DetectError(f"cannot open: {e.strerror or e}") from e
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise DetectError("not a regular file")
-        if size == 0:
-            raise DetectError("not an ELF file: empty file")
-        if offset < 0 or offset + size > st.st_size:
-            raise DetectError(f"region {offset}+{size} lies outside the file")
-        try:
-            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError) as e:
-            raise DetectError(f"cannot map the file: {e}") from e
-    finally:
-        os.close(fd)
+    if size == 0:
+        raise DetectError("not an ELF file: empty file")
+    mm, total = _map(path_on_disk)
     with mm:
+        if offset < 0 or offset + size > total:
+            raise DetectError(f"region {offset}+{size} lies outside the file")
         window = memoryview(mm)[offset : offset + size]
         try:
             return _analyze(window, size, name, (mm, offset))
