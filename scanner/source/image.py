@@ -32,6 +32,7 @@ from scanner.source.layers import (
     split_digest,
     squash,
 )
+from scanner.source.oci import Descriptor
 
 _JSON_LIMIT = 16 * 1024 * 1024
 _MAX_ARCHIVE_MEMBERS = 1_000_000
@@ -230,44 +231,7 @@ def _blob_name(digest: str) -> str:
     return f"blobs/{algorithm}/{hexdigest}"
 
 
-@dataclass(frozen=True)
-class _Desc:
-    """An OCI content descriptor, validated."""
-
-    media_type: str
-    digest: OciDigest
-    size: int
-    annotations: dict[str, str]
-    platform: str | None
-
-    @classmethod
-    def parse(cls, obj: Any, what: str) -> _Desc:
-        if not isinstance(obj, dict):
-            raise SourceError(f"{what}: descriptor is not an object")
-        digest, size = obj.get("digest"), obj.get("size")
-        if not isinstance(digest, str) or not isinstance(size, int) or size < 0:
-            raise SourceError(f"{what}: descriptor without a valid digest and size")
-        try:
-            split_digest(digest)
-        except SourceError as e:
-            raise SourceError(f"{what}: {e}") from e
-        annotations = obj.get("annotations") or {}
-        if not isinstance(annotations, dict):
-            annotations = {}
-        platform = None
-        p = obj.get("platform")
-        if isinstance(p, dict) and p.get("os") and p.get("architecture"):
-            platform = "/".join(str(x) for x in (p["os"], p["architecture"], p.get("variant")) if x)
-        return cls(
-            media_type=str(obj.get("mediaType") or ""),
-            digest=OciDigest(digest),
-            size=size,
-            annotations={str(k): str(v) for k, v in annotations.items()},
-            platform=platform,
-        )
-
-
-def _read_desc(store: _Store, desc: _Desc, what: str) -> bytes:
+def _read_desc(store: _Store, desc: Descriptor, what: str) -> bytes:
     """A small blob (manifest, config), checked against its descriptor's size and digest."""
     name = _blob_name(desc.digest)
     if not store.has(name):
@@ -301,29 +265,29 @@ def _platform_matches(have: str, want: str) -> bool:
     return h[:2] == w[:2] and (len(w) < 3 or h[2:3] == w[2:3])
 
 
-def _is_attestation(desc: _Desc) -> bool:
+def _is_attestation(desc: Descriptor) -> bool:
     return desc.annotations.get("vnd.docker.reference.type") == "attestation-manifest" or (
         desc.platform or ""
     ).startswith("unknown/")
 
 
-def _leaves(store: _Store, descs: list[_Desc], label: str, depth: int = 0) -> list[_Desc]:
+def _leaves(store: _Store, descs: list[Descriptor], label: str, depth: int = 0) -> list[Descriptor]:
     """Image manifests reachable from ``descs``, following nested indexes."""
-    out: list[_Desc] = []
+    out: list[Descriptor] = []
     for desc in descs:
         if desc.media_type in _INDEX_TYPES or not desc.media_type:
             doc = _json(_read_desc(store, desc, "manifest"), f"{label}: {desc.digest}")
             if isinstance(doc, dict) and isinstance(doc.get("manifests"), list):
                 if depth >= 4:
                     raise SourceError(f"{label}: image indexes nested too deeply")
-                nested = [_Desc.parse(m, label) for m in doc["manifests"]]
+                nested = [Descriptor.parse(m, label) for m in doc["manifests"]]
                 out.extend(_leaves(store, nested, label, depth + 1))
                 continue
         out.append(desc)
     return out
 
 
-def _choose(leaves: list[_Desc], platform: str | None, label: str) -> _Desc:
+def _choose(leaves: list[Descriptor], platform: str | None, label: str) -> Descriptor:
     images = [d for d in leaves if not _is_attestation(d)] or leaves
     if not images:
         raise SourceError(f"{label}: the index lists no image")
@@ -351,16 +315,16 @@ def _check_platform(config: dict[str, Any], platform: str | None, label: str) ->
         raise UsageError(f"{label}: the image is for {have}, not {platform}")
 
 
-def _ref_name(desc: _Desc) -> str | None:
+def _ref_name(desc: Descriptor) -> str | None:
     return desc.annotations.get("org.opencontainers.image.ref.name")
 
 
-def _matches_tag(desc: _Desc, tag: str) -> bool:
+def _matches_tag(desc: Descriptor, tag: str) -> bool:
     full = desc.annotations.get("io.containerd.image.name", "")
     return _ref_name(desc) == tag or full == tag or full.endswith(":" + tag)
 
 
-def _image_name(desc: _Desc, stem: str, tag: str | None) -> str:
+def _image_name(desc: Descriptor, stem: str, tag: str | None) -> str:
     full = desc.annotations.get("io.containerd.image.name")
     if full:
         return full
@@ -384,7 +348,7 @@ def load_oci(
     index = _json(store.read("index.json", _JSON_LIMIT), f"{label}: index.json")
     if not isinstance(index, dict) or not isinstance(index.get("manifests"), list):
         raise SourceError(f"{label}: index.json has no manifests list")
-    descs = [_Desc.parse(m, f"{label}: index.json") for m in index["manifests"]]
+    descs = [Descriptor.parse(m, f"{label}: index.json") for m in index["manifests"]]
     if tag is not None:
         picked = [d for d in descs if _matches_tag(d, tag)]
         if not picked:
@@ -403,7 +367,7 @@ def load_oci(
     manifest = _json(_read_desc(store, desc, "manifest"), f"{label}: manifest {desc.digest}")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("layers"), list):
         raise SourceError(f"{label}: manifest {desc.digest} is not an image manifest")
-    config_desc = _Desc.parse(manifest.get("config"), f"{label}: manifest config")
+    config_desc = Descriptor.parse(manifest.get("config"), f"{label}: manifest config")
     config = _json(_read_desc(store, config_desc, "config"), f"{label}: image config")
     if not isinstance(config, dict):
         raise SourceError(f"{label}: image config is not an object")
@@ -412,7 +376,7 @@ def load_oci(
     skipped: list[Skipped] = []
     digests: list[OciDigest] = []
     for obj in manifest["layers"]:
-        layer = _Desc.parse(obj, f"{label}: layer")
+        layer = Descriptor.parse(obj, f"{label}: layer")
         digests.append(layer.digest)
         name = _blob_name(layer.digest)
         if not store.has(name):
@@ -537,7 +501,7 @@ def _docker_manifest_digest(store: _Store, config: OciDigest, label: str) -> Oci
         return None
     try:
         index = _json(store.read("index.json", _JSON_LIMIT), f"{label}: index.json")
-        descs = [_Desc.parse(m, label) for m in (index.get("manifests") or [])]
+        descs = [Descriptor.parse(m, label) for m in (index.get("manifests") or [])]
         for desc in _leaves(store, descs, label):
             manifest = _json(_read_desc(store, desc, "manifest"), label)
             if (
