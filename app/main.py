@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
+from app.domain.provenance import CatalogCache
 from app.http.api import router as api_router
 from app.http.errors import install_error_handlers
 from app.http.health import Counters
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.catalogs = CatalogCache()
     app.state.counters = Counters()
     install_error_handlers(app, settings)
     app.include_router(health_router)

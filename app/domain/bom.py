@@ -36,6 +36,24 @@ _MAX_LABEL_VALUE = 256
 
 
 @dataclass(frozen=True, slots=True)
+class ImageTrustFacts:
+    """What the image's signatures and attestations established, as the report states it."""
+
+    signer: str | None = None
+    slsa_level: int | None = None
+    builder: str | None = None
+    source_repo: str | None = None
+    rejected: tuple[str, ...] = ()
+
+    @property
+    def present(self) -> bool:
+        """Whether the report said anything about image signatures at all."""
+        return bool(
+            self.signer or self.slsa_level is not None or self.builder or self.source_repo
+        ) or bool(self.rejected)
+
+
+@dataclass(frozen=True, slots=True)
 class ReportAsset:
     """The asset a report describes."""
 
@@ -44,6 +62,7 @@ class ReportAsset:
     name: str
     labels: Mapping[str, str]
     details: Mapping[str, str]
+    trust: ImageTrustFacts = field(default_factory=ImageTrustFacts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +83,7 @@ class ReportLibrary:
     provenance: str | None = None
     provenance_signer: str | None = None
     provenance_catalog: str | None = None
+    provenance_reason: str | None = None
     layer: str | None = None
     owner_purl: str | None = None
     soname: str | None = None
@@ -363,10 +383,14 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
     purl = component.get("purl") if isinstance(component.get("purl"), str) else None
     if kind == "image":
         digest = _image_digest(component, purl, every)
+        image_id = _first(props, v.IMAGE_ID)
+        if image_id is not None and not _DIGEST.fullmatch(image_id):
+            _fail(
+                f"{v.IMAGE_ID} must be a config digest sha256:<64 lowercase hex>",
+                [("/metadata/component/properties", f"bad image id {image_id[:80]!r}")],
+            )
         config = (
-            _first(props, v.IMAGE_ID)
-            or _first(every, "aquasecurity:trivy:ImageID")
-            or _first(every, "oci:image:Id")
+            image_id or _first(every, "aquasecurity:trivy:ImageID") or _first(every, "oci:image:Id")
         )
         identity = digest or (f"config:{config}" if config else f"name:{name}")
         details.update(
@@ -390,6 +414,7 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
     ):
         if value := _first(props, prop):
             details[key] = value
+    trust = _image_trust(props)
     labels = {}
     for prop_name, values in props.items():
         if prop_name.startswith(v.ASSET_LABEL_PREFIX):
@@ -404,6 +429,26 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
         name=name,
         labels=labels,
         details={k: val for k, val in details.items() if val},
+        trust=trust,
+    )
+
+
+def _image_trust(props: Mapping[str, list[str]]) -> ImageTrustFacts:
+    level_text = _first(props, v.SLSA_BUILD_LEVEL)
+    level = None
+    if level_text is not None:
+        if level_text not in ("0", "1", "2", "3"):
+            _fail(
+                f"{v.SLSA_BUILD_LEVEL} must be an SLSA Build level 0-3",
+                [("/metadata/component/properties", f"bad SLSA level {level_text[:20]!r}")],
+            )
+        level = int(level_text)
+    return ImageTrustFacts(
+        signer=_first(props, v.IMAGE_SIGNER),
+        slsa_level=level,
+        builder=_first(props, v.SLSA_BUILDER),
+        source_repo=_first(props, v.SLSA_SOURCE_REPO),
+        rejected=tuple(props.get(v.IMAGE_SIGNATURE_REJECTED, ())),
     )
 
 
@@ -586,6 +631,7 @@ def _vocabulary_file(
         provenance=provenance,
         provenance_signer=_first(props, v.PROVENANCE_SIGNER),
         provenance_catalog=_first(props, v.PROVENANCE_CATALOG),
+        provenance_reason=_first(props, v.PROVENANCE_REASON),
         layer=_bounded(_first(props, v.LAYER), 80, "layer", props_pointer),
         owner_purl=_first(props, v.OWNER_PURL),
         soname=_first(props, v.LIBRARY_SONAME),

@@ -4,6 +4,8 @@ The asset row is upserted and locked first, so reports for one asset are applied
 the scan with the latest (scanned_at, id) is the asset's latest, whatever order reports arrive
 in (a spooled old report delivered late joins the history without replacing current state).
 The scan insert itself is the idempotency check (``ON CONFLICT (dedup_key) DO NOTHING``).
+Once the service holds reference catalogs, library files get its own provenance verdicts (the
+service is the system of record); until then they keep the verdicts their report carries.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from app.domain.bom import Report
+from app.domain.bom import Report, ReportLibrary
+from app.domain.provenance import ActiveCatalogs, CatalogCache
 from app.domain.tokens import Principal
 from app.domain.versions import version_key
 from app.errors import Conflict, Forbidden
@@ -50,12 +53,15 @@ def ingest(
     principal: Principal,
     labels: Mapping[str, str],
     now: datetime,
+    catalogs: CatalogCache | None = None,
 ) -> IngestResult:
     """Store a report (the caller commits); raises Forbidden or Conflict, and then the caller's
-    rollback leaves nothing behind."""
+    rollback leaves nothing behind. With `catalogs`, files get the service's verdicts."""
     spec = report.asset
     if not principal.may_report_for(spec.name):
         raise Forbidden(f"token {principal.name!r} may not report for asset {spec.name!r}")
+    # before any row lock: catalog changes take this lock first too
+    active = catalogs.for_ingest(session) if catalogs is not None else None
     asset = assets.upsert_locked(
         session,
         {
@@ -89,6 +95,11 @@ def ingest(
             "findings": list(report.findings),
             "skipped": list(report.skipped),
             "token_id": principal.token_id,
+            "image_signer": spec.trust.signer,
+            "slsa_level": spec.trust.slsa_level,
+            "slsa_builder": spec.trust.builder,
+            "slsa_source_repo": spec.trust.source_repo,
+            "signature_rejected": list(spec.trust.rejected),
         },
     )
     if scan_id is None:  # stored before (possibly by a concurrent delivery of the same report)
@@ -102,7 +113,7 @@ def ingest(
         else None
     )
     latest = previous is None or (scanned_at, scan_id) >= previous
-    _store_contents(session, scan_id, asset.id, report, raw, latest)
+    _store_contents(session, scan_id, asset.id, report, raw, latest, active)
     if not latest:
         assets.set_latest(session, asset.id, {"last_seen": now})
         return IngestResult(scan_id, asset.id, True, False, len(report.libraries))
@@ -137,8 +148,39 @@ def _duplicate(existing: Scan, report: Report) -> IngestResult:
     return IngestResult(existing.id, existing.asset_id, False, False, existing.library_count)
 
 
+def _provenance(lib: ReportLibrary, active: ActiveCatalogs | None) -> dict[str, str | None]:
+    if active is None or lib.kind != "file":
+        return {
+            "provenance": lib.provenance,
+            "provenance_signer": lib.provenance_signer,
+            "provenance_catalog": lib.provenance_catalog,
+            "provenance_reason": lib.provenance_reason,
+        }
+    verdict = active.verdict(
+        lib.path or lib.name,
+        lib.family,
+        lib.version,
+        lib.sha256,
+        cuda_major=lib.cuda_major,
+        arch=lib.arch,
+        owner_purl=lib.owner_purl,
+    )
+    return {
+        "provenance": verdict.provenance.value,
+        "provenance_signer": verdict.signer,
+        "provenance_catalog": verdict.catalog,
+        "provenance_reason": verdict.reason,
+    }
+
+
 def _store_contents(
-    session: Session, scan_id: int, asset_id: int, report: Report, raw: RawReport, latest: bool
+    session: Session,
+    scan_id: int,
+    asset_id: int,
+    report: Report,
+    raw: RawReport,
+    latest: bool,
+    active: ActiveCatalogs | None,
 ) -> None:
     packages = [
         {
@@ -168,9 +210,7 @@ def _store_contents(
             "sha256": lib.sha256,
             "integrity": lib.integrity,
             "integrity_reason": lib.integrity_reason,
-            "provenance": lib.provenance,
-            "provenance_signer": lib.provenance_signer,
-            "provenance_catalog": lib.provenance_catalog,
+            **_provenance(lib, active),
             "layer": lib.layer,
             "owner_purl": lib.owner_purl,
             "soname": lib.soname,

@@ -57,6 +57,14 @@ def version_filter(expression: str | None) -> VersionFilter | None:
         raise BadRequest(f"version: {e}") from e
 
 
+def check_verdict(verdict: str | None) -> str | None:
+    """A ``verdict`` query parameter: an integrity or a provenance value (400 otherwise)."""
+    allowed = dict.fromkeys((*v.INTEGRITY_VALUES, *v.PROVENANCE_VALUES))
+    if verdict is not None and verdict not in allowed:
+        raise BadRequest(f"verdict must be one of {', '.join(allowed)}")
+    return verdict
+
+
 def parse_labels(values: Sequence[str]) -> list[tuple[str, str]]:
     """``key=value`` strings to pairs, answering 400 on a missing '='."""
     pairs = []
@@ -85,6 +93,23 @@ def scan_dict(scan: Scan) -> dict[str, Any]:
         "received_at": _time(scan.received_at),
         "library_count": scan.library_count,
         "content_sha256": scan.content_sha256,
+        "image_trust": image_trust(scan),
+    }
+
+
+def image_trust(scan: Scan) -> dict[str, Any] | None:
+    """What the report said the image's signatures and attestations established; None when it
+    said nothing (a host, or a scan without a trust policy)."""
+    rejected = list(scan.signature_rejected or [])
+    if not (scan.image_signer or scan.slsa_level is not None or scan.slsa_builder or rejected):
+        return None
+    return {
+        "signed": scan.image_signer is not None,
+        "signer": scan.image_signer,
+        "slsa_level": scan.slsa_level,
+        "slsa_builder": scan.slsa_builder,
+        "slsa_source_repo": scan.slsa_source_repo,
+        "signature_rejected": rejected,
     }
 
 
@@ -120,6 +145,7 @@ def library_dict(artifact: Artifact) -> dict[str, Any]:
         "provenance": artifact.provenance,
         "provenance_signer": artifact.provenance_signer,
         "provenance_catalog": artifact.provenance_catalog,
+        "provenance_reason": artifact.provenance_reason,
         "layer": artifact.layer,
         "owner_purl": artifact.owner_purl,
         "soname": artifact.soname,
@@ -196,7 +222,17 @@ def normalized_sbom(session: Session, asset_id: int, scan_id: int | None) -> dic
             properties.append({"name": v.IMAGE_DIGEST, "value": digest})
             repo_name = asset.name.rsplit("@", 1)[0].rsplit(":", 1)[0].rsplit("/", 1)[-1]
             component["purl"] = f"pkg:oci/{repo_name.lower()}@{digest.replace(':', '%3A')}"
+        if config := details.get("config_digest"):
+            properties.append({"name": v.IMAGE_ID, "value": config})
         properties.append({"name": v.IMAGE_REFERENCE, "value": asset.name})
+        trust = [
+            (v.IMAGE_SIGNER, scan.image_signer),
+            (v.SLSA_BUILD_LEVEL, str(scan.slsa_level) if scan.slsa_level is not None else None),
+            (v.SLSA_BUILDER, scan.slsa_builder),
+            (v.SLSA_SOURCE_REPO, scan.slsa_source_repo),
+            *((v.IMAGE_SIGNATURE_REJECTED, r) for r in scan.signature_rejected or []),
+        ]
+        properties += [{"name": n, "value": val} for n, val in trust if val]
     else:
         component["type"] = "operating-system"
         if machine_id := details.get("machine_id"):
@@ -260,6 +296,7 @@ def _file_component(artifact: Artifact, refs: set[str]) -> dict[str, Any]:
         (v.PROVENANCE, artifact.provenance),
         (v.PROVENANCE_SIGNER, artifact.provenance_signer),
         (v.PROVENANCE_CATALOG, artifact.provenance_catalog),
+        (v.PROVENANCE_REASON, artifact.provenance_reason),
         (v.LAYER, artifact.layer),
         (v.FILE_ALIASES, ",".join(artifact.aliases) if artifact.aliases else None),
     ]
@@ -301,8 +338,8 @@ def where_used(
     session: Session, match: LibraryMatch, query: AssetQuery, limit: int, offset: int
 ) -> dict[str, Any]:
     """Every asset whose latest scan holds the library, with the matching files."""
-    if not (match.sha256 or match.family):
-        raise BadRequest("give family (optionally with version) or sha256")
+    if not (match.sha256 or match.family or match.verdict):
+        raise BadRequest("give family (optionally with version), sha256 or verdict")
     assets, files, total = repo.where_used(session, match, query, limit, offset)
     grouped: dict[int, list[dict[str, Any]]] = {asset.id: [] for asset in assets}
     for row in files:

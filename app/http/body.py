@@ -74,3 +74,28 @@ async def read_report(request: Request, settings: SettingsDep) -> ReceivedReport
 
 
 ReportBody = Annotated[ReceivedReport, Depends(read_report)]
+
+
+async def read_limited(request: Request, limit: int, accepted: tuple[str, ...], what: str) -> bytes:
+    """A small uncompressed body of one of the `accepted` media types (a suffix such as
+    ``+json`` accepts every type ending in it), at most `limit` bytes."""
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if not any(media_type == a or (a.startswith("+") and media_type.endswith(a)) for a in accepted):
+        raise UnsupportedMediaType(
+            f"Content-Type {media_type or '(none)'!r} is not accepted for {what}; send "
+            + " or ".join(a if not a.startswith("+") else f"application/*{a}" for a in accepted)
+        )
+    encoding = request.headers.get("content-encoding", "identity").strip().lower() or "identity"
+    if encoding != "identity":
+        raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported for {what}")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"{what} is larger than the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"{what} is larger than the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)

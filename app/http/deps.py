@@ -18,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityS
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from app.domain.provenance import CatalogCache
 from app.domain.tokens import Principal, Scope, authenticate, record_use, use_is_due
 from app.errors import Forbidden, Unauthorized
 from app.settings import Settings
@@ -33,6 +34,12 @@ async def get_db(request: Request) -> Database:
     return db
 
 
+async def get_catalogs(request: Request) -> CatalogCache:
+    """The process's copy of the trusted reference catalogs."""
+    catalogs: CatalogCache = request.app.state.catalogs
+    return catalogs
+
+
 async def get_settings(request: Request) -> Settings:
     """The settings the app was created with."""
     settings: Settings = request.app.state.settings
@@ -40,6 +47,7 @@ async def get_settings(request: Request) -> Settings:
 
 
 DatabaseDep = Annotated[Database, Depends(get_db)]
+CatalogsDep = Annotated[CatalogCache, Depends(get_catalogs)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 

@@ -31,6 +31,15 @@ class IngestAnswer(BaseModel):
     asset_url: str
 
 
+class ImageTrustOut(BaseModel):
+    signed: bool = Field(description="an accepted signature named a trusted signer")
+    signer: str | None
+    slsa_level: int | None = Field(description="verified SLSA Build level")
+    slsa_builder: str | None
+    slsa_source_repo: str | None
+    signature_rejected: list[str] = Field(description="why each rejected signature was refused")
+
+
 class ScanOut(BaseModel):
     id: int
     serial_number: str | None
@@ -42,6 +51,9 @@ class ScanOut(BaseModel):
     received_at: str | None
     library_count: int
     content_sha256: str
+    image_trust: ImageTrustOut | None = Field(
+        default=None, description="image signatures and SLSA provenance, as the report stated"
+    )
 
 
 class AssetOut(BaseModel):
@@ -71,6 +83,7 @@ class LibraryOut(BaseModel):
     provenance: str | None
     provenance_signer: str | None
     provenance_catalog: str | None
+    provenance_reason: str | None
     layer: str | None
     owner_purl: str | None
     soname: str | None
@@ -228,3 +241,52 @@ class TokenOut(BaseModel):
 
 class NewTokenOut(TokenOut):
     token: str = Field(description="the secret; shown only in this answer")
+
+
+class TrustPolicyOut(BaseModel):
+    version: int
+    content_sha256: str
+    signers: list[str] = Field(description="the trusted signers as verdicts name them")
+    created_at: str
+    created_by: str | None
+    document: str = Field(description="the YAML policy as stored")
+
+
+class TrustPolicyPage(Page):
+    items: list[TrustPolicyOut]
+
+
+class CatalogOut(BaseModel):
+    id: int
+    name: str
+    format: str = Field(description="dsse or sigstore-bundle")
+    signer: str | None
+    entries: int = Field(description="entries inside the signer's scope")
+    out_of_scope: int = Field(description="entries the signer may not vouch for (ignored)")
+    active: bool = Field(description="whether the current trust policy trusts it")
+    rejected_reason: str | None
+    policy_version: int = Field(description="the policy version it was last verified under")
+    content_sha256: str
+    imported_at: str
+    verified_at: str
+    imported_by: str | None
+
+
+class CatalogPage(Page):
+    items: list[CatalogOut]
+
+
+class ReevaluationOut(BaseModel):
+    mode: str = Field(description="incremental (a catalog added) or full")
+    candidates: int = Field(description="stored files evaluated one by one")
+    changed: int = Field(description="stored verdicts that changed")
+
+
+class PolicyChangeOut(TrustPolicyOut):
+    catalogs: list[CatalogOut]
+    reevaluation: ReevaluationOut | None
+
+
+class CatalogImportOut(CatalogOut):
+    created: bool = Field(description="false when the same bytes were imported before")
+    reevaluation: ReevaluationOut | None

@@ -1,5 +1,6 @@
 """The tables: tokens, assets and their labels, scans with their raw BOMs, packages and GPU
-library artifacts, plus the per-asset summary of the current state.
+library artifacts, the per-asset summary of the current state, and the provenance inputs (trust
+policy versions, signed reference catalogs and their entries).
 
 Current-state queries never read history: an artifact row carries ``is_current`` (true exactly
 for the rows of its asset's latest scan) and its digest and asset indexes are partial on that
@@ -112,6 +113,13 @@ class Scan(Base):
     token_id: Mapped[int | None] = mapped_column(
         BigId, ForeignKey("api_token.id", ondelete="SET NULL")
     )
+    # What the image's signatures and attestations established, as the report's
+    # metadata.component said (the scanner checked them against its trust policy).
+    image_signer: Mapped[str | None] = mapped_column(Text)
+    slsa_level: Mapped[int | None] = mapped_column(Integer)
+    slsa_builder: Mapped[str | None] = mapped_column(Text)
+    slsa_source_repo: Mapped[str | None] = mapped_column(Text)
+    signature_rejected: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
 
 
 class RawBom(Base):
@@ -184,6 +192,7 @@ class Artifact(Base):
     provenance: Mapped[str | None] = mapped_column(String(16))
     provenance_signer: Mapped[str | None] = mapped_column(Text)
     provenance_catalog: Mapped[str | None] = mapped_column(Text)
+    provenance_reason: Mapped[str | None] = mapped_column(Text)
     layer: Mapped[str | None] = mapped_column(String(80))
     owner_purl: Mapped[str | None] = mapped_column(Text)
     soname: Mapped[str | None] = mapped_column(Text)
@@ -208,3 +217,73 @@ class AssetLibrary(Base):
     version_key: Mapped[str | None] = mapped_column(SortKey)
     cuda_major: Mapped[int | None] = mapped_column(Integer)
     file_count: Mapped[int] = mapped_column(Integer)
+
+
+class TrustPolicyVersion(Base):
+    """One version of the service's trust policy (YAML as received); the highest is current."""
+
+    __tablename__ = "trust_policy"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, unique=True)
+    document: Mapped[str] = mapped_column(Text)
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    #: the trusted signers as described in verdicts, for display
+    signers: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_by: Mapped[str | None] = mapped_column(String(128))
+    token_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("api_token.id", ondelete="SET NULL")
+    )
+
+
+class ReferenceCatalog(Base):
+    """A signed reference catalog as imported (gzip), with what its last verification found.
+
+    ``active`` is false while the current trust policy does not trust its signature or signer;
+    its entries then take no part in verdicts (they come back when a later policy trusts it).
+    """
+
+    __tablename__ = "reference_catalog"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    content_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    format: Mapped[str] = mapped_column(String(32))  # "dsse" | "sigstore-bundle"
+    signer: Mapped[str | None] = mapped_column(Text)
+    entry_count: Mapped[int] = mapped_column(Integer)
+    out_of_scope: Mapped[int] = mapped_column(Integer)
+    active: Mapped[bool] = mapped_column(Boolean)
+    rejected_reason: Mapped[str | None] = mapped_column(Text)
+    policy_version: Mapped[int] = mapped_column(Integer)
+    imported_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    verified_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    imported_by: Mapped[str | None] = mapped_column(String(128))
+    token_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("api_token.id", ondelete="SET NULL")
+    )
+    gzip_data: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class CatalogEntryRow(Base):
+    """One file a catalog vouches for (only entries inside its signer's scope are kept)."""
+
+    __tablename__ = "catalog_entry"
+    __table_args__ = (UniqueConstraint("catalog_id", "position"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    catalog_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("reference_catalog.id", ondelete="CASCADE")
+    )
+    #: order inside the catalog: the first listed entry decides a verdict, as in the scanner
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(Text)
+    #: file name part of ``name``: a file can only conflict by path with an entry of its name
+    basename: Mapped[str] = mapped_column(String(255))
+    sha256: Mapped[str] = mapped_column(String(64))
+    family: Mapped[str | None] = mapped_column(String(64))
+    component: Mapped[str | None] = mapped_column(String(128))
+    version: Mapped[str | None] = mapped_column(String(128))
+    cuda_major: Mapped[int | None] = mapped_column(Integer)
+    arch: Mapped[str | None] = mapped_column(String(32))
+    package: Mapped[str | None] = mapped_column(Text)

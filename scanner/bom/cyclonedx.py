@@ -76,8 +76,8 @@ def _asset_component(result: ScanResult) -> Any:
             (V.IMAGE_SIGNER, trust.signer),
             (V.SLSA_BUILD_LEVEL, str(trust.slsa_level) if trust.slsa_level is not None else None),
             (V.SLSA_BUILDER, trust.builder),
-            ("gpuprov:slsa:source-repo", trust.source_repo),
-            *(("gpuprov:image:signature-rejected", r) for r in trust.rejected),
+            (V.SLSA_SOURCE_REPO, trust.source_repo),
+            *((V.IMAGE_SIGNATURE_REJECTED, r) for r in trust.rejected),
         ]
     if asset.kind is AssetKind.IMAGE:
         props = _props(
@@ -204,7 +204,7 @@ def _file_component(lib: GpuLibrary) -> Any:
             (V.PROVENANCE, lib.provenance),
             (V.PROVENANCE_SIGNER, lib.provenance_signer),
             (V.PROVENANCE_CATALOG, lib.provenance_catalog),
-            ("gpuprov:provenance:reason", lib.provenance_reason if lib.provenance else None),
+            (V.PROVENANCE_REASON, lib.provenance_reason if lib.provenance else None),
             *((V.NOTE, n) for n in lib.notes),
         ]
     )

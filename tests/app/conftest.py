@@ -29,7 +29,10 @@ from app.storage.migrate import upgrade
 from app.storage.session import Database
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
+#: filled by policy and catalog imports, never by a report
+PROVENANCE_TABLES = ("catalog_entry", "reference_catalog", "trust_policy")
 TABLES = (
+    *PROVENANCE_TABLES,
     "artifact",
     "package",
     "raw_bom",
@@ -102,7 +105,7 @@ class Service:
 
     def stored(self) -> dict[str, int]:
         """Row counts of every table that a report fills."""
-        return {t: self.count(t) for t in TABLES if t != "api_token"}
+        return {t: self.count(t) for t in TABLES if t not in ("api_token", *PROVENANCE_TABLES)}
 
     def truncate(self) -> None:
         with self.db.transaction(write=True) as session:

@@ -9,8 +9,9 @@ import pytest
 
 from app.domain.tokens import Scope, hash_secret
 from app.storage.repositories.tokens import by_hash
-from tests.app import boms
+from tests.app import boms, catalogs
 from tests.app.conftest import JSON_HEADERS, Service, auth
+from tests.fixtures import keys
 
 PUBLIC_OPERATIONS = {("get", "/healthz"), ("get", "/readyz")}
 DOC_PAGES = ("/openapi.json", "/docs", "/redoc")
@@ -44,6 +45,13 @@ class Walk:
         self.service = service
         answer = post_report(boms.encode(boms.gpuprov_bom()))
         self.asset_id = answer.json()["asset_id"]
+        key = keys.shared("ecdsa")
+        self.policy = catalogs.policy_yaml(("nvidia", key))
+        golden = catalogs.catalog_from_bom(boms.gpuprov_bom(), "golden")
+        self.catalog = catalogs.signed(golden, key)
+        admin = auth(service.token("admin"), **catalogs.YAML)
+        put = service.client.put("/api/v1/trust-policy", content=self.policy, headers=admin)
+        assert put.status_code == 201, put.text
 
     def _token_id(self) -> int:
         victim = self.service.token("inventory:read", name="victim")
@@ -61,6 +69,12 @@ class Walk:
         if (method, path) == ("post", "/api/v1/reports"):
             body = boms.encode(boms.gpuprov_bom())
             return client.post(path, content=body, headers={**headers, **JSON_HEADERS})
+        if (method, path) == ("put", "/api/v1/trust-policy"):
+            headers.update(catalogs.YAML)
+            return client.put(path, content=self.policy, headers=headers)
+        if (method, path) == ("post", "/api/v1/catalogs"):
+            headers.update(JSON_HEADERS)
+            return client.post(path, content=self.catalog, headers=headers)
         if (method, path) == ("post", "/api/v1/tokens"):
             body = {"name": "x", "scopes": ["inventory:read"]}
             return client.post(path, json=body, headers=headers)

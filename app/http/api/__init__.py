@@ -2,10 +2,11 @@
 
 from fastapi import APIRouter
 
-from app.http.api import assets, inventory, reports, tokens
+from app.http.api import assets, inventory, provenance, reports, tokens
 
 router = APIRouter(prefix="/api/v1")
 router.include_router(reports.router)
 router.include_router(assets.router)
 router.include_router(inventory.router)
 router.include_router(tokens.router)
+router.include_router(provenance.router)

@@ -32,13 +32,29 @@ def list_assets(
     verdict: Annotated[
         str | None, Query(description="integrity or provenance verdict of a library")
     ] = None,
+    min_slsa_level: Annotated[
+        int | None, Query(ge=0, le=3, description="verified SLSA Build level at least N")
+    ] = None,
+    signed: Annotated[
+        bool | None, Query(description="whether the latest scan names an accepted image signer")
+    ] = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
-    """Assets, filtered by kind, name, labels and the libraries their latest scan holds."""
-    match = LibraryMatch(family=family, version=inventory.version_filter(version), verdict=verdict)
+    """Assets, filtered by kind, name, labels, image trust and the libraries their latest scan
+    holds."""
+    match = LibraryMatch(
+        family=family,
+        version=inventory.version_filter(version),
+        verdict=inventory.check_verdict(verdict),
+    )
     query = AssetQuery(
-        kind=kind, name=name, labels=inventory.parse_labels(label or []), match=match
+        kind=kind,
+        name=name,
+        labels=inventory.parse_labels(label or []),
+        match=match,
+        min_slsa_level=min_slsa_level,
+        signed=signed,
     )
     return inventory.list_assets(session, query, limit, offset)
 

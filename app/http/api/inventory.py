@@ -42,19 +42,27 @@ def where_used(
     family: str | None = None,
     version: Annotated[str | None, Query(description="9.1.0, 9.1.*, >=9.0,<9.2")] = None,
     sha256: Annotated[str | None, Query(description="file digest, 64 hex digits")] = None,
+    verdict: Annotated[
+        str | None, Query(description="integrity or provenance verdict, e.g. conflict")
+    ] = None,
     kind: Literal["image", "host"] | None = None,
     label: Labels = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> JSONResponse:
-    """Every asset whose latest scan holds a library (by family/version or by digest)."""
+    """Every asset whose latest scan holds a library (by family/version, digest or verdict)."""
     if sha256 is not None:
         sha256 = sha256.lower().removeprefix("sha256:")
         if not _SHA256.match(sha256):
             raise BadRequest("sha256 must be 64 hexadecimal digits")
     if version is not None and family is None:
         raise BadRequest("version needs family")
-    match = LibraryMatch(family=family, version=inventory.version_filter(version), sha256=sha256)
+    match = LibraryMatch(
+        family=family,
+        version=inventory.version_filter(version),
+        sha256=sha256,
+        verdict=inventory.check_verdict(verdict),
+    )
     query = AssetQuery(kind=kind, labels=inventory.parse_labels(label or []))
     return JSONResponse(inventory.where_used(session, match, query, limit, offset))
 

@@ -11,7 +11,7 @@ from app.domain.bom import check_label, parse_report
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory import parse_labels
 from app.http.body import ReportBody
-from app.http.deps import ReportWriter, SettingsDep, WriteSessionDep
+from app.http.deps import CatalogsDep, ReportWriter, SettingsDep, WriteSessionDep
 from app.http.schemas import ErrorResponse, IngestAnswer
 from app.storage.base import utcnow
 
@@ -44,6 +44,7 @@ def post_report(
     body: ReportBody,
     session: WriteSessionDep,
     settings: SettingsDep,
+    catalogs: CatalogsDep,
     request: Request,
     response: Response,
     label: Annotated[
@@ -58,7 +59,7 @@ def post_report(
     report = parse_report(body.data, max_depth=settings.max_json_depth)
     stored = body.gzip_data or gzip.compress(body.data, compresslevel=6)
     raw = RawReport(body.media_type, len(body.data), stored)
-    result = ingest(session, report, raw, principal, labels, utcnow())
+    result = ingest(session, report, raw, principal, labels, utcnow(), catalogs)
     response.status_code = 201 if result.created else 200
     request.app.state.counters.bump("created" if result.created else "duplicate")
     url = f"/api/v1/assets/{result.asset_id}"

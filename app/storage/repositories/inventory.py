@@ -16,11 +16,12 @@ from sqlalchemy import (
     and_,
     case,
     distinct,
+    exists,
     func,
     or_,
     select,
 )
-from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from app.domain.versions import VersionFilter
 from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, Package, Scan
@@ -83,6 +84,8 @@ class AssetQuery:
     name: str | None = None  # exact, or a glob with '*'
     labels: Sequence[tuple[str, str]] = ()
     match: LibraryMatch = field(default_factory=LibraryMatch)
+    min_slsa_level: int | None = None  # the latest scan's verified SLSA Build level, at least
+    signed: bool | None = None  # whether the latest scan names an accepted image signer
 
 
 def _escape_like(text: str) -> str:
@@ -105,12 +108,26 @@ def _asset_conditions(query: AssetQuery) -> list[ColumnElement[bool]]:
                 select(AssetLabel.asset_id).where(AssetLabel.key == key, AssetLabel.value == value)
             )
         )
+    if query.min_slsa_level is not None:
+        conds.append(_latest_scan(_LATEST.slsa_level >= query.min_slsa_level))
+    if query.signed is not None:
+        signed = _latest_scan(_LATEST.image_signer.is_not(None))
+        conds.append(signed if query.signed else ~signed)
     match = query.match
     if match.verdict or match.sha256:
         conds.append(Asset.id.in_(select(Artifact.asset_id).where(*match.conditions())))
     elif match.family:
         conds.append(Asset.id.in_(select(AssetLibrary.asset_id).where(*match.summary_conditions())))
     return conds
+
+
+#: the latest scan inside filters (aliased: the asset list also joins `Scan` itself)
+_LATEST = aliased(Scan)
+
+
+def _latest_scan(condition: ColumnElement[bool]) -> ColumnElement[bool]:
+    # correlated on the primary key: one index probe per asset, never a pass over history
+    return exists().where(_LATEST.id == Asset.latest_scan_id, condition)
 
 
 def list_assets(
@@ -218,12 +235,9 @@ def where_used(
     plain rows (building ORM objects for thousands of files would dominate the answer time).
     """
     holder: InstrumentedAttribute[int]
-    if match.sha256:
+    if match.sha256 or match.verdict or not match.family:
         holder = Artifact.asset_id
-        conds: list[ColumnElement[bool]] = [
-            Artifact.is_current.expression,
-            Artifact.sha256 == match.sha256,
-        ]
+        conds: list[ColumnElement[bool]] = match.conditions()
     else:
         holder = AssetLibrary.asset_id
         conds = match.summary_conditions()

@@ -1,0 +1,146 @@
+"""``/api/v1/trust-policy`` and ``/api/v1/catalogs``: the trust policy (versioned) and the signed
+reference catalogs that give stored GPU library files their provenance verdicts."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+
+from app.domain import catalogs
+from app.errors import AppError
+from app.http.api.assets import Limit, Offset
+from app.http.body import read_limited
+from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
+from app.http.schemas import (
+    CatalogImportOut,
+    CatalogPage,
+    ErrorResponse,
+    PolicyChangeOut,
+    TrustPolicyOut,
+    TrustPolicyPage,
+)
+from app.storage.base import utcnow
+
+router = APIRouter(tags=["provenance"])
+
+POLICY_TYPES = (
+    "application/yaml",
+    "application/x-yaml",
+    "text/yaml",
+    "text/x-yaml",
+    "text/plain",
+    "application/json",
+)
+CATALOG_TYPES = ("application/json", "+json")
+
+
+async def _policy_body(request: Request) -> bytes:
+    return await read_limited(request, catalogs.MAX_POLICY_BYTES, POLICY_TYPES, "a trust policy")
+
+
+async def _catalog_body(request: Request, settings: SettingsDep) -> bytes:
+    raw = await read_limited(request, settings.max_report_bytes, CATALOG_TYPES, "a catalog")
+    if not raw:
+        raise AppError("the request body is empty; send the signed catalog JSON", 422)
+    return raw
+
+
+PolicyBody = Annotated[bytes, Depends(_policy_body)]
+CatalogBody = Annotated[bytes, Depends(_catalog_body)]
+
+
+def _errors(*pairs: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
+    return {code: {"model": ErrorResponse, "description": text} for code, text in pairs}
+
+
+def _body(media_types: tuple[str, ...], example: str) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {t: {"schema": {"type": "string"}, "example": example} for t in media_types},
+        }
+    }
+
+
+@router.put(
+    "/trust-policy",
+    status_code=201,
+    response_model=PolicyChangeOut,
+    responses=_errors(
+        (413, "larger than 1 MiB"),
+        (415, "not a YAML media type"),
+        (422, "not a valid trust policy; the message says why"),
+    ),
+    openapi_extra=_body(
+        ("application/yaml",), "version: 1\nsigners:\n  - name: nvidia\n    key_pem: |\n ..."
+    ),
+    summary="Store a new trust policy version (YAML)",
+)
+def put_trust_policy(
+    principal: Admin, document: PolicyBody, session: WriteSessionDep
+) -> dict[str, Any]:
+    """Check the policy as the scanner would (keys and roots inline), store it as the next
+    version, verify every stored catalog again under it and re-evaluate stored verdicts."""
+    return catalogs.put_policy(session, document, principal, utcnow())
+
+
+@router.get(
+    "/trust-policy",
+    response_model=TrustPolicyOut,
+    responses=_errors((404, "no trust policy stored yet")),
+)
+def get_trust_policy(_: Admin, session: SessionDep) -> dict[str, Any]:
+    """The current trust policy, with its version."""
+    return catalogs.current_policy(session)
+
+
+@router.get("/trust-policy/history", response_model=TrustPolicyPage)
+def trust_policy_history(
+    _: Admin, session: SessionDep, limit: Limit = 100, offset: Offset = 0
+) -> dict[str, Any]:
+    """Every trust policy version, newest first."""
+    return catalogs.policy_history(session, limit, offset)
+
+
+@router.post(
+    "/catalogs",
+    status_code=201,
+    response_model=CatalogImportOut,
+    responses={
+        200: {"model": CatalogImportOut, "description": "these bytes were imported before"},
+        **_errors(
+            (409, "no trust policy stored"),
+            (413, "larger than the report size limit"),
+            (415, "not JSON"),
+            (422, "signature or signer not trusted, or not a catalog: the message says why"),
+        ),
+    },
+    openapi_extra=_body(("application/json",), '{"payloadType": "application/vnd.in-toto+json"}'),
+    summary="Import a signed reference catalog (DSSE envelope or Sigstore bundle)",
+)
+def post_catalog(
+    principal: Admin,
+    raw: CatalogBody,
+    session: WriteSessionDep,
+    response: Response,
+    name: Annotated[
+        str | None,
+        Query(max_length=200, description="name when the catalog's predicate has none"),
+    ] = None,
+) -> dict[str, Any]:
+    """Verify the catalog against the current trust policy (nothing is stored when it is not
+    trusted), store it, and fold it into every stored file's provenance verdict."""
+    result = catalogs.import_catalog(session, raw, name, principal, utcnow())
+    response.status_code = 201 if result.created else 200
+    response.headers["Location"] = "/api/v1/catalogs"
+    reevaluation = result.reevaluation.as_dict() if result.reevaluation else None
+    return {**result.catalog, "created": result.created, "reevaluation": reevaluation}
+
+
+@router.get("/catalogs", response_model=CatalogPage)
+def list_catalogs(
+    _: InventoryReader, session: SessionDep, limit: Limit = 100, offset: Offset = 0
+) -> dict[str, Any]:
+    """The stored catalogs in import order (the order verdicts consult them in)."""
+    return catalogs.list_catalogs(session, limit, offset)
