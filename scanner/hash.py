@@ -55,6 +55,33 @@ def hash_file(path: str, *, md5: bool = False) -> Digests:
     return Digests(size=size, sha256=Sha256(sha.hexdigest()), md5=m.hexdigest() if m else None)
 
 
+def hash_region(path: str, offset: int, size: int, *, md5: bool = False) -> Digests:
+    """Hash ``size`` bytes at ``offset`` of a regular file (a member inside an archive)."""
+    sha = hashlib.sha256()
+    m = hashlib.md5(usedforsecurity=False) if md5 else None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise HashError(f"{path}: cannot open for hashing: {e.strerror}") from e
+    try:
+        buf = bytearray(CHUNK)
+        view = memoryview(buf)
+        pos, end = offset, offset + size
+        while pos < end:
+            n = os.preadv(fd, [view[: min(CHUNK, end - pos)]], pos)
+            if n == 0:
+                raise HashError(f"{path}: ends {end - pos} bytes before the member's end")
+            sha.update(view[:n])
+            if m is not None:
+                m.update(view[:n])
+            pos += n
+    except OSError as e:
+        raise HashError(f"{path}: read failed while hashing: {e.strerror}") from e
+    finally:
+        os.close(fd)
+    return Digests(size=size, sha256=Sha256(sha.hexdigest()), md5=m.hexdigest() if m else None)
+
+
 def hash_stream(stream: IO[bytes], size: int, *, md5: bool = False) -> Digests:
     """Hash exactly ``size`` bytes of a stream (fewer means a truncated entry)."""
     sha = hashlib.sha256()

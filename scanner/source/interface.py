@@ -17,8 +17,10 @@ from scanner.model import AssetInfo, Candidate, FileFacts, NodeKind, OciDigest, 
 #: Supplied by the pipeline (hash + ELF analysis) so sources never import later stages.
 ContentProbe = Callable[[str, IO[bytes], int], FileFacts]
 #: Like `ContentProbe`, for bytes that also lie verbatim in a regular file at (path, offset):
-#: the probe may read them there (random access) instead of copying the stream aside.
-LocatedProbe = Callable[[str, IO[bytes], int, tuple[str, int]], FileFacts]
+#: the probe may read them there (random access) instead of copying the stream aside, and may
+#: answer later: a callable returning the facts, which the source calls at the layer's end
+#: (the stream then skips the bytes; the layer digest still covers them).
+LocatedProbe = Callable[[str, IO[bytes], int, tuple[str, int]], FileFacts | Callable[[], FileFacts]]
 
 
 @dataclass(frozen=True, slots=True)

@@ -484,6 +484,7 @@ class _TarParser:
     ) -> None:
         self.out = out
         self.origin = origin  # set only for uncompressed layers stored in a regular file
+        self.deferred: dict[str, Callable[[], FileFacts]] = {}
         self.selector = selector
         self.budget = budget
         self.limits = budget.limits
@@ -654,6 +655,7 @@ class _TarParser:
         if out.entries and out.entries[-1][0] == path:
             out.entries.pop()
         out.facts.pop(path, None)
+        self.deferred.pop(path, None)
         out.metadata.pop(path, None)
         if out.candidates and out.candidates[-1] == path:
             out.candidates.pop()
@@ -754,7 +756,13 @@ class _TarParser:
                 at = (self.origin[0], self.origin[1] + buf.tell())
             reader = _MemberReader(buf, size, path)
             if at is not None and selector.probe_at is not None:
-                facts = selector.probe_at(path, cast(IO[bytes], reader), size, at)
+                located = selector.probe_at(path, cast(IO[bytes], reader), size, at)
+                if callable(located):
+                    # The probe reads the bytes where they lie, on another thread; the
+                    # stream skips them (the layer digest still covers them).
+                    self.deferred[path] = located
+                    return reader.consumed
+                facts = located
             else:
                 facts = selector.probe(path, cast(IO[bytes], reader), size)
             if reader.error is not None:
@@ -801,7 +809,8 @@ def read_layer(
         buf = io.BufferedReader(expander, buffer_size=_CHUNK)
         try:
             origin = spec.origin if compression == "tar" else None
-            _TarParser(out, selector, budget, label, origin).run(buf)
+            parser = _TarParser(out, selector, budget, label, origin)
+            parser.run(buf)
         except _Corrupt as e:
             out.corrupt = str(e)
         except OSError as e:
@@ -832,6 +841,9 @@ def read_layer(
             out.skipped.append(
                 Skipped(str(spec.digest), "diff_id not verified: the layer is damaged", "source")
             )
+        for path, resolve in parser.deferred.items():
+            if path in out.candidates:  # not dropped as damaged meanwhile
+                out.facts[path] = resolve()
     finally:
         for h in hashers:
             h.close()
