@@ -198,9 +198,11 @@ class _Walk:
             directory, dst = stack.pop()
             base = "" if directory == "/" else directory
             at_root = directory == "/"
+            mark = len(stack)
             cached = listings.lookup(directory, dst)
             if cached is not None:
                 self.replay(base, cached, at_root, device, stack)
+                _libraries_first(stack, mark)
                 continue
             plain: list[str] = []
             others: list[tuple[str, str, str | None]] = []
@@ -244,6 +246,7 @@ class _Walk:
                     self.skip(directory, f"directory listing failed: {e.strerror or e}")
             if complete:
                 listings.store(directory, dst, plain, others)
+            _libraries_first(stack, mark)
 
     def replay(
         self,
@@ -374,6 +377,42 @@ class _Walk:
             reference=self.source.reference,
             machine_id=self.small_file("/etc/machine-id"),
         )
+
+
+_LIBRARY_DIRS = frozenset(
+    {
+        "usr",
+        "opt",
+        "local",
+        "lib",
+        "lib64",
+        "lib32",
+        "site-packages",
+        "dist-packages",
+        "nvidia",
+        "cudnn",
+        "targets",
+        "x86_64-linux-gnu",
+        "aarch64-linux-gnu",
+        "sbsa-linux",
+    }
+)
+
+
+def _libraries_first(stack: list[tuple[str, os.stat_result]], mark: int) -> None:
+    """Order the directories just queued so library directories are walked first.
+
+    The walk is depth-first from the end of the stack; visiting lib/, site-packages/,
+    cuda*/ and the like early lets hashing of GPU libraries start while the rest of the
+    tree is still being walked.
+    """
+    if len(stack) - mark > 1:
+
+        def likely(item: tuple[str, os.stat_result]) -> bool:
+            name = item[0].rpartition("/")[2]
+            return name in _LIBRARY_DIRS or name.startswith(("cuda", "python3", "lib"))
+
+        stack[mark:] = sorted(stack[mark:], key=likely)
 
 
 class _Listings:
