@@ -101,8 +101,9 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
     ),
     Classifier(
         family="cublas",
-        name_re=r"cublas",
-        prefixes=("cublas",),
+        # NVBLAS, the BLAS-interposing front end, ships in the same packages (libnvblas.so.12)
+        name_re=r"cublas|nvblas",
+        prefixes=("cublas", "nvblas"),
         primary="cublas",
         package_re=r"cublas",
         cuda_rule=CudaRule.OWN,

@@ -141,3 +141,13 @@ def test_metadata_paths(path: str, expected: bool) -> None:
 
 def test_detect_version_is_stable_text() -> None:
     assert re.fullmatch(r"\d+-[0-9a-f]{10}", DETECT_VERSION)
+
+
+def test_nvblas_is_part_of_cublas() -> None:
+    """libnvblas.so.12 ships in nvidia-cublas-cu12 and libcublas12 packages."""
+    from scanner.detect import classify_name, is_candidate_path
+
+    assert is_candidate_path("/site/nvidia/cublas/lib/libnvblas.so.12")
+    match = classify_name("libnvblas.so.12")
+    assert match is not None
+    assert (match.classifier.family, match.component) == ("cublas", "nvblas")
