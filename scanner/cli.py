@@ -252,6 +252,7 @@ def scan(
         if bar is not None:
             bar.stop()
 
+    text = ""
     if chosen is Format.TABLE:
         from scanner.report import render_table
 
@@ -279,8 +280,9 @@ def scan(
         from scanner.cli_agent import push_report
 
         labels = dict(item.split("=", 1) for item in (label or []) if "=" in item)
+        report = text if chosen is Format.CYCLONEDX else bom_json(result, spec_version)
         code = push_report(
-            bom_json(result, spec_version).encode(),
+            report.encode(),
             server=server,
             token_file=token_file,
             labels=labels,

@@ -87,3 +87,59 @@ def test_agent_once_scans_and_pushes(service: Service, host_root: Path, tmp_path
     assert [lib["path"] for lib in item["libraries"]] == [
         "/usr/lib/x86_64-linux-gnu/libcudnn_graph.so.9.1.0"
     ]
+
+
+def test_scan_push_spools_while_down_then_delivers_once(
+    service: Service, host_root: Path, tmp_path: Path
+) -> None:
+    """`gpuprov scan --push`: spooled (exit 3) while the service is down, delivered later."""
+    from scanner.cli import app as scan_app
+
+    token_file = tmp_path / "agent.token"
+    token_file.write_text(service.token("report:write"))
+    port = free_port()
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "GPUPROV_SPOOL": str(tmp_path / "spool")}
+    args = [
+        "scan",
+        str(host_root),
+        "-q",
+        "-f",
+        "json",
+        "-o",
+        str(tmp_path / "r.json"),
+        "--push",
+        "--server",
+        f"http://127.0.0.1:{port}",
+        "--token-file",
+        str(token_file),
+        "--label",
+        "env=ci",
+    ]
+    down = CliRunner().invoke(scan_app, args, env=env)
+    assert down.exit_code == 3, down.output
+    assert "spool" in down.output
+    assert len(list((tmp_path / "spool").glob("*.meta.json"))) == 1  # one report spooled
+    app = typer.Typer()
+    cli_agent.register(app)
+    with LiveServer(service.settings, port):
+        up = CliRunner().invoke(
+            app,
+            [
+                "push",
+                "--spool",
+                "--server",
+                f"http://127.0.0.1:{port}",
+                "--token-file",
+                str(token_file),
+                "--retries",
+                "0",
+            ],
+            env=env,
+        )
+        assert up.exit_code == 0, up.output
+        again = CliRunner().invoke(scan_app, args, env=env)
+        assert again.exit_code == 0, again.output
+    reader = service.token("inventory:read")
+    assets = service.client.get("/api/v1/assets", headers=auth(reader)).json()
+    assert assets["total"] == 1
+    assert assets["items"][0]["labels"] == {"env": "ci"}
