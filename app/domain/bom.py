@@ -486,9 +486,9 @@ def _purl_qualifier(purl: str | None, key: str) -> str | None:
     return values[0] if values else None
 
 
-def _bounded(value: str | None, limit: int, what: str, pointer: str) -> str | None:
+def _bounded(value: str | None, limit: int, what: str, path: Sequence[str | int]) -> str | None:
     if value is not None and len(value) > limit:
-        _fail(f"{what} is longer than {limit} characters", [(pointer, "too long")])
+        _fail(f"{what} is longer than {limit} characters", [(_pointer(path), "too long")])
     return value
 
 
@@ -505,7 +505,7 @@ def _libraries(
         ctype = component.get("type")
         purl = component.get("purl") if isinstance(component.get("purl"), str) else None
         if v.LIBRARY_FAMILY in props:
-            files.append(_vocabulary_file(component, props, _pointer(path)))
+            files.append(_vocabulary_file(component, props, path))
             continue
         if ctype == "file":
             found = recognize_file(name)
@@ -574,57 +574,63 @@ def _layer(value: str | None) -> str | None:
 
 
 def _vocabulary_file(
-    component: Mapping[str, Any], props: Mapping[str, list[str]], pointer: str
+    component: Mapping[str, Any], props: Mapping[str, list[str]], where: tuple[str | int, ...]
 ) -> ReportLibrary:
     name = str(component.get("name") or "")
-    where = f"{pointer} ({name!r})"
+
+    def fail(message: str, field: str, detail: str) -> NoReturn:
+        # the pointer is spelled out only for a refused component: this runs for every file
+        pointer = _pointer(where)
+        _fail(f"{pointer} ({name!r}): {message}", [(f"{pointer}/{field}", detail)])
+
     family = _first(props, v.LIBRARY_FAMILY) or ""
     if not _FAMILY.match(family):
-        _fail(
-            f"{where}: {v.LIBRARY_FAMILY} {family[:80]!r} is not a library family name",
-            [(pointer + "/properties", "bad family")],
+        fail(
+            f"{v.LIBRARY_FAMILY} {family[:80]!r} is not a library family name",
+            "properties",
+            "bad family",
         )
     sha256 = _sha256(component)
     if sha256 is None:
-        _fail(
-            f"{where}: a GPU library file component must carry a SHA-256 hash",
-            [(pointer + "/hashes", "no SHA-256 hash")],
-        )
+        fail("a GPU library file component must carry a SHA-256 hash", "hashes", "no SHA-256 hash")
     integrity = _first(props, v.INTEGRITY)
     if integrity is not None and integrity not in v.INTEGRITY_VALUES:
-        _fail(
-            f"{where}: {v.INTEGRITY} must be one of {', '.join(v.INTEGRITY_VALUES)}",
-            [(pointer + "/properties", f"bad integrity {integrity[:40]!r}")],
+        fail(
+            f"{v.INTEGRITY} must be one of {', '.join(v.INTEGRITY_VALUES)}",
+            "properties",
+            f"bad integrity {integrity[:40]!r}",
         )
     provenance = _first(props, v.PROVENANCE)
     if provenance is not None and provenance not in v.PROVENANCE_VALUES:
-        _fail(
-            f"{where}: {v.PROVENANCE} must be one of {', '.join(v.PROVENANCE_VALUES)}",
-            [(pointer + "/properties", f"bad provenance {provenance[:40]!r}")],
+        fail(
+            f"{v.PROVENANCE} must be one of {', '.join(v.PROVENANCE_VALUES)}",
+            "properties",
+            f"bad provenance {provenance[:40]!r}",
         )
     cuda_text = _first(props, v.LIBRARY_CUDA_MAJOR)
     cuda_major = None
     if cuda_text is not None:
         if not cuda_text.isdigit() or len(cuda_text) > 3:
-            _fail(
-                f"{where}: {v.LIBRARY_CUDA_MAJOR} must be an integer",
-                [(pointer + "/properties", f"bad CUDA major {cuda_text[:20]!r}")],
+            fail(
+                f"{v.LIBRARY_CUDA_MAJOR} must be an integer",
+                "properties",
+                f"bad CUDA major {cuda_text[:20]!r}",
             )
         cuda_major = int(cuda_text)
     path = _first(props, v.FILE_PATH) or name
-    props_pointer = pointer + "/properties"
+    props_path = (*where, "properties")
     aliases = _first(props, v.FILE_ALIASES)
     return ReportLibrary(
         kind="file",
         name=path.rsplit("/", 1)[-1] or name,
         path=path,
         family=family,
-        component=_bounded(_first(props, v.LIBRARY_COMPONENT), 128, "component", props_pointer),
+        component=_bounded(_first(props, v.LIBRARY_COMPONENT), 128, "component", props_path),
         version=normalize_version(
-            _bounded(_first(props, v.LIBRARY_VERSION), 128, "version", props_pointer)
+            _bounded(_first(props, v.LIBRARY_VERSION), 128, "version", props_path)
         ),
         cuda_major=cuda_major,
-        arch=_bounded(_first(props, v.LIBRARY_ARCH), 32, "arch", props_pointer),
+        arch=_bounded(_first(props, v.LIBRARY_ARCH), 32, "arch", props_path),
         sha256=sha256,
         integrity=integrity,
         integrity_reason=_first(props, v.INTEGRITY_REASON),
@@ -632,7 +638,7 @@ def _vocabulary_file(
         provenance_signer=_first(props, v.PROVENANCE_SIGNER),
         provenance_catalog=_first(props, v.PROVENANCE_CATALOG),
         provenance_reason=_first(props, v.PROVENANCE_REASON),
-        layer=_bounded(_first(props, v.LAYER), 80, "layer", props_pointer),
+        layer=_bounded(_first(props, v.LAYER), 80, "layer", props_path),
         owner_purl=_first(props, v.OWNER_PURL),
         soname=_first(props, v.LIBRARY_SONAME),
         aliases=tuple(a for a in (aliases or "").split(",") if a),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from app.errors import BadRequest, NotFound, Unauthorized
@@ -94,9 +95,9 @@ def create_token(
     return NewToken(repo.add(session, token), secret)
 
 
-def authenticate(session: Session, secret: str) -> Principal:
+def authenticate(db: Session | Connection, secret: str) -> Principal:
     """The principal of a bearer secret; raises `Unauthorized` for unknown or revoked tokens."""
-    row = repo.credentials(session, hash_secret(secret))
+    row = repo.credentials(db, hash_secret(secret))
     if row is None or row.revoked_at is not None:
         raise Unauthorized("unknown or revoked token")
     return Principal(

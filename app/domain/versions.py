@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 _PARTS = 4
 _WIDTH = 6
@@ -39,6 +40,8 @@ def _encode(parts: list[int]) -> str:
     return "".join(f"{p:0{_WIDTH}d}" for p in padded)
 
 
+# ingest asks for every file of every report, and a fleet has few distinct versions
+@lru_cache(maxsize=4096)
 def version_key(version: str | None) -> str | None:
     """The sortable key of a version, or None when it has no numeric prefix."""
     if version is None:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
-from starlette.concurrency import run_in_threadpool
 
 from app.errors import BadRequest, InvalidReport, PayloadTooLarge, UnsupportedMediaType
 from app.http.deps import SettingsDep
@@ -18,12 +17,25 @@ ACCEPTED_MEDIA_TYPES = ("application/vnd.cyclonedx+json", "application/json")
 
 @dataclass(frozen=True, slots=True)
 class ReceivedReport:
-    """The decompressed body, the media type it was sent as, and the gzip stream it came in
-    (kept as the stored copy: it decompresses to exactly ``data``)."""
+    """The body as received, the media type it was sent as, and whether it is a gzip stream
+    (then kept as the stored copy: it decompresses to exactly the report)."""
 
-    data: bytes
+    body: bytes
     media_type: str
-    gzip_data: bytes | None = None
+    gzip: bool = False
+    limit: int = 0
+
+    @property
+    def gzip_data(self) -> bytes | None:
+        """The gzip stream the report came in, if it came in one."""
+        return self.body if self.gzip else None
+
+    def decompressed(self) -> bytes:
+        """The report's bytes (blocking for a gzip body: call it off the event loop)."""
+        data = gunzip(self.body, self.limit) if self.gzip else self.body
+        if not data:
+            raise InvalidReport("the request body is empty; expected a CycloneDX JSON document")
+        return data
 
 
 def gunzip(data: bytes, limit: int) -> bytes:
@@ -43,7 +55,8 @@ def gunzip(data: bytes, limit: int) -> bytes:
 
 
 async def read_report(request: Request, settings: SettingsDep) -> ReceivedReport:
-    """Check the headers, stream the body with a size cap, and decompress it."""
+    """Check the headers and stream the body with a size cap (`ReceivedReport.decompressed`
+    then checks the decompressed size)."""
     media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if media_type not in ACCEPTED_MEDIA_TYPES:
         raise UnsupportedMediaType(
@@ -66,11 +79,8 @@ async def read_report(request: Request, settings: SettingsDep) -> ReceivedReport
         if size > limit:
             raise PayloadTooLarge(f"the report is larger than the limit of {limit} bytes")
         chunks.append(chunk)
-    body = b"".join(chunks)
-    data = await run_in_threadpool(gunzip, body, limit) if encoding == "gzip" else body
-    if not data:
-        raise InvalidReport("the request body is empty; expected a CycloneDX JSON document")
-    return ReceivedReport(data, media_type, body if encoding == "gzip" else None)
+    # decompressed by the endpoint, in the worker thread it runs in anyway
+    return ReceivedReport(b"".join(chunks), media_type, encoding == "gzip", limit)
 
 
 ReportBody = Annotated[ReceivedReport, Depends(read_report)]

@@ -86,8 +86,8 @@ def current_principal(
     """The caller of the request, from its bearer token (401 without a valid one)."""
     if credentials is None or not credentials.credentials:
         raise Unauthorized()
-    with db.session() as session:
-        principal = authenticate(session, credentials.credentials)
+    with db.lookup() as conn:
+        principal = authenticate(conn, credentials.credentials)
     now = utcnow()
     if use_is_due(principal, now):
         try:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
@@ -82,6 +82,17 @@ class Database:
         """A session whose transaction commits on success and rolls back on error."""
         with self.session(write=write) as session, session.begin():
             yield session
+
+    @contextmanager
+    def lookup(self) -> Iterator[Connection]:
+        """A connection for a single read, outside any transaction on PostgreSQL: a lookup made
+        on every request then costs one round trip instead of three (BEGIN, query, ROLLBACK),
+        and no ROLLBACK discards the connection's prepared statements."""
+        with self.engine.connect() as conn:
+            # SQLite keeps its own BEGIN recipe (_configure_sqlite): AUTOCOMMIT would undo it
+            if not self.settings.is_sqlite:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
 
     def dispose(self) -> None:
         """Close every pooled connection."""

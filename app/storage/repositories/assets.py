@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import delete, insert, update
+from sqlalchemy import Insert, Update, bindparam, delete, insert, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -31,18 +32,31 @@ def upsert_locked(session: Session, values: Mapping[str, Any]) -> LockedAsset:
     One statement either way: ``ON CONFLICT DO UPDATE`` takes the row lock on PostgreSQL (SQLite
     write transactions hold the database lock already), so reports for one asset serialize here.
     """
-    module: Any = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    statement = module.insert(Asset).values(**values)
-    statement = statement.on_conflict_do_update(
-        index_elements=["kind", "identity"], set_={"kind": statement.excluded.kind}
-    ).returning(Asset.id, Asset.name, Asset.latest_scan_id, Asset.latest_scanned_at)
-    row = session.connection().execute(statement).one()
+    conn = session.connection()
+    row = conn.execute(_upsert(conn.dialect.name), dict(values)).one()
     return LockedAsset(row[0], row[1], row[2], row[3])
+
+
+@cache
+def _upsert(dialect: str) -> Insert:
+    # built once per dialect; the values come as parameters, so every report reuses its
+    # compiled form
+    module: Any = postgresql if dialect == "postgresql" else sqlite
+    asset = table(Asset)
+    statement = module.insert(asset)
+    upsert: Insert = statement.on_conflict_do_update(
+        index_elements=["kind", "identity"], set_={"kind": statement.excluded.kind}
+    ).returning(asset.c.id, asset.c.name, asset.c.latest_scan_id, asset.c.latest_scanned_at)
+    return upsert
+
+
+_SET_LATEST: Update = update(table(Asset)).where(table(Asset).c.id == bindparam("locked_asset_id"))
 
 
 def set_latest(session: Session, asset_id: int, values: Mapping[str, Any]) -> None:
     """Point the asset at its new latest scan and refresh what the report said about it."""
-    session.connection().execute(update(Asset).where(Asset.id == asset_id).values(**values))
+    # the SET clause follows the parameters' keys
+    session.connection().execute(_SET_LATEST, {"locked_asset_id": asset_id, **values})
 
 
 def replace_labels(

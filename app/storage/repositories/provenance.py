@@ -27,6 +27,17 @@ from app.storage.tables import Artifact, CatalogEntryRow, ReferenceCatalog, Trus
 #: PostgreSQL advisory lock key guarding the provenance inputs ("gprv")
 _LOCK_KEY = 0x67707276
 _BATCH = 1000
+_EXCLUSIVE = text("SELECT pg_advisory_xact_lock(:key)")
+_SHARED = text("SELECT pg_advisory_xact_lock_shared(:key)")
+_POLICY_DIGEST = (
+    select(TrustPolicyVersion.content_sha256).order_by(TrustPolicyVersion.version.desc()).limit(1)
+)
+_CATALOG_STATE = select(
+    ReferenceCatalog.id,
+    ReferenceCatalog.content_sha256,
+    ReferenceCatalog.active,
+    _POLICY_DIGEST.scalar_subquery(),
+).order_by(ReferenceCatalog.id)
 
 
 def lock(session: Session, *, exclusive: bool) -> None:
@@ -37,10 +48,10 @@ def lock(session: Session, *, exclusive: bool) -> None:
     commit verdicts computed from catalogs that are being replaced. SQLite needs nothing: its
     write transactions already run one at a time.
     """
-    if session.get_bind().dialect.name != "postgresql":
+    conn = session.connection()
+    if conn.dialect.name != "postgresql":
         return
-    function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
-    session.execute(text(f"SELECT {function}(:key)"), {"key": _LOCK_KEY})
+    conn.execute(_EXCLUSIVE if exclusive else _SHARED, {"key": _LOCK_KEY})
 
 
 def latest_policy(session: Session) -> TrustPolicyVersion | None:
@@ -76,19 +87,11 @@ def policy_history(
 def catalog_state(session: Session) -> tuple[object, ...] | None:
     """What decides the set of trusted entries: the policy's digest and each catalog's id,
     digest and status. None when no catalog was ever imported."""
-    catalogs = session.execute(
-        select(
-            ReferenceCatalog.id, ReferenceCatalog.content_sha256, ReferenceCatalog.active
-        ).order_by(ReferenceCatalog.id)
-    ).all()
+    # one plain Core statement on the session's connection: it runs on every ingest
+    catalogs = session.connection().execute(_CATALOG_STATE).all()
     if not catalogs:
         return None
-    policy = session.scalar(
-        select(TrustPolicyVersion.content_sha256)
-        .order_by(TrustPolicyVersion.version.desc())
-        .limit(1)
-    )
-    return (policy, *(tuple(row) for row in catalogs))
+    return (catalogs[0][3], *(tuple(row[:3]) for row in catalogs))
 
 
 def catalog_by_sha256(session: Session, content_sha256: str) -> ReferenceCatalog | None:

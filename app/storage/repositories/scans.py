@@ -1,15 +1,33 @@
 """Queries that write and read scans, raw BOMs, packages, artifacts and current summaries.
 
-Bulk rows go through Core table inserts (one executemany each), not the ORM unit of work.
+Bulk rows go through Core, not the ORM unit of work: on PostgreSQL one ``COPY`` per table (a
+third of the client CPU of an executemany, and one command for the server), elsewhere one
+executemany. The per-report statements are built once per dialect and take their values as
+parameters, so each report reuses their compiled form instead of building a new statement.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import (
+    JSON,
+    Connection,
+    Delete,
+    Insert,
+    Table,
+    Update,
+    bindparam,
+    delete,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from app.storage.base import table
@@ -32,16 +50,36 @@ def by_id(session: Session, scan_id: int) -> Scan | None:
     return session.get(Scan, scan_id)
 
 
+@cache
+def _insert_scan(dialect: str) -> Insert:
+    module: Any = postgresql if dialect == "postgresql" else sqlite
+    scan = table(Scan)
+    statement: Insert = (
+        module.insert(scan)
+        .on_conflict_do_nothing(index_elements=["dedup_key"])
+        .returning(scan.c.id)
+    )
+    return statement
+
+
+_RAW_INSERT = insert(table(RawBom))
+_PACKAGE_INSERT = insert(table(Package))
+_ARTIFACT_INSERT = insert(table(Artifact))
+_SUMMARY_INSERT = insert(table(AssetLibrary))
+_RETIRE: Update = (
+    update(table(Artifact))
+    .where(table(Artifact).c.scan_id == bindparam("retired_scan_id"), table(Artifact).c.is_current)
+    .values(is_current=False)
+)
+_SUMMARY_DELETE: Delete = delete(table(AssetLibrary)).where(
+    table(AssetLibrary).c.asset_id == bindparam("summary_asset_id")
+)
+
+
 def insert_if_new(session: Session, values: Mapping[str, Any]) -> int | None:
     """Insert a scan and return its id, or None when its dedup key is already stored."""
-    module: Any = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
-    statement = (
-        module.insert(Scan)
-        .values(**values)
-        .on_conflict_do_nothing(index_elements=["dedup_key"])
-        .returning(Scan.id)
-    )
-    scan_id = _core(session).execute(statement).scalar_one_or_none()
+    conn = _core(session)
+    scan_id = conn.execute(_insert_scan(conn.dialect.name), dict(values)).scalar_one_or_none()
     return int(scan_id) if scan_id is not None else None
 
 
@@ -53,30 +91,62 @@ def add_contents(
 ) -> None:
     """Insert a scan's raw BOM, packages and artifacts in bulk."""
     conn = _core(session)
-    conn.execute(insert(table(RawBom)), [raw])
+    conn.execute(_RAW_INSERT, dict(raw))
     if packages:
-        conn.execute(insert(table(Package)), list(packages))
+        _bulk_insert(conn, _PACKAGE_INSERT, packages)
     if artifacts:
-        conn.execute(insert(table(Artifact)), list(artifacts))
+        _bulk_insert(conn, _ARTIFACT_INSERT, artifacts)
+
+
+def _bulk_insert(conn: Connection, statement: Insert, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Insert rows that all have the same keys: COPY on PostgreSQL, else an executemany."""
+    if conn.dialect.name != "postgresql":
+        conn.execute(statement, list(rows))
+        return
+    target = statement.table
+    assert isinstance(target, Table)
+    columns = tuple(rows[0])
+    copy_sql, as_json = _copy_plan(target, columns, conn.dialect.identifier_preparer)
+    dbapi = conn.dialect.loaded_dbapi
+    # the driver connection is the one the transaction runs on: the rows join it
+    driver: Any = conn.connection.dbapi_connection
+    try:
+        with driver.cursor() as cursor, cursor.copy(copy_sql) as copy:
+            for row in rows:
+                # JSON columns get the text an INSERT through the column type would store
+                copy.write_row(
+                    [
+                        json.dumps(row[c]) if j else row[c]
+                        for c, j in zip(columns, as_json, strict=True)
+                    ]
+                )
+    except dbapi.Error as e:  # raised as SQLAlchemy raises driver errors (503 mapping, rollback)
+        raise DBAPIError.instance(copy_sql, None, e, dbapi.Error) from e
+
+
+@cache
+def _copy_plan(
+    target: Table, columns: tuple[str, ...], preparer: Any
+) -> tuple[str, tuple[bool, ...]]:
+    names = ", ".join(preparer.quote(c) for c in columns)
+    as_json = tuple(isinstance(target.c[c].type, JSON) for c in columns)
+    return f"COPY {preparer.quote(target.name)} ({names}) FROM STDIN", as_json
 
 
 def retire_current(session: Session, scan_id: int) -> None:
     """The scan is no longer its asset's latest: drop its artifacts from current state."""
-    _core(session).execute(
-        update(table(Artifact))
-        .where(Artifact.scan_id == scan_id, Artifact.is_current)
-        .values(is_current=False)
-    )
+    _core(session).execute(_RETIRE, {"retired_scan_id": scan_id})
 
 
 def replace_summary(
     session: Session, asset_id: int, rows: Sequence[Mapping[str, Any]], *, replace: bool = True
 ) -> None:
     """Replace the asset's current-state summary rows (``replace=False``: it has none yet)."""
+    conn = _core(session)
     if replace:
-        _core(session).execute(delete(AssetLibrary).where(AssetLibrary.asset_id == asset_id))
+        conn.execute(_SUMMARY_DELETE, {"summary_asset_id": asset_id})
     if rows:
-        _core(session).execute(insert(table(AssetLibrary)), list(rows))
+        _bulk_insert(conn, _SUMMARY_INSERT, rows)
 
 
 def raw_bom(session: Session, scan_id: int) -> RawBom | None:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Connection, Row, bindparam, select, update
 from sqlalchemy.orm import Session
 
 from app.storage.tables import ApiToken
@@ -17,19 +17,25 @@ def by_hash(session: Session, token_hash: str) -> ApiToken | None:
     return session.scalars(select(ApiToken).where(ApiToken.token_hash == token_hash)).first()
 
 
-def credentials(session: Session, token_hash: str) -> Row[int, str, Any, Any, Any, Any] | None:
+_CREDENTIALS = select(
+    ApiToken.id,
+    ApiToken.name,
+    ApiToken.scopes,
+    ApiToken.asset_patterns,
+    ApiToken.last_used_at,
+    ApiToken.revoked_at,
+).where(ApiToken.token_hash == bindparam("token_hash"))
+
+
+def credentials(
+    db: Session | Connection, token_hash: str
+) -> Row[int, str, Any, Any, Any, Any] | None:
     """(id, name, scopes, asset patterns, last use, revocation) of the token with this hash,
-    read as one plain row: it runs on every request."""
-    return session.execute(
-        select(
-            ApiToken.id,
-            ApiToken.name,
-            ApiToken.scopes,
-            ApiToken.asset_patterns,
-            ApiToken.last_used_at,
-            ApiToken.revoked_at,
-        ).where(ApiToken.token_hash == token_hash)
+    read as one plain row by a statement built once: it runs on every request."""
+    row: Row[int, str, Any, Any, Any, Any] | None = db.execute(
+        _CREDENTIALS, {"token_hash": token_hash}
     ).first()
+    return row
 
 
 def by_id(session: Session, token_id: int) -> ApiToken | None:
