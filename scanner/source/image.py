@@ -616,7 +616,23 @@ class _ImageSource:
         )
 
 
-class OciLayoutSource(_ImageSource):
+class _OciSource(_ImageSource):
+    """An OCI image layout, in a directory or an archive: `plan` reads its index."""
+
+    tag: str | None
+    _store: _Store
+
+    def plan(self) -> ImagePlan:
+        return load_oci(
+            self._store,
+            tag=self.tag,
+            platform=self.platform,
+            stem=_stem(self.path),
+            label=self.path,
+        )
+
+
+class OciLayoutSource(_OciSource):
     """``oci:DIR[:TAG]``: an OCI image layout directory."""
 
     def __init__(self, path: str | Path, tag: str | None = None, **kwargs: Any) -> None:
@@ -628,17 +644,8 @@ class OciLayoutSource(_ImageSource):
         if not self._store.has("oci-layout"):
             raise SourceError(f"{self.path}: not an OCI image layout (no oci-layout file)")
 
-    def plan(self) -> ImagePlan:
-        return load_oci(
-            self._store,
-            tag=self.tag,
-            platform=self.platform,
-            stem=_stem(self.path),
-            label=self.path,
-        )
 
-
-class OciArchiveSource(_ImageSource):
+class OciArchiveSource(_OciSource):
     """``oci-archive:FILE[:TAG]``: an OCI image layout inside a tar file."""
 
     def __init__(self, path: str | Path, tag: str | None = None, **kwargs: Any) -> None:
@@ -647,15 +654,6 @@ class OciArchiveSource(_ImageSource):
         self._store = _TarStore(self.path)
         if not self._store.has("oci-layout") and not self._store.has("index.json"):
             raise SourceError(f"{self.path}: not an OCI archive (no oci-layout or index.json)")
-
-    def plan(self) -> ImagePlan:
-        return load_oci(
-            self._store,
-            tag=self.tag,
-            platform=self.platform,
-            stem=_stem(self.path),
-            label=self.path,
-        )
 
 
 class DockerArchiveSource(_ImageSource):
