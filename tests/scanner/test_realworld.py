@@ -190,10 +190,9 @@ def _toolkits() -> list[Path]:
     return sorted(p for p in found if re.fullmatch(r"cuda-\d+\.\d+", p.name))
 
 
+@pytest.mark.skipif(not _toolkits(), reason="no CUDA toolkit under /usr/local/cuda-X.Y")
 def test_local_cuda_toolkits() -> None:
     toolkits = _toolkits()
-    if not toolkits:
-        pytest.skip("no CUDA toolkit under /usr/local/cuda-X.Y on this machine")
     result = run_scan("/", ScanOptions(use_cache=False, include=tuple(map(str, toolkits))))
     for toolkit in toolkits:
         major = int(toolkit.name.removeprefix("cuda-").split(".")[0])
