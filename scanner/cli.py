@@ -139,6 +139,10 @@ def scan(
         str | None,
         typer.Option("--max-size", help="Refuse images expanding past this size (e.g. 64G)."),
     ] = None,
+    max_layer_size: Annotated[
+        str | None,
+        typer.Option("--max-layer-size", help="Refuse a layer expanding past this size (16G)."),
+    ] = None,
     workers: Annotated[
         int, typer.Option("--workers", help="Hashing threads (0: one per CPU).")
     ] = 0,
@@ -235,6 +239,7 @@ def scan(
                 workers=workers,
                 max_ratio=max_ratio,
                 max_total_bytes=total,
+                max_layer_bytes=_parse_size(max_layer_size),
                 progress=progress,
                 trust=TrustInputs(
                     trust=trust,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from scanner import __version__
-from scanner.errors import DetectError, HashError, SourceError
+from scanner.errors import DetectError, HashError, SourceError, UsageError
 from scanner.hash import HostFactsCache, SpoolingHasher, hash_file, hash_region
 from scanner.model import (
     AssetKind,
@@ -37,6 +37,7 @@ from scanner.verify.inputs import TrustInputs
 from scanner.verify.integrity import integrity_verdict
 
 if TYPE_CHECKING:
+    from scanner.source import Limits
     from scanner.source.registry import RegistryOptions
     from scanner.verify.trust import TrustPolicy
 
@@ -64,6 +65,7 @@ class ScanOptions:
     workers: int = 0  # 0 -> os.cpu_count()
     max_ratio: float | None = None
     max_total_bytes: int | None = None
+    max_layer_bytes: int | None = None
     progress: ProgressFn | None = field(default=None, compare=False)
     trust: TrustInputs = field(default_factory=TrustInputs)
     registry: RegistryOptions | None = None
@@ -293,7 +295,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         find_mixed_cudnn,
         identify,
     )
-    from scanner.source import Limits, open_source
+    from scanner.source import open_source
     from scanner.source.layers import symlink_loops
 
     options = options or ScanOptions()
@@ -301,11 +303,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     # Trust material is checked before any work: a catalog that does not verify stops here.
     policy, catalogs = _load_trust(options.trust)
     t0 = time.perf_counter()
-    limits = Limits()
-    if options.max_ratio is not None:
-        limits = replace(limits, max_ratio=options.max_ratio)
-    if options.max_total_bytes is not None:
-        limits = replace(limits, max_image_bytes=options.max_total_bytes)
+    limits = _limits(options)
     source = open_source(
         target,
         cache_dir=options.resolved_cache_dir() / "layers",
@@ -451,6 +449,23 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         stats=stats,
         image_trust=image_trust,
     )
+
+
+def _limits(options: ScanOptions) -> Limits:
+    """The scan's `Limits`: the defaults, with what the options override; UsageError if bad."""
+    from scanner.source import Limits
+
+    overrides: dict[str, float | int] = {}
+    if options.max_ratio is not None:
+        overrides["max_ratio"] = options.max_ratio
+    if options.max_total_bytes is not None:
+        overrides["max_image_bytes"] = options.max_total_bytes
+    if options.max_layer_bytes is not None:
+        overrides["max_layer_bytes"] = options.max_layer_bytes
+    try:
+        return Limits(**overrides)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise UsageError(f"{e} (--max-ratio, --max-size and --max-layer-size must be > 0)") from e
 
 
 def _load_trust(inputs: TrustInputs) -> tuple[TrustPolicy | None, list[Any]]:

@@ -21,7 +21,8 @@ from scanner.model import FileFacts, NodeKind, OciDigest, Skipped
 from scanner.source.interface import Selector
 from scanner.source.layers import Entry, LayerYield
 
-SCHEMA = 1
+#: 2: the yield carries what the limits are checked against (compression, tar entries, ...).
+SCHEMA = 2
 _MAGIC = b"gpuprov-layer-cache\n"
 _KINDS = {k.value: k for k in NodeKind}
 
@@ -169,6 +170,9 @@ def _encode(layer: LayerYield) -> bytes:
         "skipped": [[s.path, s.reason, s.stage] for s in layer.skipped],
         "compressed": layer.compressed_bytes,
         "expanded": layer.expanded_bytes,
+        "compression": layer.compression,
+        "tar_entries": layer.tar_entries,
+        "largest_header": layer.largest_header,
     }
     head = json.dumps(header, separators=(",", ":")).encode()
     parts = [_MAGIC, len(head).to_bytes(8, "big"), head, *(data for _, data in metadata)]
@@ -208,4 +212,13 @@ def _decode(raw: bytes, digest: OciDigest) -> LayerYield:
         skipped=[Skipped(p, r, s) for p, r, s in header["skipped"]],
         compressed_bytes=int(header["compressed"]),
         expanded_bytes=int(header["expanded"]),
+        compression=_compression(header["compression"]),
+        tar_entries=int(header["tar_entries"]),
+        largest_header=int(header["largest_header"]),
     )
+
+
+def _compression(value: object) -> str:
+    if value not in ("gzip", "zstd", "tar"):
+        raise ValueError(f"unknown compression {value!r}")
+    return str(value)

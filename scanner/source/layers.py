@@ -37,23 +37,72 @@ Entry = tuple[str, NodeKind, int, int, str | None, str | None]
 class Limits:
     """Resource caps that stop hostile layers (decompression bombs, entry floods).
 
-    ``max_ratio`` caps a compressed layer's expanded size at ``max_ratio`` times its compressed
-    size plus ``ratio_slack_bytes`` (tiny layers of empty files legitimately compress well).
+    A compressed layer may expand to ``max(max_ratio * compressed size,
+    ratio_allowance_bytes)``: real layers inflate 2-10 times, a zlib stream of zeros about
+    1000 times, and the allowance keeps tiny layers of empty files legal. Every limit is
+    checked while the layer streams (a bomb is refused after a bounded amount of inflating)
+    and again on a layer taken from the cache, against the limits of *this* scan, so the
+    verdict never depends on what the cache holds (`check_cached`).
     """
 
-    max_ratio: float = 1000.0
-    ratio_slack_bytes: int = 64 * MiB
-    max_image_bytes: int = 64 * GiB  # expanded bytes across all layers read in one scan
-    max_file_bytes: int = 32 * GiB  # one tar entry
+    max_ratio: float = 100.0
+    ratio_allowance_bytes: int = 64 * MiB
+    max_layer_bytes: int = 16 * GiB  # expanded bytes of one layer (cuDNN layers: 1-3 GB)
+    max_image_bytes: int = 32 * GiB  # expanded bytes across all layers of one image
+    max_file_bytes: int = 16 * GiB  # one tar entry
     max_entries: int = 5_000_000  # tar entries across all layers of one image
     max_header_bytes: int = MiB  # pax / GNU long-name data of one entry
 
     def __post_init__(self) -> None:
-        for name in ("max_ratio", "max_image_bytes", "max_file_bytes", "max_entries"):
+        for name in (
+            "max_ratio",
+            "max_layer_bytes",
+            "max_image_bytes",
+            "max_file_bytes",
+            "max_entries",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"Limits.{name} must be positive")
-        if self.ratio_slack_bytes < 0 or self.max_header_bytes < _BLOCK:
-            raise ValueError("Limits.ratio_slack_bytes must be >= 0, max_header_bytes >= 512")
+        if self.ratio_allowance_bytes < 0 or self.max_header_bytes < _BLOCK:
+            raise ValueError("Limits.ratio_allowance_bytes must be >= 0, max_header_bytes >= 512")
+
+    def ratio_cap(self, compressed: int) -> float:
+        """Most expanded bytes a compressed layer of ``compressed`` bytes may yield."""
+        return max(compressed * self.max_ratio, self.ratio_allowance_bytes)
+
+    def check_layer(self, label: str, expanded: int, compressed: int | None) -> None:
+        """Refuse a layer past ``max_layer_bytes`` or (``compressed`` given) the ratio cap."""
+        if expanded > self.max_layer_bytes:
+            raise UnsafeArchiveError(
+                f"{label}: layer expands to more than {self.max_layer_bytes} bytes "
+                "(limit max_layer_bytes, --max-layer-size)"
+            )
+        if compressed is not None and expanded > self.ratio_cap(compressed):
+            raise UnsafeArchiveError(
+                f"{label}: expands more than {self.max_ratio:g} times its compressed size of "
+                f"{compressed} bytes (decompression bomb? limit max_ratio, --max-ratio)"
+            )
+
+    def check_image(self, label: str, expanded: int) -> None:
+        if expanded > self.max_image_bytes:
+            raise UnsafeArchiveError(
+                f"{label}: image expands to more than {self.max_image_bytes} bytes "
+                "(limit max_image_bytes, --max-size)"
+            )
+
+    def check_file(self, label: str, path: str, size: int) -> None:
+        if size > self.max_file_bytes:
+            raise UnsafeArchiveError(
+                f"{label}: entry {path} of {size} bytes exceeds {self.max_file_bytes} "
+                "(limit max_file_bytes)"
+            )
+
+    def check_header(self, label: str, size: int) -> None:
+        if size > self.max_header_bytes:
+            raise UnsafeArchiveError(
+                f"{label}: a tar extended header of {size} bytes exceeds "
+                f"{self.max_header_bytes} (limit max_header_bytes)"
+            )
 
 
 class Readable(Protocol):
@@ -96,6 +145,18 @@ class LayerYield:
     compressed_bytes: int = 0
     expanded_bytes: int = 0
     corrupt: str | None = None  # why reading stopped early; the entries before it are kept
+    # What a cached yield needs to be checked again against the limits of a later scan.
+    compression: str = "tar"  # "gzip", "zstd" or "tar" (uncompressed: no ratio)
+    tar_entries: int = 0  # tar headers counted against max_entries
+    largest_header: int = 0  # largest pax / GNU long-name data, against max_header_bytes
+
+    def largest_file(self) -> tuple[str, int]:
+        """The largest regular file entry (path, size), as checked against max_file_bytes."""
+        best = ("", 0)
+        for path, kind, size, _mode, _link, hard in self.entries:
+            if size > best[1] and kind is NodeKind.FILE and hard is None:
+                best = (path, size)
+        return best
 
 
 class YieldCache(Protocol):
@@ -198,7 +259,7 @@ class _Blob:
             pass
 
 
-class _Budget:
+class Budget:
     """Expanded bytes and entries counted across one image's layers, against `Limits`."""
 
     def __init__(self, limits: Limits) -> None:
@@ -214,12 +275,31 @@ class _Budget:
                 "(limit max_entries)"
             )
 
+    def check_cached(self, layer: LayerYield, spec: LayerSpec) -> None:
+        """Count a layer taken from the cache as if it had been read now.
+
+        Each fact a limit is checked against while streaming was kept in the yield, so a warm
+        cache gives the answer a cold one would (issue 7: ``--max-size 1K`` passed with a warm
+        cache). The caller only uses the cache when the blob size matches ``spec.size``.
+        """
+        label = f"layer {spec.digest}"
+        limits = self.limits
+        if layer.largest_header:
+            limits.check_header(label, layer.largest_header)
+        path, size = layer.largest_file()
+        limits.check_file(label, path, size)
+        self.count_entries(layer.tar_entries, label)
+        compressed = layer.compressed_bytes if layer.compression != "tar" else None
+        limits.check_layer(label, layer.expanded_bytes, compressed)
+        self.expanded += layer.expanded_bytes
+        limits.check_image(label, self.expanded)
+
 
 class _Expander(io.RawIOBase):
     """Decompressed layer bytes, counted against the limits; subclasses produce chunks."""
 
     def __init__(
-        self, blob: _Blob, budget: _Budget, declared: int | None, label: str, ratio: bool
+        self, blob: _Blob, budget: Budget, declared: int | None, label: str, ratio: bool
     ) -> None:
         super().__init__()
         self._blob = blob
@@ -243,22 +323,16 @@ class _Expander(io.RawIOBase):
         raise NotImplementedError
 
     def _account(self, n: int) -> None:
+        """Count ``n`` more expanded bytes (once per chunk of up to 1 MiB, never per byte)."""
         self.expanded += n
         budget = self._budget
         budget.expanded += n
         limits = budget.limits
-        if budget.expanded > limits.max_image_bytes:
-            raise UnsafeArchiveError(
-                f"{self._label}: image expands to more than {limits.max_image_bytes} bytes "
-                "(limit max_image_bytes)"
-            )
-        if self._ratio:
-            base = max(self._blob.count, self._declared)
-            if self.expanded > base * limits.max_ratio + limits.ratio_slack_bytes:
-                raise UnsafeArchiveError(
-                    f"{self._label}: expands more than {limits.max_ratio:g} times its compressed "
-                    f"size of {base} bytes (decompression bomb? limit max_ratio)"
-                )
+        # The compressed size is the declared one (checked against the blob as it is read),
+        # so the cap is fixed from the first chunk and a bomb stops after ratio x size bytes.
+        base = max(self._blob.count, self._declared) if self._ratio else None
+        limits.check_layer(self._label, self.expanded, base)
+        limits.check_image(self._label, budget.expanded)
 
     def readinto(self, buffer: Any) -> int:
         while not self._pending:
@@ -478,7 +552,7 @@ class _TarParser:
         self,
         out: LayerYield,
         selector: Selector,
-        budget: _Budget,
+        budget: Budget,
         label: str,
         origin: tuple[str, int] | None = None,
     ) -> None:
@@ -526,6 +600,7 @@ class _TarParser:
             blocks += 1
             if header == _ZERO_BLOCK:
                 self.budget.entries += count
+                out.tar_entries = count
                 return
             try:
                 stored = int(header[148:156].rstrip(b" \0") or b"0", 8)
@@ -553,11 +628,9 @@ class _TarParser:
                 raise _Corrupt(f"negative size in a tar header after {len(entries)} entries")
             padding = -size % _BLOCK
             if kind in _PAX or kind == _GLOBAL or kind == _LONGNAME or kind == _LONGLINK:
-                if size > self.limits.max_header_bytes:
-                    raise UnsafeArchiveError(
-                        f"{self.label}: a tar extended header of {size} bytes exceeds "
-                        f"{self.limits.max_header_bytes} (limit max_header_bytes)"
-                    )
+                if size > self.out.largest_header:
+                    self.limits.check_header(self.label, size)
+                    self.out.largest_header = size
                 data = self._exact(buf, size, "a tar extended header")
                 self._skip(buf, padding)
                 if kind == _LONGNAME:
@@ -602,10 +675,7 @@ class _TarParser:
                 if base and unsafe is None and not base.startswith(".wh."):
                     pax, long_name, long_link = {}, None, None
                     if size > max_file:
-                        raise UnsafeArchiveError(
-                            f"{self.label}: entry {path} of {size} bytes exceeds "
-                            f"{max_file} (limit max_file_bytes)"
-                        )
+                        self.limits.check_file(self.label, path, size)
                     entries.append((path, NodeKind.FILE, size, mode, None, None))
                     consumed = 0
                     candidate = is_candidate(path)
@@ -692,11 +762,7 @@ class _TarParser:
                 out.whiteouts.append(parent.rstrip("/") + "/" + base[4:])
             return 0
         if kind in _REG or kind == _SPARSE:
-            if size > self.limits.max_file_bytes:
-                raise UnsafeArchiveError(
-                    f"{self.label}: entry {path} of {size} bytes exceeds "
-                    f"{self.limits.max_file_bytes} (limit max_file_bytes)"
-                )
+            self.limits.check_file(self.label, path, size)
             out.entries.append((path, NodeKind.FILE, size, mode, None, None))
             candidate = self.selector.is_candidate(path)
             if candidate:
@@ -773,7 +839,7 @@ class _TarParser:
 
 
 def read_layer(
-    spec: LayerSpec, selector: Selector, limits: Limits, budget: _Budget | None = None
+    spec: LayerSpec, selector: Selector, limits: Limits, budget: Budget | None = None
 ) -> LayerYield:
     """Read one layer blob once, verifying its digest; damaged data ends the yield early.
 
@@ -781,7 +847,7 @@ def read_layer(
     """
     label = f"layer {spec.digest}"
     algorithm, expected = split_digest(spec.digest)
-    budget = budget or _Budget(limits)
+    budget = budget or Budget(limits)
     out = LayerYield(spec.digest)
     try:
         stream = spec.open()
@@ -795,6 +861,7 @@ def read_layer(
         compression = (
             "gzip" if head[:2] == b"\x1f\x8b" else "zstd" if head == b"\x28\xb5\x2f\xfd" else "tar"
         )
+        out.compression = compression
         expander_type = {"gzip": _Gunzip, "zstd": _Unzstd, "tar": _Plain}[compression]
         expander = expander_type(blob, budget, spec.size, label, compression != "tar")
         # For a plain tar the blob is the diff, so one digest serves both kinds of check.
@@ -1083,6 +1150,21 @@ class Squashed:
     stats: dict[str, float]
 
 
+def _cached(cache: YieldCache | None, spec: LayerSpec, selector: Selector) -> LayerYield | None:
+    """The cached yield of ``spec``, when it describes this very blob.
+
+    The ratio limit and the descriptor size check depend on the compressed blob, which the
+    digest alone does not fix for a docker-archive diff_id: a yield read from a blob of
+    another size (or of an unknown one) is not used, so the blob is read and checked.
+    """
+    if cache is None or spec.size is None:
+        return None
+    layer = cache.get(spec.digest, selector)
+    if layer is None or layer.compressed_bytes != spec.size:
+        return None
+    return layer
+
+
 def squash(
     layers: Sequence[LayerSpec],
     selector: Selector,
@@ -1092,7 +1174,7 @@ def squash(
 ) -> Squashed:
     """Read (or fetch from the cache) each layer once and apply them in order."""
     limits = limits or Limits()
-    budget = _Budget(limits)
+    budget = Budget(limits)
     tree = Tree()
     skipped: list[Skipped] = []
     seen: dict[OciDigest, LayerYield] = {}
@@ -1104,8 +1186,8 @@ def squash(
         layer = seen.get(spec.digest)
         if layer is not None:
             stats["layers_reused"] += 1
-        elif cache is not None and (layer := cache.get(spec.digest, selector)) is not None:
-            budget.count_entries(len(layer.entries), f"layer {spec.digest}")
+        elif (layer := _cached(cache, spec, selector)) is not None:
+            budget.check_cached(layer, spec)
             stats["layers_cached"] += 1
         else:
             layer = read_layer(spec, selector, limits, budget)

@@ -111,7 +111,7 @@ def test_decompression_bomb_ratio(tmp_path: Path, compression: str) -> None:
     layer = bomb(compression)
     digest = sha256(layer.stored())
     with pytest.raises(UnsafeArchiveError, match=f"layer {digest}: expands more than 50 times"):
-        scan(tmp_path, [layer], limits=Limits(max_ratio=50, ratio_slack_bytes=0))
+        scan(tmp_path, [layer], limits=Limits(max_ratio=50, ratio_allowance_bytes=0))
 
 
 def test_limits_on_total_file_and_entries(tmp_path: Path) -> None:
