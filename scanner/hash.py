@@ -2,7 +2,7 @@
 
 Files are hashed in parallel threads: hashlib releases the GIL on large buffers, so two
 threads keep two cores busy. Memory stays bounded by the chunk size whatever the file size.
-Host scans keep a digest cache keyed by (device, inode, size, mtime_ns).
+Host scans keep a digest cache keyed by (device, inode, size, mtime_ns, ctime_ns).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from scanner.errors import HashError
-from scanner.model import Digests, ElfFacts, FileFacts, Sha256
+from scanner.model import Digests, ElfFacts, FileFacts, Sha256, StatKey
 
 CHUNK = 4 * 1024 * 1024
-#: Bumped when what the cache stores changes meaning.
-CACHE_SCHEMA = "1"
+#: Bumped when what the cache stores changes meaning (2: ctime joined the key).
+CACHE_SCHEMA = "2"
 
 
 def hash_file(path: str, *, md5: bool = False) -> Digests:
@@ -203,10 +203,13 @@ def facts_from_json(data: dict[str, Any]) -> FileFacts:
 
 
 class HostFactsCache:
-    """Facts of host files keyed by (device, inode, size, mtime_ns), persisted as one JSON file.
+    """Facts of host files keyed by `StatKey`, persisted as one JSON file.
 
     An unchanged file is neither re-read nor re-analyzed on the next scan; any change of the
-    key (a rewrite, a replaced inode, a touched mtime) misses the cache.
+    key (a rewrite, a replaced inode, a touched mtime) misses the cache. ctime is part of the
+    key because mtime is not evidence: a library rewritten in place at the same size with its
+    mtime set back would otherwise keep its old digest, and a warm cache would call a
+    modified file verified.
     """
 
     def __init__(self, path: Path | None) -> None:
@@ -223,12 +226,10 @@ class HostFactsCache:
                 self._entries = {}  # a corrupt cache is rebuilt, never trusted
 
     @staticmethod
-    def _key(stat_key: tuple[int, int, int, int], version: str) -> str:
-        return f"{version}:{stat_key[0]}:{stat_key[1]}:{stat_key[2]}:{stat_key[3]}"
+    def _key(stat_key: StatKey, version: str) -> str:
+        return ":".join((version, *map(str, stat_key)))
 
-    def get(
-        self, stat_key: tuple[int, int, int, int], version: str, *, need_md5: bool
-    ) -> FileFacts | None:
+    def get(self, stat_key: StatKey, version: str, *, need_md5: bool) -> FileFacts | None:
         """Cached facts for this exact file state, or None."""
         raw = self._entries.get(self._key(stat_key, version))
         if raw is None:
@@ -241,7 +242,7 @@ class HostFactsCache:
             return None
         return facts
 
-    def put(self, stat_key: tuple[int, int, int, int], version: str, facts: FileFacts) -> None:
+    def put(self, stat_key: StatKey, version: str, facts: FileFacts) -> None:
         with self._lock:
             self._entries[self._key(stat_key, version)] = facts_to_json(facts)
             self._dirty = True

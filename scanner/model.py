@@ -6,6 +6,7 @@ returns these values; nothing here touches a filesystem.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NewType
@@ -14,6 +15,14 @@ from typing import NewType
 Sha256 = NewType("Sha256", str)
 #: An OCI content digest with its algorithm, e.g. ``sha256:ab12...``.
 OciDigest = NewType("OciDigest", str)
+#: A host file's state: (device, inode, size, mtime_ns, ctime_ns). mtime can be set back by
+#: anyone who can write the file (``touch -d``); ctime cannot, so a rewrite always changes it.
+StatKey = tuple[int, int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    """The `StatKey` of a stat result (no file is touched here)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class AssetKind(StrEnum):
@@ -132,7 +141,7 @@ class Candidate:
     aliases: tuple[str, ...] = ()  # symlink paths (absolute, inside the root) pointing here
     facts: FileFacts | None = None  # filled by image sources during the layer read
     host_path: str | None = None  # where the bytes can be read on this machine (host sources)
-    stat_key: tuple[int, int, int, int] | None = None  # (dev, ino, size, mtime_ns) for caching
+    stat_key: StatKey | None = None  # file state, the key of the host digest cache
 
 
 @dataclass(frozen=True, slots=True)

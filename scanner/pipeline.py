@@ -31,6 +31,7 @@ from scanner.model import (
     Package,
     ScanResult,
     Skipped,
+    StatKey,
 )
 from scanner.source.interface import RootView, Selector
 from scanner.verify.inputs import TrustInputs
@@ -196,7 +197,7 @@ class _HostHasher:
 
     The directory source reports each candidate as soon as it finds it (`early`), so hashing
     overlaps the walk; `finish` then settles the owners' needs (MD5 for dpkg) and waits.
-    Results go through the (dev, inode, size, mtime) cache, so an unchanged host is not read.
+    Results go through the (dev, inode, size, mtime, ctime) cache, so an unchanged host is not read.
     """
 
     def __init__(self, options: ScanOptions, version: str) -> None:
@@ -210,10 +211,10 @@ class _HostHasher:
         self.cache = HostFactsCache(self.cache_path)
         workers = options.workers or os.cpu_count() or 2
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuprov-hash")
-        self.jobs: dict[str, tuple[tuple[int, int, int, int], bool, Future[FileFacts | Skipped]]]
+        self.jobs: dict[str, tuple[StatKey, bool, Future[FileFacts | Skipped]]]
         self.jobs = {}
 
-    def early(self, path: str, host_path: str, stat_key: tuple[int, int, int, int]) -> None:
+    def early(self, path: str, host_path: str, stat_key: StatKey) -> None:
         """Start on a candidate found by the walk (MD5 guessed from the path, as for images)."""
         md5 = _may_be_dpkg_owned(path)
         if self.cache.get(stat_key, self.version, need_md5=md5) is None:

@@ -17,7 +17,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scanner.errors import SourceError
-from scanner.model import AssetInfo, AssetKind, Candidate, FileRef, NodeKind, Skipped
+from scanner.model import (
+    AssetInfo,
+    AssetKind,
+    Candidate,
+    FileRef,
+    NodeKind,
+    Skipped,
+    StatKey,
+    stat_key,
+)
 from scanner.source.interface import Node, RootView, Selector, normalize
 from scanner.source.layers import collect_candidates
 
@@ -78,7 +87,7 @@ class _Walk:
         self.nodes: dict[str, Node] = {}
         self.metadata: dict[str, bytes] = {}
         self.skipped: list[Skipped] = []
-        self.stat_keys: dict[str, tuple[int, int, int, int]] = {}
+        self.stat_keys: dict[str, StatKey] = {}
         self.visited: set[tuple[int, int]] = set()
         self.revisited = 0
 
@@ -315,7 +324,7 @@ class _Walk:
         """Record a regular file that is a candidate or metadata (its stat is needed)."""
         self.nodes[path] = Node(path, NodeKind.FILE, size=st.st_size, mode=stat.S_IMODE(st.st_mode))
         if self.selector.is_candidate(path):
-            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            key = stat_key(st)
             self.stat_keys[path] = key
             if self.selector.on_candidate is not None:
                 self.selector.on_candidate(path, host_path, key)
@@ -344,7 +353,7 @@ class _Walk:
                     continue
                 if not stat.S_ISREG(st.st_mode):
                     continue
-                key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                key = stat_key(st)
             out.append(
                 Candidate(
                     ref=FileRef(path),

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Protocol
 
-from scanner.model import AssetInfo, Candidate, FileFacts, NodeKind, OciDigest, Skipped
+from scanner.model import AssetInfo, Candidate, FileFacts, NodeKind, OciDigest, Skipped, StatKey
 
 #: Analyzes one candidate's bytes read once as a stream: (path in root, stream, size) -> facts.
 #: Supplied by the pipeline (hash + ELF analysis) so sources never import later stages.
@@ -53,9 +53,9 @@ class Selector:
     version: str
     max_metadata_bytes: int = 256 * 1024 * 1024
     probe_at: LocatedProbe | None = None
-    #: Host sources call this with (path, host path, (dev, ino, size, mtime_ns)) as soon as the
+    #: Host sources call this with (path, host path, `StatKey`) as soon as the
     #: walk finds a candidate by name, so hashing can start before the walk ends.
-    on_candidate: Callable[[str, str, tuple[int, int, int, int]], None] | None = None
+    on_candidate: Callable[[str, str, StatKey], None] | None = None
 
 
 @dataclass

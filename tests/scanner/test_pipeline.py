@@ -235,6 +235,32 @@ def test_host_rescan_with_cache_sees_changes(tmp_path: Path) -> None:
     assert f"/usr/lib/x86_64-linux-gnu/{libs['cudnn_ops'].name}" not in third
 
 
+def test_host_cache_is_not_fooled_by_a_restored_mtime(tmp_path: Path) -> None:
+    """A library rewritten in place at the same size with its mtime set back (``touch -d``)
+    must not keep its cached digest: a warm cache would report a modified file as verified."""
+    root = tmp_path / "root"
+    lib_dir = root / "usr/lib/x86_64-linux-gnu"
+    libs = elf.build_cudnn_install(lib_dir, (9, 1, 0), components=("cudnn_graph",))
+    options = ScanOptions(cache_dir=tmp_path / "cache")
+    path = f"/usr/lib/x86_64-linux-gnu/{libs['cudnn_graph'].name}"
+    graph = libs["cudnn_graph"]
+    assert sc.by_path(run_scan(str(root), options))[path].sha256 == sc.sha256_hex(
+        graph.read_bytes()
+    )
+    st = graph.stat()
+    tampered = sc.flip_byte(graph.read_bytes())
+    with open(graph, "r+b") as f:  # same inode, same size
+        f.write(tampered)
+    os.utime(graph, ns=(st.st_atime_ns, st.st_mtime_ns))  # mtime set back exactly
+    after = graph.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
+        st.st_ino,
+        st.st_size,
+        st.st_mtime_ns,
+    )
+    assert sc.by_path(run_scan(str(root), options))[path].sha256 == sc.sha256_hex(tampered)
+
+
 def test_image_sharing_layers_reads_only_new_layers(world: sc.World, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     target, built = world.image_target("oci")

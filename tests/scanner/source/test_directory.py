@@ -71,7 +71,7 @@ def test_walk(tmp_path: Path) -> None:
     assert cudnn.aliases == (f"{lib}/libcudnn.so", f"{lib}/libcudnn.so.9")
     assert cudnn.host_path == str(root) + f"{lib}/libcudnn.so.9.1.0"
     st = os.stat(cudnn.host_path)
-    assert cudnn.stat_key == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    assert cudnn.stat_key == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
     assert cudnn.size == len(LIB) and cudnn.facts is None and cudnn.ref.layer is None
     shadow = view.candidates[0]  # reached by the escaping link, resolved inside the root
     assert shadow.host_path == str(root) + "/etc/shadow"
