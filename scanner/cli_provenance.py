@@ -288,15 +288,27 @@ trust_app = typer.Typer(help="Trust policies and pinned Sigstore roots.", no_arg
 
 @trust_app.command("refresh-root")
 def trust_refresh_root(
-    root_file: Annotated[
-        Path, typer.Argument(help="A newer Sigstore public-good trusted_root.json.")
+    metadata_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="A copy of Sigstore's TUF repository metadata (tuf-repo-cdn.sigstore.dev): "
+            "N.root.json, timestamp.json, snapshot, targets and targets/ (docs/provenance.md)."
+        ),
     ],
 ) -> None:
-    """Replace the pinned public-good root by ROOT_FILE (copied into the cache directory)."""
+    """Pin a newer public-good trusted_root.json, accepted only through TUF verification.
+
+    The trusted_root.json target is verified offline from the TUF root shipped with gpuprov
+    (signature thresholds, root rotation, versions, expiry, hashes) and pinned with its
+    metadata in the cache directory; anything that does not verify is refused (exit 1).
+    """
     from scanner.verify.trust import refresh_public_good
+    from scanner.verify.tuf_refresh import TufRejected
 
     try:
-        target, root = refresh_public_good(root_file)
+        target, root = refresh_public_good(metadata_dir)
+    except TufRejected as e:
+        raise _fail(f"rejected: {e}", EXIT_REJECTED) from None
     except VerifyError as e:
         raise _fail(f"error: {e}", EXIT_USAGE) from None
     except OSError as e:

@@ -15,6 +15,8 @@ import json
 import logging
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -37,6 +39,8 @@ _log = logging.getLogger("gpuprov.trust")
 #: Name of the Sigstore public-good production root shipped with gpuprov.
 PUBLIC_GOOD = "public-good"
 _ROOT_FILE = "public-good.json"
+#: Directory beside the refreshed root holding the TUF metadata that verified it.
+_TUF_STATE = "public-good-tuf"
 
 
 class Rejected(VerifyError):
@@ -336,13 +340,32 @@ class SigstoreRoot:
         return cls.from_bytes(raw, str(path))
 
     @classmethod
-    def public_good(cls) -> SigstoreRoot:
-        """The production root: a refreshed copy in the cache directory, else the shipped one."""
+    def public_good(cls, *, pinned_tuf_root: bytes | None = None) -> SigstoreRoot:
+        """The production root: a refreshed copy in the cache directory, else the shipped one.
+
+        A refreshed copy is used only when it is private to this user and re-verifies against
+        the TUF metadata kept beside it, chained from `pinned_tuf_root` (default: the TUF root
+        shipped with gpuprov); otherwise loading fails, never falling back silently.
+        """
+        from scanner.verify import tuf_refresh
+
         refreshed = cache_dir() / "trust" / _ROOT_FILE
-        if refreshed.is_file():
-            return cls.from_bytes(refreshed.read_bytes(), f"{PUBLIC_GOOD} ({refreshed})")
-        data = resources.files("scanner.verify.roots").joinpath(_ROOT_FILE).read_bytes()
-        return cls.from_bytes(data, PUBLIC_GOOD)
+        if not refreshed.exists():
+            data = resources.files("scanner.verify.roots").joinpath(_ROOT_FILE).read_bytes()
+            return cls.from_bytes(data, PUBLIC_GOOD)
+        pinned = pinned_tuf_root if pinned_tuf_root is not None else tuf_refresh.pinned_tuf_root()
+        state = refreshed.parent / _TUF_STATE
+        try:
+            tuf_refresh.require_private(refreshed, cache_dir())
+            tuf_refresh.require_private(state, cache_dir())
+            data = _read(refreshed)
+            tuf_refresh.recheck(state, pinned, data)
+        except VerifyError as e:
+            raise VerifyError(
+                f"the refreshed public-good root {refreshed} cannot be trusted: {e}; "
+                "run `gpuprov trust refresh-root` again or delete it to use the shipped root"
+            ) from e
+        return cls.from_bytes(data, f"{PUBLIC_GOOD} ({refreshed})")
 
     def sigstore(self) -> Any:
         """This root as a sigstore-python `TrustedRoot`."""
@@ -689,17 +712,47 @@ def _expectation(obj: object, source: str) -> SlsaExpectation:
     )
 
 
-def refresh_public_good(new_root: Path) -> tuple[Path, SigstoreRoot]:
-    """Install `new_root` as the public-good root in the cache; it must parse and be complete."""
-    root = SigstoreRoot.from_file(new_root)
-    if not root.authorities or not root.ctlogs:
-        raise VerifyError(f"{new_root} lacks certificate authorities or CT logs")
-    target = cache_dir() / "trust" / _ROOT_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(".tmp")
-    tmp.write_bytes(root.raw)
-    tmp.replace(target)
-    return target, SigstoreRoot.from_bytes(root.raw, f"{PUBLIC_GOOD} ({target})")
+def refresh_public_good(
+    metadata_dir: Path, *, pinned_tuf_root: bytes | None = None
+) -> tuple[Path, SigstoreRoot]:
+    """Install the trusted_root.json that Sigstore's TUF metadata in `metadata_dir` vouches for
+    as the public-good root in the cache; refused unless TUF verification from
+    `pinned_tuf_root` (default: the TUF root shipped with gpuprov) succeeds.
+
+    The previous pin and its metadata stay in place until the new ones are verified, so a
+    refused refresh changes nothing.
+    """
+    from scanner.verify import tuf_refresh
+
+    pinned = pinned_tuf_root if pinned_tuf_root is not None else tuf_refresh.pinned_tuf_root()
+    trust = cache_dir() / "trust"
+    trust.mkdir(parents=True, exist_ok=True)
+    # Only this user may write what every signature check trusts (umask notwithstanding).
+    trust.chmod(0o700)
+    state = trust / _TUF_STATE
+    work = Path(tempfile.mkdtemp(prefix=".refresh-", dir=trust))
+    try:
+        candidate = work / "state"
+        if state.is_dir():
+            shutil.copytree(state, candidate, symlinks=True)
+        raw = tuf_refresh.verify_refresh(metadata_dir, candidate, pinned)
+        root = SigstoreRoot.from_bytes(raw, f"TUF target {tuf_refresh.TARGET} of {metadata_dir}")
+        if not root.authorities or not root.ctlogs:
+            raise VerifyError(f"{metadata_dir}: the root lacks certificate authorities or CT logs")
+        target = trust / _ROOT_FILE
+        new_file = work / _ROOT_FILE
+        new_file.write_bytes(raw)
+        new_file.chmod(0o600)
+        # Swap the metadata first: a crash between the two renames leaves a pin that fails its
+        # re-check at load (an error that says to refresh again), never an unverified one.
+        old = work / "old"
+        if state.exists():
+            state.rename(old)
+        candidate.rename(state)
+        new_file.replace(target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target, SigstoreRoot.public_good(pinned_tuf_root=pinned)
 
 
 def with_roots(policy: TrustPolicy, roots: Sequence[SigstoreRoot]) -> TrustPolicy:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from scanner.cli_provenance import register
 from tests.fixtures import keys
 from tests.fixtures.sigstore_private import ISSUER, SUBJECT, PrivateSigstore, statement
+from tests.fixtures.tuf_repo import TufRepo
 from tests.scanner.refcatalog.conftest import make_wheel
 
 ARTIFACT = b"an artifact to verify\n"
@@ -241,10 +242,13 @@ def test_trust_commands(
     instance: PrivateSigstore,
 ) -> None:
     monkeypatch.setenv("GPUPROV_CACHE_DIR", str(tmp_path / "cache"))
-    code, out, _ = run(app, "trust", "refresh-root", files["root"])
-    assert code == 0 and "1 CAs" in out
-    assert (tmp_path / "cache" / "trust" / "public-good.json").is_file()
-    # The refreshed public-good root now verifies the private instance's bundle.
+    # An unrelated private trusted_root.json is not a public-good root: refused, nothing pinned.
+    code, _, err = run(app, "trust", "refresh-root", files["root"])
+    assert code == 1 and "not a directory of TUF metadata" in err
+    meta = TufRepo().publish(tmp_path / "meta", files["root"].read_bytes())
+    code, _, err = run(app, "trust", "refresh-root", meta)
+    assert code == 1 and err.startswith("rejected: TUF verification")
+    assert not (tmp_path / "cache" / "trust" / "public-good.json").exists()
     code, _, err = run(
         app,
         "verify",
@@ -256,11 +260,7 @@ def test_trust_commands(
         "--certificate-oidc-issuer",
         ISSUER,
     )
-    assert code == 0, err
-    bad = tmp_path / "bad.json"
-    bad.write_text("[]")
-    code, _, err = run(app, "trust", "refresh-root", bad)
-    assert code == 2 and "invalid" in err
+    assert code == 1 and "public-good does not know" in err
     policy = tmp_path / "trust.yaml"
     policy.write_text(
         yaml.safe_dump(

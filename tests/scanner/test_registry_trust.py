@@ -661,8 +661,9 @@ def test_builder_not_allowed_and_source_not_expected(world: World) -> None:
 
 def test_trust_key_checks_the_log_against_public_good(world: World, _isolated_cache: Path) -> None:
     """`--trust-key` is `cosign verify --key`: the signature's Rekor entry is checked against the
-    public-good root. Here the pinned public-good root is replaced (as `gpuprov trust
-    refresh-root` would) by the private instance's, which logged the signature."""
+    public-good root. A private instance's root (which logged the signature) written over the
+    pinned copy without the TUF metadata that `gpuprov trust refresh-root` verifies is refused,
+    never trusted."""
     repo = "ml/trust-key"
     digest = world.push_image(repo)
     payload = cs.simple_signing(digest, world.reference(repo))
@@ -680,8 +681,8 @@ def test_trust_key_checks_the_log_against_public_good(world: World, _isolated_ca
     pinned = _isolated_cache / "trust" / "public-good.json"
     pinned.parent.mkdir(parents=True)
     pinned.write_bytes(world.instance.trusted_root_json())
-    trust = trust_of(scan(world.ref(repo), None, "--trust-key", str(pub)))
-    assert trust["signed"] is True and trust["signer"].startswith("release.pub (ecdsa-p256")
+    result = scan(world.ref(repo), None, "--trust-key", str(pub))
+    assert result.exit_code != 0 and "cannot be trusted" in result.output, result.output
     other = world.base / "intruder.pub"
     other.write_bytes(keys.public_pem(world.intruder))
     trust = trust_of(scan(world.ref(repo), None, "--trust-key", str(other)))

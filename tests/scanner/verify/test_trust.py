@@ -25,6 +25,7 @@ from scanner.verify.trust import (
 )
 from tests.fixtures import keys
 from tests.fixtures.sigstore_private import PrivateSigstore
+from tests.fixtures.tuf_repo import TufRepo
 
 
 def _write_policy(tmp_path: Path, doc: object) -> Path:
@@ -241,17 +242,16 @@ def test_refresh_root_goes_to_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, instance: PrivateSigstore
 ) -> None:
     monkeypatch.setenv("GPUPROV_CACHE_DIR", str(tmp_path / "cache"))
-    new = tmp_path / "new.json"
-    new.write_bytes(instance.trusted_root_json())
-    target, _ = refresh_public_good(new)
+    repo = TufRepo()
+    meta = repo.publish(tmp_path / "meta", instance.trusted_root_json())
+    target, _ = refresh_public_good(meta, pinned_tuf_root=repo.pinned)
     assert target.is_relative_to(tmp_path / "cache")
-    assert SigstoreRoot.public_good().tlogs[0].key_id == instance.log_id
-    broken = tmp_path / "broken.json"
-    broken.write_text(
-        json.dumps({"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"})
-    )
+    root = SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+    assert root.tlogs[0].key_id == instance.log_id
+    broken = json.dumps({"mediaType": "application/vnd.dev.sigstore.trustedroot+json;version=0.1"})
+    meta = repo.publish(tmp_path / "broken", broken.encode(), version=2)
     with pytest.raises(VerifyError, match="no transparency log"):
-        refresh_public_good(broken)
+        refresh_public_good(meta, pinned_tuf_root=repo.pinned)
 
 
 @pytest.mark.parametrize(

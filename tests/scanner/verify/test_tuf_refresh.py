@@ -1,0 +1,218 @@
+"""`refresh_public_good`: a new public-good root is accepted only through TUF verification.
+
+A private TUF repository (test keys) stands in for Sigstore's; its first root is passed as the
+pinned TUF root. The real pinned root is used for the "unrelated private root" cases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from securesystemslib.signer import CryptoSigner
+
+from scanner.errors import VerifyError
+from scanner.verify.trust import SigstoreRoot, cache_dir, refresh_public_good
+from scanner.verify.tuf_refresh import TufRejected
+from tests.fixtures.sigstore_private import PrivateSigstore
+from tests.fixtures.tuf_repo import TufRepo
+
+
+@pytest.fixture(scope="module")
+def instance() -> PrivateSigstore:
+    return PrivateSigstore(name="tuf-test")
+
+
+@pytest.fixture
+def repo() -> TufRepo:
+    return TufRepo()
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("GPUPROV_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _pinned(cache: Path) -> Path:
+    return cache / "trust" / "public-good.json"
+
+
+def test_accepts_a_correctly_signed_root_and_pins_it(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    repo.rotate("root")  # root 2, signed by the keys of root 1 and its own
+    repo.rotate("targets")  # root 3: the targets key changes
+    raw = instance.trusted_root_json()
+    target, root = refresh_public_good(
+        repo.publish(tmp_path / "m", raw), pinned_tuf_root=repo.pinned
+    )
+    assert target == _pinned(cache) and target.read_bytes() == raw
+    assert root.tlogs[0].key_id == instance.log_id
+    # A later load re-verifies the pinned copy against the metadata kept beside it.
+    assert SigstoreRoot.public_good(pinned_tuf_root=repo.pinned).raw == raw
+    mode = os.stat(target.parent).st_mode & 0o777
+    assert mode == 0o700
+
+
+def test_refused_refresh_keeps_the_previous_pin(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    raw = instance.trusted_root_json()
+    refresh_public_good(repo.publish(tmp_path / "v1", raw), pinned_tuf_root=repo.pinned)
+    intruder = {"timestamp": CryptoSigner.generate_ed25519()}
+    other = PrivateSigstore(name="intruder").trusted_root_json()
+    bad = repo.publish(tmp_path / "v2", other, version=2, signers=intruder)
+    with pytest.raises(TufRejected, match="not signed by the trusted keys"):
+        refresh_public_good(bad, pinned_tuf_root=repo.pinned)
+    assert SigstoreRoot.public_good(pinned_tuf_root=repo.pinned).raw == raw
+
+
+@pytest.mark.parametrize("role", ["timestamp", "snapshot", "targets"])
+def test_refuses_a_role_signed_by_another_key(
+    role: str, repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    wrong = {role: CryptoSigner.generate_ed25519()}
+    meta = repo.publish(tmp_path / "m", instance.trusted_root_json(), signers=wrong)
+    with pytest.raises(TufRejected, match=f"not signed by the trusted keys.*{role}"):
+        refresh_public_good(meta, pinned_tuf_root=repo.pinned)
+    assert not _pinned(cache).exists()
+
+
+def test_refuses_unsigned_metadata(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    meta = repo.publish(tmp_path / "m", instance.trusted_root_json())
+    doc = json.loads((meta / "1.targets.json").read_text())
+    doc["signatures"] = []
+    (meta / "1.targets.json").write_text(json.dumps(doc))
+    with pytest.raises(TufRejected, match="not signed"):
+        refresh_public_good(meta, pinned_tuf_root=repo.pinned)
+    assert not _pinned(cache).exists()
+
+
+def test_refuses_a_root_rotation_not_signed_by_the_previous_root(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    repo.rotate("root", signed_by_old=False)
+    meta = repo.publish(tmp_path / "m", instance.trusted_root_json())
+    with pytest.raises(TufRejected, match="not signed by the trusted keys.*root"):
+        refresh_public_good(meta, pinned_tuf_root=repo.pinned)
+
+
+def test_refuses_a_rollback(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    raw = instance.trusted_root_json()
+    refresh_public_good(repo.publish(tmp_path / "v2", raw, version=2), pinned_tuf_root=repo.pinned)
+    old = repo.publish(tmp_path / "v1", PrivateSigstore(name="old").trusted_root_json())
+    with pytest.raises(TufRejected, match="version rollback"):
+        refresh_public_good(old, pinned_tuf_root=repo.pinned)
+    assert SigstoreRoot.public_good(pinned_tuf_root=repo.pinned).raw == raw
+
+
+def test_refuses_a_root_rollback(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    """Root 2 was trusted once: metadata offering only root 1 (keys since revoked) is refused."""
+    raw = instance.trusted_root_json()
+    first, revoked = repo.pinned, dict(repo.signers)
+    repo.rotate("timestamp")
+    refresh_public_good(repo.publish(tmp_path / "new", raw), pinned_tuf_root=first)
+    stale = TufRepo()
+    stale.signers, stale.roots = revoked, [first]
+    with pytest.raises(TufRejected, match="not signed by the trusted keys.*timestamp"):
+        refresh_public_good(stale.publish(tmp_path / "old", raw, version=2), pinned_tuf_root=first)
+
+
+def test_refuses_expired_metadata(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    meta = repo.publish(tmp_path / "m", instance.trusted_root_json(), expires_days=-1)
+    with pytest.raises(TufRejected, match="expired"):
+        refresh_public_good(meta, pinned_tuf_root=repo.pinned)
+    assert not _pinned(cache).exists()
+
+
+def test_refuses_a_target_that_differs_from_its_signed_hash(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    listed = instance.trusted_root_json()
+    other = PrivateSigstore(name="swapped").trusted_root_json()
+    meta = repo.publish(tmp_path / "m", other, listed=listed)
+    with pytest.raises(TufRejected, match="length or hash mismatch"):
+        refresh_public_good(meta, pinned_tuf_root=repo.pinned)
+
+
+def test_real_pinned_root_refuses_an_unrelated_private_root(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    """The case of the issue: a private trusted_root.json offered as public-good."""
+    plain = tmp_path / "trusted_root.json"
+    plain.write_bytes(instance.trusted_root_json())
+    with pytest.raises(TufRejected, match="not a directory of TUF metadata"):
+        refresh_public_good(plain)
+    # A whole private TUF repository, however well signed, does not chain from Sigstore's root.
+    meta = repo.publish(tmp_path / "m", instance.trusted_root_json())
+    with pytest.raises(TufRejected, match="TUF verification"):
+        refresh_public_good(meta)
+    # A directory holding only the file.
+    only = tmp_path / "only"
+    only.mkdir()
+    (only / "trusted_root.json").write_bytes(instance.trusted_root_json())
+    with pytest.raises(TufRejected, match="TUF verification"):
+        refresh_public_good(only)
+    assert not _pinned(cache).exists()
+    assert SigstoreRoot.public_good().name == "public-good"
+
+
+def _refreshed(repo: TufRepo, instance: PrivateSigstore, tmp_path: Path) -> Path:
+    meta = repo.publish(tmp_path / "m", instance.trusted_root_json())
+    target, _ = refresh_public_good(meta, pinned_tuf_root=repo.pinned)
+    return target
+
+
+def test_a_copy_written_without_tuf_metadata_is_refused(
+    instance: PrivateSigstore, cache: Path
+) -> None:
+    pinned = _pinned(cache)
+    pinned.parent.mkdir(parents=True, mode=0o700)
+    pinned.write_bytes(instance.trusted_root_json())
+    with pytest.raises(VerifyError, match="cannot be trusted"):
+        SigstoreRoot.public_good()
+
+
+def test_a_copy_changed_after_the_refresh_is_refused(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    target = _refreshed(repo, instance, tmp_path)
+    target.write_bytes(PrivateSigstore(name="later").trusted_root_json())
+    with pytest.raises(VerifyError, match="length or hash mismatch"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+
+
+def test_kept_metadata_is_rechecked_against_the_pinned_root(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    _refreshed(repo, instance, tmp_path)
+    # Another repository's root is not the one the copy was verified with.
+    with pytest.raises(VerifyError, match="cannot be trusted"):
+        SigstoreRoot.public_good(pinned_tuf_root=TufRepo().pinned)
+    with pytest.raises(VerifyError, match="cannot be trusted"):
+        SigstoreRoot.public_good()
+
+
+@pytest.mark.parametrize("where", ["file", "directory"])
+def test_a_copy_others_may_write_is_refused(
+    where: str, repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    target = _refreshed(repo, instance, tmp_path)
+    (target if where == "file" else target.parent).chmod(0o620 if where == "file" else 0o777)
+    with pytest.raises(VerifyError, match="writable by group or others"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+
+
+def test_the_cache_directory_is_the_documented_one(cache: Path) -> None:
+    assert cache_dir() == cache
