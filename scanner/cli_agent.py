@@ -1,8 +1,9 @@
 """Agent commands: `gpuprov push` delivers saved reports, `gpuprov agent` scans and pushes
 periodically (a systemd unit or a Kubernetes DaemonSet runs it).
 
-Exit codes: 0 delivered, 1 refused by the service (or a scan failed), 2 usage error,
-3 the service was unavailable and the report was spooled for later delivery.
+Exit codes: 0 delivered, 1 refused by the service (a report set aside, the agent's token refused,
+or a scan failed), 2 usage error, 3 the report waits in the spool for a later delivery (the
+service was unavailable, or another process is delivering the spool).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from scanner.deliver import (
     Backoff,
     Client,
     FlushResult,
+    Halt,
     Rejected,
     Spool,
     Target,
@@ -98,13 +100,36 @@ def _setup(
     return Client(target), Spool(spool_dir or default_spool_dir())
 
 
-def _report_flush(result: FlushResult) -> None:
+def _report_flush(result: FlushResult, spool: Spool) -> None:
     for delivered in result.delivered:
         _err(f"delivered spooled report: {describe(delivered)}")
     for path, reason in result.rejected:
-        _err(f"spooled report refused and moved to {path}: {reason}")
-    if result.busy:
-        _err("another gpuprov process is delivering the spool")
+        _err(f"gpuprov: spooled report set aside in {path}: {reason}")
+    for path, reason in result.deferred:
+        _err(f"spooled report {path.name} is retried later (it got: {reason})")
+    if result.busy is not None:
+        holder = f" (pid {result.busy})" if result.busy else ""
+        _err(
+            f"gpuprov: another gpuprov process{holder} is delivering the spool {spool.directory}; "
+            f"{result.remaining} report(s) wait there"
+        )
+
+
+def _list_rejected(spool: Spool) -> None:
+    """Every set-aside report with its reason: they are never retried by themselves."""
+    dead = spool.rejected()
+    if not dead:
+        return
+    _err(
+        f"{len(dead)} report(s) set aside in {spool.rejected_dir}, not retried (the service "
+        "refused them or kept failing on them; once fixed, `gpuprov push --spool --requeue`):"
+    )
+    for entry in dead:
+        _err(f"  {entry.path.name}: {entry.reason or 'no reason recorded'}")
+
+
+def _halt_code(halt: Halt | None) -> int:
+    return EXIT_REJECTED if halt is Halt.UNAUTHORIZED else EXIT_SPOOLED
 
 
 def _push_once(
@@ -118,16 +143,20 @@ def _push_once(
     except UsageError as e:
         _err(f"gpuprov: {e}")
         return EXIT_USAGE
-    _report_flush(outcome.flushed)
+    _report_flush(outcome.flushed, spool)
     if outcome.delivered is not None:
         _err(f"delivered: {describe(outcome.delivered)}")
         return EXIT_OK
     assert outcome.spooled is not None
+    why = {
+        Halt.UNAUTHORIZED: "not delivered",
+        Halt.SERVER_ERRORS: "the service failed on it",
+    }.get(outcome.halt or Halt.UNAVAILABLE, "service unavailable")
     _err(
-        f"gpuprov: service unavailable ({outcome.error}); report spooled to "
+        f"gpuprov: {why} ({outcome.error}); report spooled to "
         f"{outcome.spooled.path}; `gpuprov push --spool` (or any later push) delivers it"
     )
-    return EXIT_SPOOLED
+    return _halt_code(outcome.halt)
 
 
 def push_report(
@@ -161,6 +190,14 @@ def push_command(
     spool_only: Annotated[
         bool, typer.Option("--spool", help="deliver the spooled reports only")
     ] = False,
+    requeue: Annotated[
+        bool,
+        typer.Option(
+            "--requeue",
+            help="with --spool: put the set-aside reports (spool/rejected/) back in the queue "
+            "first, once what refused them is fixed",
+        ),
+    ] = False,
     server: Server = None,
     token_file: TokenFile = None,
     spool_dir: SpoolDir = None,
@@ -170,6 +207,9 @@ def push_command(
     """Deliver a saved report (and anything spooled) to the gpuprov service."""
     if (report is None) != spool_only:
         _err("gpuprov push: give either a REPORT file or --spool")
+        raise typer.Exit(EXIT_USAGE)
+    if requeue and not spool_only:
+        _err("gpuprov push: --requeue goes with --spool")
         raise typer.Exit(EXIT_USAGE)
     try:
         labels = labels_from(label or [])
@@ -184,17 +224,27 @@ def push_command(
     backoff = Backoff(attempts=retries + 1)
     with client:
         if report is None:
-            result = flush(spool, client, backoff)
-            _report_flush(result)
-            if result.error:
-                _err(
-                    f"gpuprov: service unavailable ({result.error}); "
-                    f"{result.remaining} report(s) stay in {spool.directory}"
-                )
-                raise typer.Exit(EXIT_SPOOLED)
-            _err(f"spool {spool.directory} is empty")
-            raise typer.Exit(EXIT_REJECTED if result.rejected else EXIT_OK)
+            if requeue:
+                _err(f"{spool.requeue()} set-aside report(s) put back in {spool.directory}")
+            raise typer.Exit(_flush_spool(client, spool, backoff))
         raise typer.Exit(_push_once(client, spool, data, labels, backoff))
+
+
+def _flush_spool(client: Client, spool: Spool, backoff: Backoff) -> int:
+    """`gpuprov push --spool`: deliver what waits, say what stays and what was set aside."""
+    result = flush(spool, client, backoff)
+    _report_flush(result, spool)
+    _list_rejected(spool)
+    if result.busy is not None:
+        return EXIT_SPOOLED
+    if result.error:
+        _err(f"gpuprov: {result.error}; {result.remaining} report(s) stay in {spool.directory}")
+        return _halt_code(result.halt)
+    if result.remaining:
+        _err(f"{result.remaining} report(s) wait in {spool.directory} for a later retry")
+        return EXIT_REJECTED if result.rejected else EXIT_SPOOLED
+    _err(f"spool {spool.directory} is empty")
+    return EXIT_REJECTED if result.rejected else EXIT_OK
 
 
 def _scan(root: str) -> bytes:

@@ -1,15 +1,28 @@
 """Delivery of reports to the gpuprov service: gzip, bearer token, spool, exactly once.
 
-A report that cannot be delivered now (service unreachable, 5xx, 429) is written to a spool
-directory and delivered by a later push; the service stores a report once however often it
-arrives (its serial number and content digest are the idempotency key), so a retry after a lost
-answer never duplicates it. A report the service refuses (another 4xx) is moved aside to
-``rejected/`` with the reason, so one bad report never blocks the queue.
+A report that cannot be delivered now is written to a spool directory and delivered by a later
+push; the service stores a report once however often it arrives (its serial number and content
+digest are the idempotency key), so a retry after a lost answer never duplicates it. What an
+answer means for the queue (docs/service.md, "Agents"):
+
+- connection errors, 408, 429, 502, 503, 504: transient; retried with backoff, then the whole
+  queue waits (a ``Retry-After`` is honoured, also by later pushes);
+- 401: the agent's token is missing, unknown or revoked; no report is at fault, nothing is set
+  aside, the queue waits until the configuration is fixed;
+- any other 5xx (a plain 500): the report may be the cause, or the server may have a passing
+  bug; the report is retried by later flushes, spaced out, and set aside after a bounded number
+  of failures, while the reports behind it go on;
+- any other 4xx: the service refuses this report (its content, or a 403: this token may not
+  report for its asset); it is set aside at once and the queue goes on.
+
+Set-aside reports (the dead letters) are kept in ``rejected/`` with their labels and the reason,
+listed by every ``gpuprov push --spool`` and put back in the queue by ``--requeue``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import fcntl
 import gzip
 import hashlib
@@ -19,7 +32,8 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +47,17 @@ ENV_SPOOL = "GPUPROV_SPOOL"
 REPORTS_PATH = "/api/v1/reports"
 MEDIA_TYPE = "application/vnd.cyclonedx+json"
 _SUFFIX = ".cdx.json.gz"
+_META = ".meta.json"
+REJECTED_DIR = "rejected"
+# Answers that say "not now" about the service, never about the report.
+TRANSIENT_STATUSES = frozenset({408, 429, 502, 503, 504})
+# The agent's credentials are wrong: no report is at fault. A 403 is not here: it can refuse
+# one report (a token bound to other assets) while the next is welcome, so it must not stop
+# the queue.
+AUTH_STATUSES = frozenset({401})
+# A Retry-After longer than this is read as this: a broken or hostile header must not stop
+# an agent for days.
+MAX_RETRY_AFTER = 3600.0
 
 
 class DeliveryError(ScannerError):
@@ -40,12 +65,23 @@ class DeliveryError(ScannerError):
 
 
 class Rejected(DeliveryError):
-    """The service refused the report for good (a 4xx other than 429)."""
+    """The service refused this report (a 4xx other than 401/408/429)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"the service refused the report ({status}): {message}")
         self.status = status
         self.reason = message
+
+
+class Unauthorized(DeliveryError):
+    """The service refused the agent's token (401): a configuration problem."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(
+            f"the service refused the agent's token ({status}): {message}; "
+            f"check --token-file or ${ENV_TOKEN}"
+        )
+        self.status = status
 
 
 class Unavailable(DeliveryError):
@@ -54,6 +90,14 @@ class Unavailable(DeliveryError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class ServerError(Unavailable):
+    """A 5xx other than 502/503/504: a passing server bug, or a report that makes it fail."""
+
+    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message, retry_after)
+        self.status = status
 
 
 def default_spool_dir() -> Path:
@@ -106,7 +150,11 @@ class Delivered:
 def check_report(data: bytes) -> None:
     """Refuse, before sending or spooling, something that is not a CycloneDX JSON report."""
     try:
-        document = json.loads(data)
+        # RFC 8259 §8.1: JSON exchanged between systems is UTF-8. json.loads(bytes) would also
+        # guess UTF-16/32, which the service refuses: such a report must not reach the spool.
+        document = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise UsageError(f"the report is not UTF-8 JSON: {e}") from e
     except (ValueError, RecursionError) as e:
         raise UsageError(f"the report is not JSON: {e}") from e
     if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX":
@@ -136,7 +184,7 @@ class Client:
         self.close()
 
     def send(self, report: bytes, labels: Mapping[str, str] | None = None) -> Delivered:
-        """Deliver one report; raises `Rejected` or `Unavailable`."""
+        """Deliver one report; raises `Rejected`, `Unauthorized` or `Unavailable`."""
         params: list[tuple[str, str | int | float | bool | None]] = [
             ("label", f"{k}={v}") for k, v in sorted((labels or {}).items())
         ]
@@ -149,21 +197,28 @@ class Client:
             )
         except httpx.HTTPError as e:
             raise Unavailable(f"cannot reach {self.target.server}: {e}") from e
-        if answer.status_code in (200, 201):
-            body = answer.json()
-            return Delivered(
-                int(body["scan_id"]),
-                int(body["asset_id"]),
-                answer.status_code == 201,
-                str(body.get("asset_url", "")),
-            )
+        status = answer.status_code
+        if status in (200, 201):
+            try:
+                body = answer.json()
+                return Delivered(
+                    int(body["scan_id"]),
+                    int(body["asset_id"]),
+                    status == 201,
+                    str(body.get("asset_url", "")),
+                )
+            except (ValueError, KeyError, TypeError) as e:
+                # not the service's answer (a proxy's page?): the report may not be stored
+                raise Unavailable(f"{self.target.server} answered {status} without a scan") from e
         message = _error_message(answer)
-        if answer.status_code == 429 or answer.status_code >= 500:
-            raise Unavailable(
-                f"the service answered {answer.status_code}: {message}",
-                _retry_after(answer.headers.get("Retry-After")),
-            )
-        raise Rejected(answer.status_code, message)
+        said = f"the service answered {status}: {message}"
+        if status in AUTH_STATUSES:
+            raise Unauthorized(status, message)
+        if status in TRANSIENT_STATUSES:
+            raise Unavailable(said, retry_after(answer.headers.get("Retry-After")))
+        if status >= 500:
+            raise ServerError(status, said, retry_after(answer.headers.get("Retry-After")))
+        raise Rejected(status, message)
 
 
 def _error_message(answer: httpx.Response) -> str:
@@ -175,33 +230,75 @@ def _error_message(answer: httpx.Response) -> str:
         return answer.text[:300] or answer.reason_phrase
 
 
-def _retry_after(value: str | None) -> float | None:
-    if value and value.strip().isdigit():
-        return float(value.strip())
-    return None
+def retry_after(value: str | None, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: delay-seconds or an HTTP-date (RFC 9110
+    §10.2.3); None when absent or unreadable, at most `MAX_RETRY_AFTER`."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return min(float(value), MAX_RETRY_AFTER)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return min(max(when.timestamp() - now(), 0.0), MAX_RETRY_AFTER)
 
 
 @dataclass(frozen=True, slots=True)
 class SpoolEntry:
-    """One spooled report: the gzip file and its labels."""
+    """One spooled report: the gzip file, its labels and its history of server errors."""
 
     path: Path
     labels: Mapping[str, str]
+    failures: int = 0  # server errors (plain 5xx) so far
+    retry_at: float = 0.0  # not before this time (epoch seconds) after a server error
+    reason: str = ""  # the last server error; for a set-aside report, why
 
     @property
     def meta_path(self) -> Path:
-        return self.path.with_name(self.path.name.removesuffix(_SUFFIX) + ".meta.json")
+        return self.path.with_name(self.path.name.removesuffix(_SUFFIX) + _META)
 
     def read(self) -> bytes:
         """The report's bytes."""
         return gzip.decompress(self.path.read_bytes())
 
+    def _meta(self) -> bytes:
+        meta: dict[str, Any] = {"labels": dict(self.labels)}
+        if self.failures:
+            meta.update(failures=self.failures, retry_at=self.retry_at)
+        if self.reason:
+            meta["reason"] = self.reason
+        return json.dumps(meta).encode()
+
+    @classmethod
+    def _load(cls, path: Path) -> SpoolEntry:
+        entry = cls(path, {})
+        try:
+            meta = json.loads(entry.meta_path.read_text())
+            return cls(
+                path,
+                {str(k): str(v) for k, v in dict(meta.get("labels", {})).items()},
+                int(meta.get("failures", 0)),
+                float(meta.get("retry_at", 0.0)),
+                str(meta.get("reason", "")),
+            )
+        except (OSError, ValueError, TypeError, AttributeError):
+            return entry
+
 
 class Spool:
-    """A directory of reports waiting for delivery, oldest first."""
+    """A directory of reports waiting for delivery, oldest first, and ``rejected/`` beside
+    them for the reports set aside."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
+
+    @property
+    def rejected_dir(self) -> Path:
+        return self.directory / REJECTED_DIR
 
     def _ensure(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -216,7 +313,7 @@ class Spool:
         stem = f"{time.time_ns():020d}-{digest}"
         entry = SpoolEntry(self.directory / f"{stem}{_SUFFIX}", dict(labels or {}))
         # meta first, report last: a report file exists only once its labels are on disk
-        _write_atomic(entry.meta_path, json.dumps({"labels": entry.labels}).encode())
+        _write_atomic(entry.meta_path, entry._meta())
         _write_atomic(entry.path, gzip.compress(report, compresslevel=6))
         return entry
 
@@ -224,43 +321,88 @@ class Spool:
         """Spooled reports, oldest first."""
         if not self.directory.is_dir():
             return []
-        found = []
-        for path in sorted(self.directory.glob(f"*{_SUFFIX}")):
-            meta = path.with_name(path.name.removesuffix(_SUFFIX) + ".meta.json")
-            try:
-                labels = json.loads(meta.read_text()).get("labels", {})
-            except (OSError, ValueError):
-                labels = {}
-            found.append(SpoolEntry(path, labels))
-        return found
+        return [SpoolEntry._load(p) for p in sorted(self.directory.glob(f"*{_SUFFIX}"))]
+
+    def rejected(self) -> list[SpoolEntry]:
+        """Reports set aside (the dead letters), oldest first, each with its reason."""
+        if not self.rejected_dir.is_dir():
+            return []
+        return [self.rejected_entry(p) for p in sorted(self.rejected_dir.glob(f"*{_SUFFIX}"))]
+
+    def rejected_entry(self, path: Path) -> SpoolEntry:
+        """A set-aside report, with its reason."""
+        entry = SpoolEntry._load(path)
+        if not entry.reason:  # set aside by an older gpuprov: the reason in a text file
+            with contextlib.suppress(OSError):
+                old = path.with_name(path.name + ".reason.txt").read_text()
+                entry = replace(entry, reason=old.strip())
+        return entry
 
     def remove(self, entry: SpoolEntry) -> None:
         """Forget a delivered report."""
         entry.path.unlink(missing_ok=True)
         entry.meta_path.unlink(missing_ok=True)
 
+    def update(self, entry: SpoolEntry) -> None:
+        """Record an entry's new failure count and retry time."""
+        _write_atomic(entry.meta_path, entry._meta())
+
     def reject(self, entry: SpoolEntry, reason: str) -> Path:
-        """Move a refused report to ``rejected/`` with the reason beside it."""
-        rejected = self.directory / "rejected"
-        rejected.mkdir(exist_ok=True, mode=0o700)
-        target = rejected / entry.path.name
-        os.replace(entry.path, target)
+        """Move a report to ``rejected/``, with its labels and the reason, out of the queue."""
+        self.rejected_dir.mkdir(exist_ok=True, mode=0o700)
+        moved = replace(entry, path=self.rejected_dir / entry.path.name, reason=reason)
+        _write_atomic(moved.meta_path, moved._meta())
+        os.replace(entry.path, moved.path)
         entry.meta_path.unlink(missing_ok=True)
-        _write_atomic(target.with_name(target.name + ".reason.txt"), reason.encode())
-        return target
+        return moved.path
+
+    def requeue(self) -> int:
+        """Put every set-aside report back in the queue (its failures forgotten); how many."""
+        moved = 0
+        for entry in self.rejected():
+            back = SpoolEntry(self.directory / entry.path.name, entry.labels)
+            _write_atomic(back.meta_path, back._meta())
+            os.replace(entry.path, back.path)
+            entry.meta_path.unlink(missing_ok=True)
+            entry.path.with_name(entry.path.name + ".reason.txt").unlink(missing_ok=True)
+            moved += 1
+        return moved
+
+    def wait_until(self) -> float:
+        """The time before which the service asked not to be called (Retry-After), or 0."""
+        try:
+            return float((self.directory / ".retry-after").read_text())
+        except (OSError, ValueError):
+            return 0.0
+
+    def set_wait_until(self, when: float) -> None:
+        """Remember a Retry-After for later pushes (0 forgets it)."""
+        path = self.directory / ".retry-after"
+        if when <= 0:
+            path.unlink(missing_ok=True)
+            return
+        self._ensure()
+        _write_atomic(path, f"{when:.3f}".encode())
 
     @contextlib.contextmanager
-    def lock(self) -> Iterator[bool]:
-        """Hold the spool for one flush; yields False when another process holds it."""
+    def lock(self) -> Iterator[int | None]:
+        """Hold the spool for one flush; yields None when held, else the pid of the process
+        that holds it (0 when it cannot be told)."""
         self._ensure()
         with open(self.directory / ".lock", "a+") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                yield False
+                handle.seek(0)
+                holder = handle.read().strip()
+                yield int(holder) if holder.isdigit() else 0
                 return
             try:
-                yield True
+                handle.seek(0)
+                handle.truncate()
+                handle.write(str(os.getpid()))
+                handle.flush()
+                yield None
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
@@ -283,12 +425,18 @@ def _write_atomic(path: Path, data: bytes) -> None:
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """Retry schedule: ``attempts`` tries, waits doubling from ``initial`` up to ``maximum``
-    (a Retry-After from the service wins), with jitter so agents do not retry in step."""
+    (a longer Retry-After from the service ends the tries), with jitter so agents do not retry
+    in step. A report answered with a plain 5xx is retried by later flushes, not before
+    ``server_error_delay`` × 4^(failures-1), and set aside at its ``server_error_limit``-th
+    failure."""
 
     attempts: int = 3
     initial: float = 1.0
     maximum: float = 60.0
     sleep: Callable[[float], None] = field(default=time.sleep, compare=False)
+    server_error_limit: int = 5
+    server_error_delay: float = 60.0
+    clock: Callable[[], float] = field(default=time.time, compare=False)
 
     def delays(self) -> Iterator[float]:
         """The waits between attempts."""
@@ -296,6 +444,10 @@ class Backoff:
         for _ in range(self.attempts - 1):
             yield min(delay, self.maximum) * random.uniform(0.8, 1.2)
             delay *= 2
+
+    def next_retry(self, failures: int) -> float:
+        """When a report that failed ``failures`` times with a server error is tried again."""
+        return self.clock() + self.server_error_delay * 4.0 ** (failures - 1)
 
 
 def send_with_backoff(
@@ -308,11 +460,19 @@ def send_with_backoff(
             return client.send(report, labels)
         except Unavailable as e:
             delay = next(delays, None)
-            if delay is None:
-                raise
+            if delay is None or (e.retry_after is not None and e.retry_after > backoff.maximum):
+                raise  # the service asked for more patience than a push has: spool
             if e.retry_after is not None:
-                delay = min(max(delay, e.retry_after), backoff.maximum)
+                delay = max(delay, e.retry_after)
             backoff.sleep(delay)
+
+
+class Halt(StrEnum):
+    """Why a flush stopped before the end of the queue."""
+
+    UNAVAILABLE = "unavailable"  # transient: every report waits
+    UNAUTHORIZED = "unauthorized"  # 401/403: the agent's configuration must be fixed
+    SERVER_ERRORS = "server-errors"  # two reports in a row answered a plain 5xx
 
 
 @dataclass
@@ -320,38 +480,93 @@ class FlushResult:
     """What a flush of the spool did."""
 
     delivered: list[Delivered] = field(default_factory=list)
-    rejected: list[tuple[Path, str]] = field(default_factory=list)
-    remaining: int = 0
+    rejected: list[tuple[Path, str]] = field(default_factory=list)  # set aside by this flush
+    deferred: list[tuple[Path, str]] = field(default_factory=list)  # a server error: retry later
+    remaining: int = 0  # reports still in the queue
     error: str | None = None  # why delivery stopped, when it did
-    busy: bool = False  # another process was flushing
+    halt: Halt | None = None
+    busy: int | None = None  # another process is flushing: its pid (0: unknown)
+
+
+def _remember_retry_after(spool: Spool, error: Unavailable, backoff: Backoff) -> None:
+    if error.retry_after is not None:
+        spool.set_wait_until(backoff.clock() + error.retry_after)
 
 
 def flush(spool: Spool, client: Client, backoff: Backoff | None = None) -> FlushResult:
-    """Deliver spooled reports oldest first; stop at the first that cannot be delivered now."""
+    """Deliver spooled reports oldest first; a report refused for its content is set aside and
+    the queue goes on; the flush stops when the service is unavailable or refuses the token."""
     backoff = backoff or Backoff()
     result = FlushResult()
-    with spool.lock() as held:
-        if not held:
-            result.busy = True
-            result.remaining = len(spool.entries())
-            return result
+    with spool.lock() as holder:
         entries = spool.entries()
-        for i, entry in enumerate(entries):
+        if holder is not None:
+            result.busy = holder
+            result.remaining = len(entries)
+            return result
+        wait = spool.wait_until() - backoff.clock()
+        if entries and wait > 0:
+            result.remaining = len(entries)
+            result.halt = Halt.UNAVAILABLE
+            result.error = f"the service asked to wait {wait:.0f} s more (Retry-After)"
+            return result
+        spool.set_wait_until(0)
+        server_errors_in_a_row = 0
+        for entry in entries:
+            if entry.retry_at > backoff.clock():
+                result.deferred.append((entry.path, entry.reason))
+                continue
             try:
                 delivered = send_with_backoff(client, entry.read(), entry.labels, backoff)
+            except ServerError as e:
+                server_errors_in_a_row += 1
+                _record_server_error(spool, entry, str(e), backoff, result)
+                if server_errors_in_a_row >= 2:  # the service fails for everyone: stop here
+                    result.halt, result.error = Halt.SERVER_ERRORS, str(e)
+                    _remember_retry_after(spool, e, backoff)
+                    break
+                continue
             except Unavailable as e:
-                result.remaining = len(entries) - i
-                result.error = str(e)
-                return result
+                result.halt, result.error = Halt.UNAVAILABLE, str(e)
+                _remember_retry_after(spool, e, backoff)
+                break
+            except Unauthorized as e:
+                result.halt, result.error = Halt.UNAUTHORIZED, str(e)
+                break
             except Rejected as e:
                 result.rejected.append((spool.reject(entry, str(e)), str(e)))
                 continue
             except (OSError, ValueError) as e:  # unreadable spool file: keep it aside
-                result.rejected.append((spool.reject(entry, f"unreadable: {e}"), str(e)))
+                reason = f"unreadable spool file: {e}"
+                result.rejected.append((spool.reject(entry, reason), reason))
                 continue
+            server_errors_in_a_row = 0
             spool.remove(entry)
             result.delivered.append(delivered)
+        result.remaining = len(spool.entries())
     return result
+
+
+def _server_error(spool: Spool, entry: SpoolEntry, error: str, backoff: Backoff) -> Path | None:
+    """Count a server error against a spooled report: set it aside at the limit (returns where),
+    else schedule its next try."""
+    failures = entry.failures + 1
+    if failures >= backoff.server_error_limit:
+        return spool.reject(entry, f"{error} (a server error {failures} times)")
+    spool.update(
+        replace(entry, failures=failures, retry_at=backoff.next_retry(failures), reason=error)
+    )
+    return None
+
+
+def _record_server_error(
+    spool: Spool, entry: SpoolEntry, error: str, backoff: Backoff, result: FlushResult
+) -> None:
+    moved = _server_error(spool, entry, error, backoff)
+    if moved is not None:
+        result.rejected.append((moved, spool.rejected_entry(moved).reason))
+    else:
+        result.deferred.append((entry.path, error))
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,6 +577,7 @@ class PushOutcome:
     spooled: SpoolEntry | None
     error: str | None
     flushed: FlushResult
+    halt: Halt | None = None
 
 
 def push(
@@ -371,7 +587,7 @@ def push(
     labels: Mapping[str, str] | None = None,
     backoff: Backoff | None = None,
 ) -> PushOutcome:
-    """Deliver spooled reports, then this one; spool it when the service is unavailable.
+    """Deliver spooled reports, then this one; spool it when it cannot be delivered now.
 
     Raises `Rejected` when the service refuses this report, and UsageError when it is not a
     CycloneDX JSON report (neither is spooled).
@@ -381,12 +597,21 @@ def push(
     backoff = backoff or Backoff()
     flushed = flush(spool, client, backoff)
     if flushed.error is not None:
-        # the service is down: do not wait for it a second time
-        return PushOutcome(None, spool.add(report, labels), flushed.error, flushed)
+        # the queue is stopped: do not wait for the service a second time, keep the order
+        return PushOutcome(None, spool.add(report, labels), flushed.error, flushed, flushed.halt)
     try:
         delivered = send_with_backoff(client, report, labels, backoff)
+    except ServerError as e:
+        entry = spool.add(report, labels)
+        moved = _server_error(spool, entry, str(e), backoff)
+        if moved is not None:
+            raise Rejected(e.status, spool.rejected_entry(moved).reason) from e
+        return PushOutcome(None, entry, str(e), flushed, Halt.SERVER_ERRORS)
     except Unavailable as e:
-        return PushOutcome(None, spool.add(report, labels), str(e), flushed)
+        _remember_retry_after(spool, e, backoff)
+        return PushOutcome(None, spool.add(report, labels), str(e), flushed, Halt.UNAVAILABLE)
+    except Unauthorized as e:
+        return PushOutcome(None, spool.add(report, labels), str(e), flushed, Halt.UNAUTHORIZED)
     return PushOutcome(delivered, None, None, flushed)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,10 @@ import typer
 from typer.testing import CliRunner
 
 from scanner import cli_agent
+from scanner.deliver import Spool
+from tests.app import boms
 from tests.app.conftest import LiveServer, Service, auth, free_port
+from tests.scanner.test_deliver import ProgrammedService
 
 pytest.importorskip("scanner.pipeline")
 
@@ -143,3 +148,98 @@ def test_scan_push_spools_while_down_then_delivers_once(
     assets = service.client.get("/api/v1/assets", headers=auth(reader)).json()
     assert assets["total"] == 1
     assert assets["items"][0]["labels"] == {"env": "ci"}
+
+
+def _agent_cli(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    app = typer.Typer()
+    cli_agent.register(app)
+    result = CliRunner().invoke(app, args, env=env)
+    return result.exit_code, result.output
+
+
+def test_a_refused_token_keeps_the_spool_until_it_is_fixed(
+    service: Service, tmp_path: Path
+) -> None:
+    """401 from the real service: no report is set aside, the queue waits for a good token."""
+    spool = tmp_path / "spool"
+    bad_token, good_token = tmp_path / "bad.token", tmp_path / "good.token"
+    bad_token.write_text("gpv_not-a-token")
+    good_token.write_text(service.token("report:write"))
+    for name in ("node-a", "node-b"):
+        Spool(spool).add(boms.encode(boms.gpuprov_bom(kind="host", name=name)))
+    port = free_port()
+    common = ["--server", f"http://127.0.0.1:{port}", "--spool-dir", str(spool), "--retries", "0"]
+    with LiveServer(service.settings, port):
+        code, output = _agent_cli(["push", "--spool", "--token-file", str(bad_token), *common])
+        assert code == cli_agent.EXIT_REJECTED, output
+        assert "refused the agent's token (401)" in output and "2 report(s) stay" in output
+        assert len(Spool(spool).entries()) == 2 and Spool(spool).rejected() == []
+        code, output = _agent_cli(["push", "--spool", "--token-file", str(good_token), *common])
+    assert code == cli_agent.EXIT_OK, output
+    assert service.count("scan") == 2
+
+
+def test_push_spool_lists_set_aside_reports_and_goes_on(tmp_path: Path) -> None:
+    """A report the service fails on is retried, then set aside and listed by every
+    `push --spool`; the reports behind it are delivered at once."""
+    spool = Spool(tmp_path / "spool")
+    poison, good = (boms.encode(boms.gpuprov_bom(kind="host", name=n)) for n in ("p", "g"))
+    spool.add(poison)
+    spool.add(good)
+    token = tmp_path / "t"
+    token.write_text("gpv_token")
+    with ProgrammedService(poison=poison) as svc:
+        args = ["push", "--spool", "--server", svc.url, "--token-file", str(token)]
+        args += ["--spool-dir", str(spool.directory), "--retries", "0"]
+        code, output = _agent_cli(args)
+        assert code == cli_agent.EXIT_SPOOLED, output
+        assert svc.stored == [good] and "retried later" in output
+        assert "1 report(s) wait in" in output
+        # four more failures, spaced out: pretend the waits have passed
+        for _ in range(4):
+            [entry] = spool.entries()
+            spool.update(replace(entry, retry_at=0))
+            code, output = _agent_cli(args)
+    assert code == cli_agent.EXIT_REJECTED, output
+    assert "set aside in" in output and "500" in output and "5 times" in output
+    assert spool.entries() == []
+    with ProgrammedService() as svc:
+        args[3] = svc.url
+        code, output = _agent_cli(args)
+    assert code == cli_agent.EXIT_OK, output  # listed again, not an error any more
+    assert "1 report(s) set aside in" in output and f"{spool.rejected()[0].path.name}:" in output
+    assert svc.received == []
+
+
+def test_push_spool_says_when_another_process_holds_the_lock(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "spool")
+    spool.add(boms.encode(boms.gpuprov_bom(kind="host", name="n")))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+            "f.seek(0); f.truncate(); f.write(str(os.getpid())); f.flush()\n"
+            "print('held', flush=True); time.sleep(120)\n",
+            str(spool.directory / ".lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        token = tmp_path / "t"
+        token.write_text("gpv_token")
+        with ProgrammedService() as svc:
+            code, output = _agent_cli(
+                ["push", "--spool", "--server", svc.url, "--token-file", str(token)]
+                + ["--spool-dir", str(spool.directory)]
+            )
+    finally:
+        holder.kill()
+        holder.wait()
+    assert code == cli_agent.EXIT_SPOOLED, output
+    assert f"another gpuprov process (pid {holder.pid}) is delivering the spool" in output
+    assert "1 report(s) wait there" in output and "empty" not in output
+    assert svc.received == [] and len(spool.entries()) == 1

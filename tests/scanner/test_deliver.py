@@ -1,15 +1,22 @@
 """Agent-side delivery: spooling, backoff, exactly-once flushing, refusals set aside.
 
-The service is stood in for by httpx's MockTransport here; tests/app/test_faults.py runs the
-same paths against the real service.
+The service is stood in for by httpx's MockTransport, and by a real HTTP server on loopback that
+answers programmed statuses (`ProgrammedService`); tests/app/test_faults.py runs the same paths
+against the real service.
 """
 
 from __future__ import annotations
 
+import email.utils
 import gzip
+import http.server
 import json
+import os
+import threading
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -17,6 +24,7 @@ import pytest
 from scanner.deliver import (
     Backoff,
     Client,
+    Halt,
     Rejected,
     Spool,
     Target,
@@ -24,6 +32,7 @@ from scanner.deliver import (
     flush,
     labels_from,
     push,
+    retry_after,
 )
 from scanner.errors import UsageError
 
@@ -148,23 +157,29 @@ def test_flush_stops_while_the_service_is_down(tmp_path: Path) -> None:
 
 def test_flush_sets_refused_reports_aside(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    spool.add(REPORT)
+    spool.add(REPORT, {"env": "prod"})
     spool.add(REPORT + b" ")
-    result = flush(spool, _client(FakeService([403])), Backoff(1))
+    result = flush(spool, _client(FakeService([422])), Backoff(1))
     assert len(result.rejected) == 1 and len(result.delivered) == 1
     moved, reason = result.rejected[0]
-    assert moved.parent.name == "rejected" and "said 403" in reason
-    assert "said 403" in moved.with_name(moved.name + ".reason.txt").read_text()
+    assert moved.parent.name == "rejected" and "said 422" in reason
+    [dead] = spool.rejected()
+    assert dead.path == moved and "said 422" in dead.reason and dead.labels == {"env": "prod"}
     assert spool.entries() == []
+    # put back once fixed: delivered with its labels
+    assert spool.requeue() == 1 and spool.rejected() == []
+    service = FakeService()
+    assert len(flush(spool, _client(service), Backoff(1)).delivered) == 1
+    assert service.requests[0].url.params.get_list("label") == ["env=prod"]
 
 
 def test_flush_skips_when_another_process_holds_the_spool(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
     spool.add(REPORT)
-    with spool.lock() as held:
-        assert held
+    with spool.lock() as holder:
+        assert holder is None
         result = flush(Spool(tmp_path), _client(FakeService()), Backoff(1))
-    assert result.busy and result.remaining == 1 and not result.delivered
+    assert result.busy == os.getpid() and result.remaining == 1 and not result.delivered
 
 
 def test_target_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,3 +221,233 @@ def test_backoff_doubles_and_caps() -> None:
     assert len(delays) == 5
     assert 0.8 <= delays[0] <= 1.2 and 1.6 <= delays[1] <= 2.4
     assert all(d <= 4.8 for d in delays[2:])
+
+
+class ProgrammedService:
+    """A real HTTP server on loopback standing in for the service: each POST gets the next
+    programmed answer (a status, or a status with headers), then 201; a report in `poison`
+    always gets a 500, as a report that breaks the service would. Reports are stored by
+    content, so a report delivered twice is stored once."""
+
+    def __init__(
+        self, script: list[int | tuple[int, dict[str, str]]] | None = None, poison: bytes = b""
+    ) -> None:
+        self.script = list(script or [])
+        self.poison = poison
+        self.received: list[tuple[bytes, list[str]]] = []
+        self.stored: list[bytes] = []
+        service = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+                body = gzip.decompress(self.rfile.read(int(self.headers["Content-Length"])))
+                labels = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+                service.received.append((body, labels.get("label", [])))
+                status, headers = service._answer(body)
+                if status < 400:
+                    created = body not in service.stored
+                    if created:
+                        service.stored.append(body)
+                    scan = service.stored.index(body) + 1
+                    payload = {"scan_id": scan, "asset_id": 1, "asset_url": "/api/v1/assets/1"}
+                else:
+                    payload = {"error": {"status": status, "message": f"said {status}"}}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for key, value in {**headers, "Content-Type": "application/json"}.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def _answer(self, body: bytes) -> tuple[int, dict[str, str]]:
+        if self.poison and body == self.poison:
+            return 500, {}
+        if self.script:
+            step = self.script.pop(0)
+            return step if isinstance(step, tuple) else (step, {})
+        return 201, {}
+
+    def client(self) -> Client:
+        return Client(Target(self.url, "gpv_token", timeout=5))
+
+    def __enter__(self) -> ProgrammedService:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _reports(n: int) -> list[bytes]:
+    return [REPORT.replace(b'"x"', f'"r{i}"'.encode()) for i in range(n)]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _backoff(clock: Clock | None = None, **kw: float) -> Backoff:
+    """One try per report and no real waits; server errors retried by later flushes."""
+    options: dict[str, Any] = {"attempts": 1, "sleep": _no_wait([]), **kw}
+    return Backoff(**options, clock=clock or Clock())
+
+
+def test_a_report_the_service_fails_on_does_not_block_the_queue(tmp_path: Path) -> None:
+    """The issue's stuck agent: the oldest report gets a 500 every time. The reports behind it
+    are delivered at once; it is retried by later flushes, spaced out, then set aside."""
+    poison, *good = _reports(3)
+    spool = Spool(tmp_path / "spool")
+    for report in (poison, *good):
+        spool.add(report, {"env": "prod"})
+    clock = Clock()
+    backoff = _backoff(clock, server_error_limit=3, server_error_delay=60)
+    with ProgrammedService(poison=poison) as service:
+        first = flush(spool, service.client(), backoff)
+        assert [d.created for d in first.delivered] == [True, True]
+        assert service.stored == good and first.remaining == 1 and first.halt is None
+        assert [reason for _, reason in first.deferred] == ["the service answered 500: said 500"]
+        # too early for a retry: the service is not called
+        asked = len(service.received)
+        assert flush(spool, service.client(), backoff).remaining == 1
+        assert len(service.received) == asked
+        clock.now += 61
+        second = flush(spool, service.client(), backoff)
+        assert second.remaining == 1 and not second.rejected and len(service.received) == asked + 1
+        clock.now += 60 * 4 + 1  # the second wait is four times the first
+        third = flush(spool, service.client(), backoff)
+    assert third.remaining == 0 and len(third.rejected) == 1
+    [dead] = spool.rejected()
+    assert dead.path == third.rejected[0][0] and dead.labels == {"env": "prod"}
+    assert "500" in dead.reason and "3 times" in dead.reason
+    assert gzip.decompress(dead.path.read_bytes()) == poison
+    assert spool.entries() == []
+
+
+def test_a_service_failing_on_everything_stops_the_flush(tmp_path: Path) -> None:
+    """Two 500s in a row are the service's fault, not the reports': stop, set nothing aside."""
+    spool = Spool(tmp_path)
+    for report in _reports(5):
+        spool.add(report)
+    with ProgrammedService([500] * 10) as service:
+        result = flush(spool, service.client(), _backoff())
+    assert len(service.received) == 2 and result.halt is Halt.SERVER_ERRORS
+    assert result.remaining == 5 and not result.rejected and not result.delivered
+
+
+@pytest.mark.parametrize("status", [400, 403, 404, 413, 415, 422])
+def test_a_refused_report_is_set_aside_at_once_and_the_queue_goes_on(
+    tmp_path: Path, status: int
+) -> None:
+    first, second = _reports(2)
+    spool = Spool(tmp_path)
+    spool.add(first)
+    spool.add(second)
+    with ProgrammedService([status]) as service:
+        result = flush(spool, service.client(), _backoff())
+    assert service.stored == [second] and result.remaining == 0
+    [dead] = spool.rejected()
+    assert f"({status}): said {status}" in dead.reason
+    assert gzip.decompress(dead.path.read_bytes()) == first
+
+
+@pytest.mark.parametrize("status", [408, 429, 502, 503, 504])
+def test_transient_answers_keep_every_report_in_order(tmp_path: Path, status: int) -> None:
+    spool = Spool(tmp_path)
+    reports = _reports(3)
+    for report in reports:
+        spool.add(report)
+    waits: list[float] = []
+    backoff = _backoff(attempts=3, sleep=_no_wait(waits))  # type: ignore[arg-type]
+    with ProgrammedService([status] * 3) as service:
+        result = flush(spool, service.client(), backoff)
+        assert result.halt is Halt.UNAVAILABLE and f"answered {status}" in (result.error or "")
+        assert len(waits) == 2 and result.remaining == 3 and not spool.rejected()
+        assert [body for body, _ in service.received] == [reports[0]] * 3
+        later = flush(spool, service.client(), backoff)  # back up: all delivered, in order
+    assert len(later.delivered) == 3 and service.stored == reports
+
+
+def test_unreachable_service_keeps_the_queue(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spool.add(REPORT)
+    with ProgrammedService() as service:
+        url = service.url
+    result = flush(spool, Client(Target(url, "gpv_token", timeout=2)), _backoff())
+    assert result.halt is Halt.UNAVAILABLE and "cannot reach" in (result.error or "")
+    assert result.remaining == 1 and not spool.rejected()
+
+
+def test_a_refused_token_stops_and_keeps_everything(tmp_path: Path) -> None:
+    """401: no report is at fault; nothing is set aside, a new report joins the queue."""
+    spool = Spool(tmp_path)
+    old, new = _reports(2)
+    spool.add(old)
+    with ProgrammedService([401]) as service:
+        outcome = push(new, service.client(), spool, {"env": "prod"}, _backoff())
+        assert len(service.received) == 1  # the flush stopped at the first 401
+        assert outcome.halt is Halt.UNAUTHORIZED and outcome.spooled is not None
+        assert "refused the agent's token (401)" in (outcome.error or "")
+        assert len(spool.entries()) == 2 and not spool.rejected()
+        fixed = flush(spool, service.client(), _backoff())  # the token is fixed
+    assert service.stored == [old, new] and fixed.remaining == 0
+
+
+def test_retry_after_is_honoured_by_later_pushes(tmp_path: Path) -> None:
+    """A Retry-After longer than a push may wait: spooled at once, and no push calls the
+    service before that time."""
+    spool = Spool(tmp_path)
+    clock = Clock()
+    waits: list[float] = []
+    backoff = _backoff(clock, attempts=3, sleep=_no_wait(waits))  # type: ignore[arg-type]
+    first, second = _reports(2)
+    with ProgrammedService([(503, {"Retry-After": "600"})]) as service:
+        outcome = push(first, service.client(), spool, None, backoff)
+        assert outcome.spooled is not None and waits == [] and len(service.received) == 1
+        clock.now += 300
+        again = push(second, service.client(), spool, None, backoff)
+        assert again.spooled is not None and "Retry-After" in (again.error or "")
+        assert len(service.received) == 1 and len(spool.entries()) == 2
+        clock.now += 301
+        later = flush(spool, service.client(), backoff)
+    assert len(later.delivered) == 2 and service.stored == [first, second]
+
+
+def test_short_retry_after_is_waited_for(tmp_path: Path) -> None:
+    waits: list[float] = []
+    backoff = _backoff(attempts=2, initial=1.0, sleep=_no_wait(waits))  # type: ignore[arg-type]
+    with ProgrammedService([(429, {"Retry-After": "7"})]) as service:
+        outcome = push(REPORT, service.client(), Spool(tmp_path), None, backoff)
+    assert outcome.delivered is not None and waits == [7.0]
+
+
+def test_retry_after_forms() -> None:
+    now = 1_700_000_000.0
+    assert retry_after("120") == 120.0
+    assert retry_after(" 5 ") == 5.0
+    date = email.utils.formatdate(now + 90, usegmt=True)
+    assert retry_after(date, lambda: now) == 90.0
+    assert retry_after(email.utils.formatdate(now - 90, usegmt=True), lambda: now) == 0.0
+    assert retry_after("99999999") == 3600.0  # capped
+    assert retry_after("soon") is None and retry_after(None) is None and retry_after("-1") is None
+
+
+def test_a_utf16_report_is_refused_before_it_is_sent_or_spooled(tmp_path: Path) -> None:
+    """The service refuses JSON that is not UTF-8; the agent must not spool such a report."""
+    spool = Spool(tmp_path)
+    for encoding in ("utf-16", "utf-32"):
+        with pytest.raises(UsageError, match="not UTF-8"):
+            push(REPORT.decode().encode(encoding), _client(FakeService()), spool)
+    assert spool.entries() == []
