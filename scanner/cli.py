@@ -38,7 +38,16 @@ class Format(StrEnum):
     CYCLONEDX = "cyclonedx"
 
 
-FAIL_ON_KINDS = ("modified", "unowned", "mixed", "no-record", "conflict", "unsigned")
+FAIL_ON_KINDS = (
+    "modified",
+    "unowned",
+    "mixed",
+    "no-record",
+    "conflict",
+    "unsigned",
+    "not-elf",
+    "unreadable",
+)
 
 
 def err(message: str) -> None:

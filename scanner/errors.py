@@ -29,6 +29,11 @@ class DetectError(ScannerError):
     """A file cannot be identified."""
 
 
+class NotElfError(DetectError):
+    """A file is not an ELF shared library at all (other bytes, or another kind of ELF file):
+    whatever its name says, it is no GPU library (unlike a damaged ELF library)."""
+
+
 class HashError(ScannerError):
     """A file cannot be read for hashing."""
 

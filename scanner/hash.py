@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import queue
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -31,10 +32,13 @@ def hash_file(path: str, *, md5: bool = False) -> Digests:
     m = hashlib.md5(usedforsecurity=False) if md5 else None
     size = 0
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        # O_NONBLOCK: a file swapped for a FIFO after the walk must not block the scan.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise HashError(f"{path}: cannot open for hashing: {e.strerror}") from e
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise HashError(f"{path}: not a regular file (replaced while the scan ran?)")
         with contextlib.suppress(AttributeError, OSError):
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         buf = bytearray(CHUNK)
@@ -167,7 +171,13 @@ class SpoolingHasher:
 def facts_to_json(facts: FileFacts) -> dict[str, Any]:
     """Serialize facts for the on-disk caches (tuples become lists)."""
     d = facts.digests
-    out: dict[str, Any] = {"size": d.size, "sha256": d.sha256, "md5": d.md5, "error": facts.error}
+    out: dict[str, Any] = {
+        "size": d.size,
+        "sha256": d.sha256,
+        "md5": d.md5,
+        "error": facts.error,
+        "not_elf": facts.not_elf,
+    }
     if facts.elf is not None:
         e = facts.elf
         out["elf"] = {
@@ -199,7 +209,9 @@ def facts_from_json(data: dict[str, Any]) -> FileFacts:
             cudart_build=e["cudart_build"],
             referenced_cuda_majors=tuple(int(x) for x in e["referenced_cuda_majors"]),
         )
-    return FileFacts(digests=digests, elf=elf, error=data.get("error"))
+    return FileFacts(
+        digests=digests, elf=elf, error=data.get("error"), not_elf=bool(data["not_elf"])
+    )
 
 
 class HostFactsCache:

@@ -122,6 +122,9 @@ class FileFacts:
     digests: Digests
     elf: ElfFacts | None = None
     error: str | None = None  # why ELF analysis failed (truncated, not ELF, ...)
+    #: the bytes are no ELF shared library at all (text, an executable, an object file):
+    #: the file is reported as a ``not-elf`` finding, never as a GPU library
+    not_elf: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,11 +207,14 @@ class GpuLibrary:
     size: int
     aliases: tuple[str, ...]
     ident: Identification
-    digests: Digests | None
+    digests: Digests  # a file that could not be read is an `unreadable` finding, not a library
     owner: Package | None
     integrity: Integrity
     integrity_reason: str
     notes: tuple[str, ...] = ()  # e.g. "mixed cuDNN: ..."
+    #: why its ELF facts could not be read (a truncated or malformed ELF library); its name,
+    #: digest and integrity verdict still stand
+    error: str | None = None
     #: provenance against signed reference catalogs: None when no catalog was given
     provenance: str | None = None  # "verified" | "conflict" | "unknown"
     provenance_reason: str = ""

@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from scanner import __version__
-from scanner.errors import DetectError, HashError, SourceError, UsageError
+from scanner.errors import DetectError, HashError, NotElfError, SourceError, UsageError
 from scanner.hash import HostFactsCache, SpoolingHasher, hash_file, hash_region
 from scanner.model import (
     AssetKind,
     Candidate,
+    Digests,
+    ElfFacts,
     FileFacts,
     Finding,
     GpuLibrary,
@@ -104,6 +106,16 @@ def _spool_parent() -> str | None:
     return None
 
 
+def _analyzed(digests: Digests, analyze: Callable[[], ElfFacts]) -> FileFacts:
+    """A candidate's facts: its digests and ELF facts, or why it is no (readable) library."""
+    try:
+        return FileFacts(digests=digests, elf=analyze())
+    except NotElfError as e:
+        return FileFacts(digests=digests, error=str(e), not_elf=True)
+    except DetectError as e:
+        return FileFacts(digests=digests, error=str(e))
+
+
 def _make_image_probe(spool_dir: str) -> Callable[[str, IO[bytes], int], FileFacts]:
     """Probe for image layers: hash while spooling, then analyze the spooled ELF file."""
     from scanner.detect import analyze_elf
@@ -113,10 +125,7 @@ def _make_image_probe(spool_dir: str) -> Callable[[str, IO[bytes], int], FileFac
         try:
             hasher.feed(stream, size)
             digests = hasher.finish()
-            try:
-                return FileFacts(digests=digests, elf=analyze_elf(hasher.path, name=path))
-            except DetectError as e:
-                return FileFacts(digests=digests, error=str(e))
+            return _analyzed(digests, lambda: analyze_elf(hasher.path, name=path))
         finally:
             hasher.discard()
 
@@ -133,12 +142,7 @@ def _make_located_probe(
     def work(path: str, size: int, at: tuple[str, int]) -> FileFacts:
         before = os.stat(at[0])
         digests = hash_region(at[0], at[1], size, md5=_may_be_dpkg_owned(path))
-        try:
-            facts = FileFacts(
-                digests=digests, elf=analyze_elf_region(at[0], at[1], size, name=path)
-            )
-        except DetectError as e:
-            facts = FileFacts(digests=digests, error=str(e))
+        facts = _analyzed(digests, lambda: analyze_elf_region(at[0], at[1], size, name=path))
         after = os.stat(at[0])
         if (before.st_mtime_ns, before.st_size) != (after.st_mtime_ns, after.st_size):
             raise SourceError(f"{at[0]} changed while it was being scanned")
@@ -229,18 +233,17 @@ class _HostHasher:
             digests = hash_file(host_path, md5=md5)
         except HashError as e:
             return Skipped(path, str(e), "hash")
-        try:
-            return FileFacts(digests=digests, elf=analyze_elf(host_path, name=path))
-        except DetectError as e:
-            return FileFacts(digests=digests, error=str(e))
+        return _analyzed(digests, lambda: analyze_elf(host_path, name=path))
 
     def finish(
         self,
         candidates: Sequence[Candidate],
         owners: dict[str, tuple[Package, OwnedFile]],
         skipped: list[Skipped],
+        unread: dict[str, str],
     ) -> dict[str, FileFacts]:
-        """Facts of every host candidate; the pool is shut down and the cache saved."""
+        """Facts of every host candidate; why a candidate could not be read goes to
+        ``unread`` (path -> reason). The pool is shut down and the cache saved."""
         out: dict[str, FileFacts] = {}
         pending: list[tuple[Candidate, Future[FileFacts | Skipped]]] = []
         try:
@@ -271,7 +274,7 @@ class _HostHasher:
                 if self.options.progress:
                     self.options.progress("hashing", done, len(pending))
                 if isinstance(res, Skipped):
-                    skipped.append(res)
+                    unread[cand.ref.path] = res.reason
                     continue
                 out[cand.ref.path] = res
                 assert cand.stat_key is not None
@@ -339,47 +342,49 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     facts: dict[str, FileFacts] = {
         c.ref.path: c.facts for c in view.candidates if c.facts is not None
     }
-    facts.update(hasher.finish(view.candidates, catalog.owners, skipped))
+    unread: dict[str, str] = {}
+    facts.update(hasher.finish(view.candidates, catalog.owners, skipped, unread))
     t_hash = time.perf_counter()
 
     libraries: list[GpuLibrary] = []
-    unread = {s.path for s in skipped if s.stage == "hash"}
+    # A candidate is a GPU library only when its bytes were read and are an ELF shared
+    # library; anything else is reported once, as a finding of its own kind, in every format
+    # (issue 7: a non-ELF file was listed as cuDNN *and* skipped; an unreadable one was a
+    # table row, counted by a finding, and missing from the CycloneDX).
+    not_library: list[Finding] = []
     for cand in sorted(view.candidates, key=lambda c: c.ref.path):
         f = facts.get(cand.ref.path)
+        if f is None:
+            reason = unread.get(
+                cand.ref.path,
+                # images analyze files by their own name during the one read of each layer
+                "content not read: only an alias is named like a GPU library",
+            )
+            not_library.append(_unreadable(cand, reason))
+            continue
+        if f.not_elf:
+            not_library.append(_not_elf(cand, f))
+            continue
         hit = _owner_of(cand, catalog.owners)
         owner, record = (hit[0], hit[1]) if hit else (None, None)
-        if f is not None and f.error:
-            skipped.append(Skipped(cand.ref.path, f.error, "detect"))
         ident = identify(cand.ref.path, f, owner, ctx, aliases=cand.aliases)
-        digests = f.digests if f is not None else None
-        if digests is None and cand.ref.path not in unread:
-            # Only reached through an alias whose name matched (images probe by own name).
-            skipped.append(
-                Skipped(
-                    cand.ref.path,
-                    "content not read: only an alias is named like a GPU library",
-                    "hash",
-                )
-            )
-        integrity, reason = integrity_verdict(digests, owner, record)
+        integrity, reason = integrity_verdict(f.digests, owner, record)
         libraries.append(
             GpuLibrary(
                 ref=cand.ref,
                 size=cand.size,
                 aliases=cand.aliases,
                 ident=ident,
-                digests=digests,
+                digests=f.digests,
                 owner=owner,
                 integrity=integrity,
                 integrity_reason=reason,
+                error=f.error,
             )
         )
 
     filled = fill_from_identical(
-        [
-            (lib.ref.path, lib.digests.sha256 if lib.digests else None, lib.ident)
-            for lib in libraries
-        ]
+        [(lib.ref.path, lib.digests.sha256, lib.ident) for lib in libraries]
     )
     filled = fill_from_siblings(
         [(lib.ref.path, ident) for lib, ident in zip(libraries, filled, strict=True)]
@@ -391,6 +396,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     findings: list[Finding] = list(
         find_mixed_cudnn([(lib.ref.path, lib.ident) for lib in libraries])
     )
+    findings.extend(not_library)
     mixed_paths = {p for fnd in findings for p in fnd.paths}
     for kind in (Integrity.MODIFIED, Integrity.UNOWNED, Integrity.NO_RECORD):
         hits = tuple(lib.ref.path for lib in libraries if lib.integrity is kind)
@@ -498,6 +504,31 @@ def _image_trust(source: object, view: RootView, inputs: TrustInputs, policy: Tr
     name = view.info.name.split("@", 1)[0]
     repository = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
     return image_trust(repository, digests, layers, policy)
+
+
+def _named(cand: Candidate) -> str:
+    """The candidate's path, with the aliases that made it one."""
+    if not cand.aliases:
+        return cand.ref.path
+    return f"{cand.ref.path} (as {', '.join(cand.aliases)})"
+
+
+def _not_elf(cand: Candidate, facts: FileFacts) -> Finding:
+    return Finding(
+        "not-elf",
+        f"{_named(cand)} is named like a GPU library but is no ELF shared library "
+        f"({facts.error}); sha256 {facts.digests.sha256}",
+        (cand.ref.path, *cand.aliases),
+    )
+
+
+def _unreadable(cand: Candidate, reason: str) -> Finding:
+    return Finding(
+        "unreadable",
+        f"{_named(cand)} is named like a GPU library but could not be read ({reason}); "
+        "its digest and identity are unknown",
+        (cand.ref.path, *cand.aliases),
+    )
 
 
 def _with_note(lib: GpuLibrary, note: str) -> GpuLibrary:

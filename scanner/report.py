@@ -25,7 +25,7 @@ def to_json(result: ScanResult) -> str:
 
 
 def _short(lib: GpuLibrary) -> str:
-    return lib.digests.sha256[:12] if lib.digests else "-"
+    return lib.digests.sha256[:12]
 
 
 def render_table(result: ScanResult, out: TextIO, *, color: bool) -> None:
@@ -45,6 +45,8 @@ def render_table(result: ScanResult, out: TextIO, *, color: bool) -> None:
     for lib in result.libraries:
         owner = f"{lib.owner.manager}:{lib.owner.name}" if lib.owner else "-"
         path = lib.ref.path + ("".join(f"\n  <- {a}" for a in lib.aliases) if lib.aliases else "")
+        if lib.error:
+            path += f"\n  error: {lib.error}"
         verdict = lib.integrity.value
         style = styles.get(verdict, "")
         table.add_row(

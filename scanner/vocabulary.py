@@ -10,6 +10,7 @@ NS: Final = "gpuprov"
 # on each GPU library `file` component
 FILE_PATH: Final = "gpuprov:file:path"
 FILE_ALIASES: Final = "gpuprov:file:aliases"  # comma-separated absolute paths of symlinks
+FILE_ERROR: Final = "gpuprov:file:error"  # why the ELF facts could not be read (truncated, ...)
 LIBRARY_FAMILY: Final = "gpuprov:library:family"
 LIBRARY_COMPONENT: Final = "gpuprov:library:component"
 LIBRARY_VERSION: Final = "gpuprov:library:version"

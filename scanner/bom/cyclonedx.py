@@ -181,11 +181,9 @@ def _file_component(lib: GpuLibrary) -> Any:
     from cyclonedx.model import HashAlgorithm, HashType
     from cyclonedx.model.component import Component, ComponentType
 
-    hashes = []
-    if lib.digests is not None:
-        hashes.append(HashType(alg=HashAlgorithm.SHA_256, content=lib.digests.sha256))
-        if lib.digests.md5:
-            hashes.append(HashType(alg=HashAlgorithm.MD5, content=lib.digests.md5))
+    hashes = [HashType(alg=HashAlgorithm.SHA_256, content=lib.digests.sha256)]
+    if lib.digests.md5:
+        hashes.append(HashType(alg=HashAlgorithm.MD5, content=lib.digests.md5))
     ident = lib.ident
     props = _props(
         [
@@ -200,6 +198,7 @@ def _file_component(lib: GpuLibrary) -> Any:
             (V.OWNER_PURL, lib.owner.purl if lib.owner else None),
             (V.INTEGRITY, lib.integrity.value),
             (V.INTEGRITY_REASON, lib.integrity_reason),
+            (V.FILE_ERROR, lib.error),
             (V.LAYER, lib.ref.layer),
             (V.PROVENANCE, lib.provenance),
             (V.PROVENANCE_SIGNER, lib.provenance_signer),
@@ -241,10 +240,6 @@ def build_bom(result: ScanResult) -> Any:
     files_by_owner: dict[str, list[Any]] = {}
     unowned = []
     for lib in result.libraries:
-        if lib.digests is None:
-            # A file component without its digest is no evidence of anything (and services
-            # refuse it); the hash stage's Skipped record, in gpuprov:skipped, says why.
-            continue
         comp = _file_component(lib)
         bom.components.add(comp)
         if lib.owner is not None and lib.owner.purl in pkg_components:

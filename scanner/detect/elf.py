@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from scanner.detect.classifiers import Scan, classify_name
-from scanner.errors import DetectError
+from scanner.errors import DetectError, NotElfError
 from scanner.model import ElfFacts
 
 Buffer = mmap.mmap | bytes | memoryview
@@ -94,7 +94,7 @@ def _map(path_on_disk: str) -> tuple[mmap.mmap, int]:
         if not stat.S_ISREG(st.st_mode):
             raise DetectError("not a regular file")
         if st.st_size == 0:
-            raise DetectError("not an ELF file: empty file")
+            raise NotElfError("not an ELF file: empty file")
         try:
             return mmap.mmap(fd, 0, access=mmap.ACCESS_READ), st.st_size
         except (OSError, ValueError) as e:
@@ -117,7 +117,7 @@ def analyze_elf_region(path_on_disk: str, offset: int, size: int, *, name: str) 
     """Analyze a library stored verbatim inside a larger file (a member of an uncompressed
     image layer in an archive), in place: nothing is copied out."""
     if size == 0:
-        raise DetectError("not an ELF file: empty file")
+        raise NotElfError("not an ELF file: empty file")
     mm, total = _map(path_on_disk)
     with mm:
         if offset < 0 or offset + size > total:
@@ -132,7 +132,7 @@ def analyze_elf_region(path_on_disk: str, offset: int, size: int, *, name: str) 
 def analyze_elf_bytes(data: bytes, *, name: str) -> ElfFacts:
     """Analyze a shared library held in memory (small files, tests)."""
     if not data:
-        raise DetectError("not an ELF file: empty file")
+        raise NotElfError("not an ELF file: empty file")
     return _analyze(data, len(data), name)
 
 
@@ -151,7 +151,7 @@ def _analyze(
 def _check_ident(buf: Buffer, size: int) -> None:
     head = bytes(buf[:16])
     if head[:4] != b"\x7fELF":
-        raise DetectError(f"not an ELF file: starts with {head[:8]!r}")
+        raise NotElfError(f"not an ELF file: starts with {head[:8]!r}")
     if size < 16:
         raise DetectError(f"truncated ELF header: {size} bytes")
     if head[4] not in (1, 2):
@@ -212,7 +212,7 @@ class _Elf:
         hdr = self.elf.header
         etype = hdr["e_type"]
         if etype not in _ET_OK:
-            raise DetectError(f"not a shared library: ELF type {etype}")
+            raise NotElfError(f"not a shared library: ELF type {etype}")
         machine = hdr["e_machine"]
         if isinstance(machine, str):
             self.machine = _MACHINES.get(machine, machine.removeprefix("EM_").lower())

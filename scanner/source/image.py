@@ -29,6 +29,7 @@ from scanner.source.layers import (
     Readable,
     YieldCache,
     collect_candidates,
+    read_alias_targets,
     split_digest,
     squash,
 )
@@ -553,8 +554,14 @@ def image_view(
         labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
         layers=plan.layer_digests,
     )
+    found = collect_candidates(tree.nodes, selector.is_candidate, tree.candidates)
+    aliased = [path for path, _ in found if path not in tree.candidates]
+    if aliased:
+        squashed.stats["layers_reread"] = float(
+            read_alias_targets(plan.layers, tree, aliased, selector, cache=cache, limits=limits)
+        )
     candidates = []
-    for path, aliases in collect_candidates(tree.nodes, selector.is_candidate, tree.candidates):
+    for path, aliases in found:
         node = tree.nodes[path]
         candidates.append(
             Candidate(

@@ -15,7 +15,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any, Literal, Protocol, cast
 
 from scanner.errors import SourceError, UnsafeArchiveError
@@ -1214,3 +1214,56 @@ def squash(
     stats["seconds_layers"] = time.perf_counter() - started
     skipped.extend(tree.skipped)
     return Squashed(tree, skipped, stats)
+
+
+def read_alias_targets(
+    layers: Sequence[LayerSpec],
+    tree: Tree,
+    targets: Iterable[str],
+    selector: Selector,
+    *,
+    cache: YieldCache | None = None,
+    limits: Limits | None = None,
+) -> int:
+    """Analyze files that are candidates only through a library-named symlink.
+
+    Layers are analyzed by each file's own name during their one read, so the target of
+    ``libcudnn_evil.so -> /etc/passwd`` was not read; it must still be reported for what it
+    is (issue 7). The layer each such file came from is read once more, analyzing just those
+    files, under the same per-layer limits; the yield is cached under a selector version that
+    names those files. Returns how many layers were read again (not taken from the cache).
+    """
+    limits = limits or Limits()
+    by_layer: dict[OciDigest, set[str]] = {}
+    for path in targets:
+        node = tree.nodes.get(path)
+        if node is not None and node.layer is not None and path not in tree.facts:
+            by_layer.setdefault(node.layer, set()).add(path)
+    specs = {spec.digest: spec for spec in reversed(layers)}
+    reread = 0
+    for digest, paths in sorted(by_layer.items()):
+        spec = specs.get(digest)
+        if spec is None:
+            continue
+        wanted = frozenset(paths)
+        named = hashlib.sha256("\0".join(sorted(wanted)).encode()).hexdigest()[:16]
+        only = replace(
+            selector,
+            is_candidate=wanted.__contains__,
+            is_metadata=lambda _path: False,
+            on_candidate=None,
+            version=f"{selector.version}/alias-targets:{named}",
+        )
+        layer = _cached(cache, spec, only)
+        if layer is not None:
+            Budget(limits).check_cached(layer, spec)
+        else:
+            layer = read_layer(spec, only, limits)
+            reread += 1
+            if cache is not None and layer.corrupt is None:
+                cache.put(layer, only)
+        for path in wanted:
+            facts = layer.facts.get(path)
+            if facts is not None:
+                tree.facts[path] = facts
+    return reread

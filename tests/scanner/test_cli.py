@@ -448,21 +448,17 @@ def _not_elf(base: Path, lib: bytes) -> Bad:
     (root / "usr/lib/libcudnn_ops.so.9").write_bytes(lib[:200])
     (root / "usr/lib/libcudart.so.12").write_bytes(b"")
     (root / "usr/lib/libcudnn_cnn.so.9").write_bytes(lib)
+    # Files that are no ELF shared library are `not-elf` findings (issue 7), not libraries;
+    # a truncated ELF library is still listed, with its digest, name and error.
     return Bad(
         str(root),
-        0,
+        1,
         (
-            "skipped: detect: /usr/lib/libcudnn_graph.so.9: not an ELF file",
-            "skipped: detect: /usr/lib/libcudnn_ops.so.9: truncated ELF",
-            "skipped: detect: /usr/lib/libcudart.so.12: not an ELF file: empty file",
+            "fail-on not-elf: /usr/lib/libcudart.so.12",
+            "fail-on not-elf: /usr/lib/libcudnn_graph.so.9",
         ),
-        # still listed, with their digests and what the name tells
-        (
-            "/usr/lib/libcudnn_graph.so.9",
-            "/usr/lib/libcudnn_ops.so.9",
-            "/usr/lib/libcudart.so.12",
-            "/usr/lib/libcudnn_cnn.so.9",
-        ),
+        ("/usr/lib/libcudnn_ops.so.9", "/usr/lib/libcudnn_cnn.so.9"),
+        ("--fail-on", "not-elf"),
     )
 
 
@@ -544,7 +540,7 @@ def test_bad_input(case: str, tmp_path: Path, graph_lib: bytes) -> None:
     # the report lists what was skipped, exactly as stderr named it
     for s in doc["skipped"]:
         assert f"skipped: {s['stage']}: {s['path']}: {s['reason']}" in result.stderr
-    assert doc["skipped"]
+    assert doc["skipped"] or case == "not-elf-and-truncated-libraries"
     if case == "escaping-tar-names":
         assert not Path("/tmp", bad.note).exists()  # nothing was written outside
     if case == "corrupt-dpkg-status":
@@ -556,7 +552,10 @@ def test_bad_input(case: str, tmp_path: Path, graph_lib: bytes) -> None:
     if case == "not-elf-and-truncated-libraries":
         # a good library beside damaged ones is still fully identified
         assert got["/usr/lib/libcudnn_cnn.so.9"]["ident"]["version"] == "9.1.0.70"
-        assert got["/usr/lib/libcudart.so.12"]["ident"]["family"] == "cudart"
+        assert "truncated ELF" in got["/usr/lib/libcudnn_ops.so.9"]["error"]
+        not_elf = {f["paths"][0]: f["message"] for f in doc["findings"] if f["kind"] == "not-elf"}
+        assert sorted(not_elf) == ["/usr/lib/libcudart.so.12", "/usr/lib/libcudnn_graph.so.9"]
+        assert "empty file" in not_elf["/usr/lib/libcudart.so.12"]
 
 
 # --- the real entry point -------------------------------------------------------------------

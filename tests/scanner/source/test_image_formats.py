@@ -84,7 +84,9 @@ def test_candidates_and_aliases(views: dict[str, RootView], fmt: str) -> None:
     cudart = found["/usr/local/cuda-12.4/lib64/libcudart.so.12.4.127"]
     assert cudart.aliases == ("/usr/lib/libcudart.so", "/usr/local/cuda-12.4/lib64/libcudart.so.12")
     assert cudart.facts == digest_of(CUDART)
-    assert found["/etc/passwd"].facts is None  # never probed: its own name is no candidate
+    # Its own name is no candidate, so its layer was read again for it (issue 7: a file is
+    # reported for what it is, whatever name led to it).
+    assert found["/etc/passwd"].facts == digest_of(b"root:x:0:0\n")
     assert found["/etc/passwd"].aliases == ("/usr/lib/libcudnn_out.so",)
     assert view.resolve("/usr/lib/libcudnn_loop_a.so") is None
     assert view.resolve("/usr/lib/libcudnn_dangling.so") is None
