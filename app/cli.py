@@ -48,6 +48,37 @@ def _settings(database_url: str | None = None) -> Settings:
         raise typer.Exit(EXIT_USAGE) from e
 
 
+def _require_current_schema(settings: Settings, *, unreachable_ok: bool = False) -> None:
+    """Refuse in one line a database this command cannot use: a SQLite file that does not exist
+    (never created empty here), a schema behind the code or unknown to it, an unreachable
+    server (unless `unreachable_ok`: a replica may start before its database)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.storage.migrate import missing_sqlite_file, schema_state
+    from app.storage.session import make_engine
+
+    missing = missing_sqlite_file(settings.database_url)
+    if missing is not None:
+        _err(
+            f"gpuprov: no database at {missing}: run `gpuprov db upgrade` to create it "
+            "(or set GPUPROV_DATABASE_URL / --database-url to the one in use)"
+        )
+        raise typer.Exit(EXIT_FAILURE)
+    engine = make_engine(settings)
+    try:
+        state = schema_state(engine)
+    except SQLAlchemyError as e:
+        if unreachable_ok:
+            return
+        _err(f"gpuprov: cannot reach the database: {str(e).splitlines()[0]}")
+        raise typer.Exit(EXIT_FAILURE) from e
+    finally:
+        engine.dispose()
+    if not state.up_to_date:
+        _err(f"gpuprov: {state.describe()}")
+        raise typer.Exit(EXIT_FAILURE)
+
+
 def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port")] = 8000,
@@ -59,7 +90,8 @@ def serve(
 
     from app.http.server import NoDelayH11Protocol
 
-    _settings()  # refuse bad settings here, with a clear message, before forking workers
+    # refuse bad settings and an unusable database here, in one line, before forking workers
+    _require_current_schema(_settings(), unreachable_ok=True)
     uvicorn.run(
         "app.main:create_app_from_env",
         factory=True,
@@ -80,6 +112,7 @@ def db_upgrade(
     revision: Annotated[str, typer.Option(help="target revision")] = "head",
 ) -> None:
     """Apply the migrations (creates the SQLite file when needed)."""
+    from alembic.util import CommandError
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.storage.migrate import upgrade
@@ -87,7 +120,8 @@ def db_upgrade(
     settings = _settings(database_url)
     try:
         upgrade(settings.database_url, revision)
-    except SQLAlchemyError as e:
+    except (SQLAlchemyError, CommandError) as e:
+        # CommandError: a revision these migrations do not know (the database's, or --revision)
         _err(f"gpuprov: cannot migrate the database: {str(e).splitlines()[0]}")
         raise typer.Exit(EXIT_FAILURE) from e
     _err(f"database schema is at revision {revision}")
@@ -98,10 +132,14 @@ def db_current(database_url: DatabaseUrl = None) -> None:
     """Say whether the database schema is current."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.storage.migrate import schema_state
+    from app.storage.migrate import missing_sqlite_file, schema_state
     from app.storage.session import make_engine
 
     settings = _settings(database_url)
+    missing = missing_sqlite_file(settings.database_url)
+    if missing is not None:  # connecting would create it: say so, create nothing
+        typer.echo(f"no database at {missing}: run `gpuprov db upgrade` to create it")
+        raise typer.Exit(EXIT_FAILURE)
     engine = make_engine(settings)
     try:
         state = schema_state(engine)
@@ -139,6 +177,7 @@ def token_create(
     from app.storage.session import Database
 
     settings = _settings(database_url)
+    _require_current_schema(settings)
     db = Database(settings)
     try:
         with db.transaction(write=True) as session:
@@ -165,7 +204,9 @@ def token_list(database_url: DatabaseUrl = None) -> None:
     from app.domain.tokens import list_tokens
     from app.storage.session import Database
 
-    db = Database(_settings(database_url))
+    settings = _settings(database_url)
+    _require_current_schema(settings)
+    db = Database(settings)
     try:
         with db.transaction() as session:
             for t in list_tokens(session):
@@ -186,7 +227,9 @@ def token_revoke(
     from app.errors import AppError
     from app.storage.session import Database
 
-    db = Database(_settings(database_url))
+    settings = _settings(database_url)
+    _require_current_schema(settings)
+    db = Database(settings)
     try:
         with db.transaction(write=True) as session:
             revoke_token(session, token_id)

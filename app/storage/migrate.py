@@ -9,9 +9,20 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, make_url
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+
+def _migrations_dir() -> Path:
+    """The wheel's copy beside this module (setup.py puts it there), else the checkout's
+    top-level ``migrations/`` (an editable install, the tests)."""
+    here = Path(__file__).resolve().parent
+    installed = here / "migrations"
+    if (installed / "env.py").is_file():
+        return installed
+    return here.parents[1] / "migrations"
+
+
+MIGRATIONS_DIR = _migrations_dir()
 
 
 def alembic_config(database_url: str) -> Config:
@@ -36,12 +47,33 @@ def head_revision() -> str:
     return heads[0]
 
 
+def known_revisions() -> frozenset[str]:
+    """Every revision these migrations know."""
+    return frozenset(r.revision for r in ScriptDirectory(str(MIGRATIONS_DIR)).walk_revisions())
+
+
+def missing_sqlite_file(database_url: str) -> Path | None:
+    """The file a SQLite URL names when it does not exist (connecting would create it empty);
+    None for an existing file, an in-memory database or another kind of database."""
+    url = make_url(database_url)
+    name = url.database
+    if url.get_backend_name() != "sqlite" or not name or name == ":memory:":
+        return None
+    if name.startswith("file:"):  # a URI filename (?uri=true): file:PATH?mode=...
+        if url.query.get("mode") == "memory" or "mode=memory" in name:
+            return None
+        name = name.removeprefix("file:").split("?", 1)[0]
+    path = Path(name)
+    return None if path.exists() else path
+
+
 @dataclass(frozen=True, slots=True)
 class SchemaState:
     """Where a database's schema stands against the code."""
 
     current: str | None
     head: str
+    known: bool = True  # False: a revision these migrations do not know (a newer gpuprov's)
 
     @property
     def up_to_date(self) -> bool:
@@ -51,6 +83,11 @@ class SchemaState:
         """A message that says what to run when the schema is behind."""
         if self.up_to_date:
             return f"database schema is at revision {self.head}"
+        if not self.known:
+            return (
+                f"database schema is at revision {self.current}, which this version of gpuprov "
+                f"does not know (it needs {self.head}; a newer gpuprov migrated this database?)"
+            )
         at = self.current or "none (empty database)"
         return (
             f"database schema is at revision {at} but this version of gpuprov needs {self.head}: "
@@ -62,4 +99,5 @@ def schema_state(engine: Engine) -> SchemaState:
     """Read the database's current revision (connects; raises on an unreachable database)."""
     with engine.connect() as conn:
         current = MigrationContext.configure(conn).get_current_revision()
-    return SchemaState(current=current, head=head_revision())
+    known = current is None or current in known_revisions()
+    return SchemaState(current=current, head=head_revision(), known=known)

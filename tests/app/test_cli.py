@@ -157,3 +157,70 @@ def test_whole_command_line_and_lazy_imports() -> None:
     for command in ("scan", "push", "agent", "serve", "db", "token"):
         assert f" {command} " in result.stdout, result.stdout
     assert "HEAVY []" in result.stdout
+
+
+def _one_line(out: str, err: str) -> str:
+    text = (out + err).strip()
+    assert "\n" not in text and "Traceback" not in text, text
+    return text
+
+
+def test_no_command_creates_an_empty_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After `make run` a `gpuprov token create` without the run's URL used to create an empty
+    ./gpuprov.db and fail with `no such table`; `db current` created one too."""
+    missing = tmp_path / "missing.db"
+    url = f"sqlite:///{missing}"
+    monkeypatch.setenv("GPUPROV_DATABASE_URL", url)
+    for args in (
+        ["db", "current", "--database-url", url],
+        ["token", "create", "--name", "n", "--scope", "admin", "--database-url", url],
+        ["token", "list", "--database-url", url],
+        ["token", "revoke", "1", "--database-url", url],
+        ["serve", "--port", str(free_port())],
+    ):
+        code, out, err = _run(*args)
+        assert code == 1, (args, out, err)
+        assert f"no database at {missing}: run `gpuprov db upgrade`" in _one_line(out, err)
+        assert not missing.exists() and list(tmp_path.iterdir()) == [], args
+
+
+def test_an_old_schema_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.storage.migrate import head_revision
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    assert _run("db", "upgrade", "--database-url", url, "--revision", "0001")[0] == 0
+    monkeypatch.setenv("GPUPROV_DATABASE_URL", url)
+    for args in (
+        ["db", "current"],
+        ["token", "create", "--name", "n", "--scope", "admin"],
+        ["token", "list"],
+        ["token", "revoke", "1"],
+        ["serve", "--port", str(free_port())],
+    ):
+        code, out, err = _run(*args)
+        assert code == 1, (args, out, err)
+        line = _one_line(out, err)
+        assert f"at revision 0001 but this version of gpuprov needs {head_revision()}" in line
+        assert line.endswith("run `gpuprov db upgrade`")
+
+
+def test_a_schema_from_a_newer_gpuprov_is_one_clear_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'newer.db'}"
+    assert _run("db", "upgrade", "--database-url", url)[0] == 0
+    db = Database(Settings(database_url=url))
+    with db.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999_future'")
+    db.dispose()
+    monkeypatch.setenv("GPUPROV_DATABASE_URL", url)
+    for args, fragment in (
+        (["db", "upgrade"], "cannot migrate the database: Can't locate revision"),
+        (["db", "current"], "at revision 9999_future, which this version of gpuprov does not"),
+        (["token", "list"], "at revision 9999_future, which this version of gpuprov does not"),
+        (["serve", "--port", str(free_port())], "which this version of gpuprov does not know"),
+    ):
+        code, out, err = _run(*args)
+        assert code == 1 and fragment in _one_line(out, err), (args, out, err)

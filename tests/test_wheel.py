@@ -1,0 +1,207 @@
+"""The package a deployment installs works: the wheel is built from a copy of the checkout,
+installed into a fresh virtualenv outside it, and the installed `gpuprov` (run from a directory
+outside the checkout) migrates a database, creates tokens, serves, takes a pushed report and
+answers a query. Every data file the code loads at run time must come from the installed
+package: the migrations, the pinned Sigstore roots, the CycloneDX schemas.
+
+The fresh venv gets the third-party dependencies through a ``.pth`` line naming this venv's
+site-packages: what is under test is gpuprov's own wheel, and ``.pth`` lines are not followed
+recursively, so the editable install of the checkout stays invisible (asserted below). This keeps
+the test offline and at a few seconds of installation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.app.conftest import free_port
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+# What an sdist or a clean clone holds for the build; the rest of the checkout is not needed.
+SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "alembic.ini")
+TREES = ("scanner", "app", "migrations")
+
+
+@dataclass(frozen=True)
+class Installed:
+    venv: Path
+    site: Path
+    work: Path  # the cwd of every command: outside the checkout
+    env: dict[str, str]
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [str(self.venv / "bin" / args[0]), *args[1:]],
+            cwd=self.work,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check:
+            assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
+        return done
+
+
+def _build_wheel(tmp: Path) -> Path:
+    source = tmp / "src"
+    source.mkdir()
+    for name in SOURCES:
+        shutil.copy2(CHECKOUT / name, source / name)
+    for tree in TREES:
+        shutil.copytree(
+            CHECKOUT / tree, source / tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+    wheels = tmp / "wheels"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+        + ["--no-index", "-w", str(wheels), str(source)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    [wheel] = wheels.glob("gpuprov-*.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    tmp = tmp_path_factory.mktemp("wheel")
+    started = time.monotonic()
+    wheel = _build_wheel(tmp)
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
+        + ["--no-index", str(wheel)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    site = Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            text=True,
+        ).strip()
+    )
+    (site / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    work = tmp / "work"
+    work.mkdir()
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("GPUPROV_", "PYTHON", "VIRTUAL"))
+    }
+    env.update(
+        HOME=str(tmp / "home"),
+        XDG_CACHE_HOME=str(tmp / "cache"),
+        XDG_DATA_HOME=str(tmp / "data"),
+        GPUPROV_DATABASE_URL=f"sqlite:///{tmp / 'db' / 'gpuprov.db'}",
+        PATH=f"{venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
+    )
+    (tmp / "db").mkdir()
+    print(f"wheel built and installed in {time.monotonic() - started:.1f} s")  # noqa: T201
+    yield Installed(venv, site, work, env)
+
+
+def test_the_wheel_carries_every_runtime_data_file(installed: Installed) -> None:
+    [wheel] = installed.venv.parent.glob("wheels/gpuprov-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {
+        "app/storage/migrations/env.py",
+        "app/storage/migrations/script.py.mako",
+        "scanner/verify/roots/public-good.json",
+        "scanner/verify/roots/sigstore-tuf-root.json",
+    } | {
+        f"app/storage/migrations/versions/{p.name}"
+        for p in (CHECKOUT / "migrations" / "versions").glob("*.py")
+    }
+    assert expected <= names, expected - names
+    assert not [n for n in names if n.startswith("migrations/")]  # no top-level "migrations"
+
+
+def test_the_installed_code_is_the_wheel_not_the_checkout(installed: Installed) -> None:
+    probe = (
+        "import json, app, scanner, app.storage.migrate as m; "
+        "print(json.dumps([app.__file__, scanner.__file__, str(m.MIGRATIONS_DIR)]))"
+    )
+    paths = json.loads(installed.run("python", "-c", probe).stdout)
+    for path in paths:
+        assert Path(path).is_relative_to(installed.site), path
+        assert not Path(path).is_relative_to(CHECKOUT), path
+
+
+def test_the_installed_package_loads_its_data_files(installed: Installed) -> None:
+    probe = (
+        "from scanner.verify.trust import SigstoreRoot; "
+        "from scanner.verify.tuf_refresh import pinned_tuf_root; "
+        "from app.domain.schema import schema_problems; "
+        "root = SigstoreRoot.public_good(); "
+        "bad = schema_problems({'bomFormat': 1}, '{}', '1.6', 5); "
+        "print(len(root.authorities), len(root.tlogs), len(pinned_tuf_root()), len(bad))"
+    )
+    authorities, tlogs, tuf, problems = installed.run("python", "-c", probe).stdout.split()
+    assert int(authorities) > 0 and int(tlogs) > 0 and int(tuf) > 0 and int(problems) > 0
+
+
+def test_installed_gpuprov_migrates_serves_ingests_and_answers(
+    installed: Installed, tmp_path: Path
+) -> None:
+    run = installed.run
+    current = run("gpuprov", "db", "current", check=False)
+    assert current.returncode == 1 and "gpuprov db upgrade" in current.stdout + current.stderr
+    run("gpuprov", "db", "upgrade")
+    assert "at revision" in run("gpuprov", "db", "current").stdout
+    agent = run("gpuprov", "token", "create", "--name", "agent", "--scope", "report:write").stdout
+    reader = run("gpuprov", "token", "create", "--name", "ui", "--scope", "inventory:read").stdout
+    (installed.work / "agent.token").write_text(agent)
+
+    root = tmp_path / "host"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "machine-id").write_text("0123456789abcdef0123456789abcdef\n")
+    run("gpuprov", "scan", str(root), "-q", "-f", "cyclonedx", "-o", "host.cdx.json")
+
+    port = free_port()
+    server = subprocess.Popen(
+        [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
+        cwd=installed.work,
+        env=installed.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(150):
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, server.communicate()[1]
+            time.sleep(0.2)
+        pushed = run(
+            "gpuprov", "push", "host.cdx.json", "--server", url, "--token-file", "agent.token"
+        )
+        assert "stored" in pushed.stderr
+        answer = httpx.get(
+            f"{url}/api/v1/assets", headers={"Authorization": f"Bearer {reader.strip()}"}
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert answer.status_code == 200, answer.text
+    [asset] = answer.json()["items"]
+    assert asset["kind"] == "host" and asset["identity"] == "0123456789abcdef0123456789abcdef"
