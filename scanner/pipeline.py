@@ -294,6 +294,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     from scanner.catalog import catalog_view
     from scanner.detect import (
         build_context,
+        digest_records,
         fill_from_identical,
         fill_from_siblings,
         find_mixed_cudnn,
@@ -345,6 +346,22 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     unread: dict[str, str] = {}
     facts.update(hasher.finish(view.candidates, catalog.owners, skipped, unread))
     t_hash = time.perf_counter()
+    # Other records of the same bytes, wherever the file lies: a relocated toolkit's wheel
+    # RECORD, a signed catalog (issue 7: hosts had no version where images had the config).
+    ctx = replace(
+        ctx,
+        records=digest_records(
+            {f.digests.sha256 for f in facts.values()},
+            catalog.packages,
+            [
+                (
+                    f"catalog {c.name} (signed by {c.signer})",
+                    [(e.name, e.sha256, e.family, e.version, e.cuda_major) for e in c.entries],
+                )
+                for c in catalogs
+            ],
+        ),
+    )
 
     libraries: list[GpuLibrary] = []
     # A candidate is a GPU library only when its bytes were read and are an ELF shared

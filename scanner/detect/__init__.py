@@ -15,9 +15,11 @@ from scanner.detect.classifiers import (
 from scanner.detect.elf import analyze_elf, analyze_elf_bytes, analyze_elf_region
 from scanner.detect.evidence import (
     DetectContext,
+    DigestRecord,
     HeaderVersion,
     ToolkitVersion,
     build_context,
+    digest_records,
     fill_from_identical,
     fill_from_siblings,
     find_mixed_cudnn,
@@ -29,6 +31,7 @@ __all__ = [
     "DETECT_VERSION",
     "Classifier",
     "DetectContext",
+    "DigestRecord",
     "HeaderVersion",
     "ToolkitVersion",
     "analyze_elf",
@@ -36,6 +39,7 @@ __all__ = [
     "analyze_elf_region",
     "build_context",
     "classify_name",
+    "digest_records",
     "fill_from_identical",
     "fill_from_siblings",
     "find_mixed_cudnn",

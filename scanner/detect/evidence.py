@@ -13,7 +13,7 @@ import json
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from scanner.detect.classifiers import (
@@ -37,6 +37,7 @@ from scanner.model import (
 
 _HIGH, _MEDIUM, _LOW = Confidence.HIGH, Confidence.MEDIUM, Confidence.LOW
 _BINARY, _MANIFEST, _FILENAME = "binary-analysis", "manifest-analysis", "filename"
+_HASH = "hash-comparison"
 
 _DEFINE_RE: Final = re.compile(
     rb"^[ \t]*#[ \t]*define[ \t]+CUDNN_(MAJOR|MINOR|PATCHLEVEL)[ \t]+(\d+)", re.MULTILINE
@@ -92,6 +93,21 @@ class ToolkitVersion:
 
 
 @dataclass(frozen=True, slots=True)
+class DigestRecord:
+    """Another record of a file's exact bytes, wherever the file lies: a package database row
+    (a wheel's RECORD copied along with a relocated CUDA toolkit tree) or a signed catalog
+    entry. Same SHA-256, same bytes: its version is the file's version."""
+
+    sha256: str
+    path: str  # the file as the record names it
+    version: str
+    source: str  # the record, for the evidence: a purl, "catalog NAME signed by ..."
+    family: str | None = None  # a catalog entry's family; else judged by ``package``
+    package: Package | None = None  # the package whose database holds the row
+    cuda_major: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DetectContext:
     """What the scan's metadata says, for every `identify` call of that scan."""
 
@@ -100,6 +116,8 @@ class DetectContext:
     env: tuple[tuple[str, str], ...] = ()  # image config Env
     labels: tuple[tuple[str, str], ...] = ()  # image config Labels
     skipped: tuple[Skipped, ...] = ()  # metadata files that could not be read
+    #: records of the scan's candidate digests, by SHA-256 (see `digest_records`)
+    records: Mapping[str, tuple[DigestRecord, ...]] = field(default_factory=dict)
 
 
 def build_context(metadata: Mapping[str, bytes], info: AssetInfo) -> DetectContext:
@@ -354,6 +372,11 @@ def identify(
             col.version(
                 v, _MANIFEST, owner.purl or f"{owner.manager} {owner.name}", _HIGH, _V_OWNER
             )
+    records = _records_for(cls, facts, owner, context)
+    for rec in records:
+        v = _package_version(rec.version)
+        if v is not None:
+            col.version(v, _HASH, f"{rec.source}: {rec.path} has this SHA-256", _HIGH, _V_OWNER)
     tarball = _TARBALL_RE.search(path) if cls.family == "cudnn" else None
     if tarball is not None:
         col.version(tarball.group(1), _FILENAME, f"path {tarball.group(0)}", _MEDIUM, _V_PATH)
@@ -382,6 +405,8 @@ def identify(
         _cuda_majors(
             col, cls, elf, by_soname, version_claim, owner, path, toolkits, system, context
         )
+        for rec in records:
+            _record_cuda_major(col, rec)
     cuda_major = _resolve_major(col.majors) if cls.cuda_rule is not CudaRule.NONE else None
 
     return Identification(
@@ -393,6 +418,59 @@ def identify(
         evidence=tuple(col.evidence),
         soname=soname,
     )
+
+
+def _records_for(
+    cls: Classifier, facts: FileFacts | None, owner: Package | None, context: DetectContext
+) -> list[DigestRecord]:
+    """The records of these bytes that describe this family (the owner's own row aside)."""
+    if facts is None or not context.records:
+        return []
+    out = []
+    for rec in context.records.get(facts.digests.sha256, ()):
+        if rec.package is not None and owner is not None and rec.package.purl == owner.purl:
+            continue  # already the owner's claim
+        if rec.family is not None:
+            if rec.family != cls.family:
+                continue
+        elif rec.package is None or not package_matches(cls, rec.package.name):
+            continue
+        out.append(rec)
+    return out
+
+
+def _record_cuda_major(col: _Collector, rec: DigestRecord) -> None:
+    if rec.cuda_major is not None:
+        col.cuda(rec.cuda_major, _HASH, f"{rec.source}: {rec.path}", _HIGH, _C_OWNER)
+    elif rec.package is not None:
+        hit = _owner_cuda_major(rec.package)
+        if hit is not None:
+            col.cuda(hit[0], _HASH, f"{hit[1]} (same SHA-256 as {rec.path})", _HIGH, _C_OWNER)
+
+
+def digest_records(
+    wanted: set[str],
+    packages: Sequence[Package],
+    catalogs: Sequence[tuple[str, Sequence[tuple[str, str, str | None, str | None, int | None]]]],
+) -> dict[str, tuple[DigestRecord, ...]]:
+    """Index the SHA-256 rows of ``packages`` and catalog entries that name a digest in
+    ``wanted`` (the scan's candidates; every other row is ignored, so a large site-packages
+    costs one set lookup per row).
+
+    ``catalogs``: (label, entries as (path, sha256, family, version, cuda major)).
+    """
+    out: dict[str, list[DigestRecord]] = {}
+    for pkg in packages:
+        for row in pkg.files:
+            if row.algorithm == "sha256" and row.digest in wanted:
+                rec = DigestRecord(row.digest, row.path, pkg.version, pkg.purl, package=pkg)
+                out.setdefault(row.digest, []).append(rec)
+    for label, entries in catalogs:
+        for path, sha256, family, version, cuda_major in entries:
+            if sha256 in wanted and version:
+                rec = DigestRecord(sha256, path, version, label, family, cuda_major=cuda_major)
+                out.setdefault(sha256, []).append(rec)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _binary_versions(col: _Collector, cls: Classifier, elf: ElfFacts, base: str) -> None:
