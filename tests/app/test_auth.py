@@ -150,7 +150,10 @@ def test_asset_bound_token(service: Service, post_report: Callable[..., Any]) ->
     image = boms.gpuprov_bom(name="registry.example.com/team-a/app:1")
     assert post_report(boms.encode(image), token=agent).status_code == 201
     before = service.stored()
-    for name, machine in (("gpu-node-2", "m-2"), ("registry.example.com/team-b/app:1", None)):
+    # Exact, case-sensitive names: no prefix match, no case folding (issue 7 §7).
+    refused = [("gpu-node-2", "m-2"), ("gpu-node-10", "m-10"), ("GPU-NODE-1", "m-11")]
+    refused.append(("registry.example.com/team-b/app:1", None))
+    for name, machine in refused:
         kind = "host" if machine else "image"
         other = boms.gpuprov_bom(kind=kind, name=name, machine_id=machine)
         answer = post_report(boms.encode(other), token=agent)

@@ -34,3 +34,15 @@ def test_no_record_cases() -> None:
     assert (
         integrity_verdict(no_md5, PKG, OwnedFile("/x", "md5", "cd" * 16))[0] is Integrity.NO_RECORD
     )
+
+
+def test_a_digest_is_compared_in_full() -> None:
+    """Equal on the first 16 hex characters (or all but the last) is still another file."""
+    for recorded in ("ab" * 8 + "00" * 24, "ab" * 31 + "ac"):
+        verdict, _ = integrity_verdict(D, PKG, OwnedFile("/x", "sha256", recorded))
+        assert verdict is Integrity.MODIFIED
+    verdict, _ = integrity_verdict(D, PKG, OwnedFile("/x", "md5", "cd" * 15 + "ce"))
+    assert verdict is Integrity.MODIFIED
+    # A record that is only a prefix of the digest proves nothing either.
+    verdict, _ = integrity_verdict(D, PKG, OwnedFile("/x", "sha256", "ab" * 8))
+    assert verdict is Integrity.MODIFIED

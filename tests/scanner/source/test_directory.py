@@ -249,3 +249,34 @@ def test_listing_cache_reuses_unchanged_directories(tmp_path: Path) -> None:
     for f in cache.iterdir():
         f.write_text("{broken")
     assert {c.ref.path for c in scan().candidates} == {c.ref.path for c in fourth.candidates}
+
+
+@pytest.mark.parametrize("include", [(), ("/usr",)])
+def test_dotdot_at_the_root_never_climbs_out(tmp_path: Path, include: tuple[str, ...]) -> None:
+    """`..` at the root stays at the root (as in a chroot): a link `/etc/hostname ->
+    ../../secret` names the root's /secret, never the file beside the root on the host."""
+    (tmp_path / "secret").write_text("host secret\n")  # outside the root
+    root = make_root(tmp_path / "root")
+    (root / "etc/hostname").unlink()
+    (root / "etc/hostname").symlink_to("../../secret")
+    assert scan(root, include=include).info.name == str(root)  # no /secret inside: no name
+    (root / "secret").write_text("inside\n")
+    assert scan(root, include=include).info.name == "inside"
+
+
+def test_include_through_a_link_that_climbs_stays_inside(tmp_path: Path) -> None:
+    outside = tmp_path / "outside/lib"
+    outside.mkdir(parents=True)
+    (outside / "libcudnn.so.9").write_bytes(LIB)
+    root = make_root(tmp_path / "root")
+    (root / "opt").mkdir()
+    (root / "opt/gpu").symlink_to("../../../outside/lib")
+    view = scan(root, include=["/opt/gpu"])
+    assert "include path not found" in {s.path: s.reason for s in view.skipped}["/opt/gpu"]
+    assert all(str(c.host_path).startswith(f"{root}/") for c in view.candidates)
+    assert all(not p.startswith("/outside") for p in view.nodes)
+    (root / "outside/lib").mkdir(parents=True)
+    (root / "outside/lib/libcudnn.so.9").write_bytes(LIB)
+    inside = scan(root, include=["/opt/gpu"])
+    found = {c.ref.path: c.host_path for c in inside.candidates}
+    assert found["/outside/lib/libcudnn.so.9"] == f"{root}/outside/lib/libcudnn.so.9"

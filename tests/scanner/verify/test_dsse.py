@@ -9,11 +9,19 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding
 
-from scanner.verify.dsse import Envelope, b64decode, pae, sign_envelope, verify_envelope
+from scanner.verify.dsse import (
+    INTOTO_PAYLOAD_TYPE,
+    Envelope,
+    Signature,
+    b64decode,
+    pae,
+    sign_envelope,
+    verify_envelope,
+)
 from scanner.verify.intoto import Statement
 from scanner.verify.trust import Rejected, TrustedKey
 from tests.fixtures import keys
-from tests.fixtures.sigstore_private import statement
+from tests.fixtures.sigstore_private import _key_sign, statement
 
 
 def test_pae_matches_the_spec_example() -> None:
@@ -124,3 +132,14 @@ def test_statement_subject_matching() -> None:
     with pytest.raises(Rejected, match="unsupported in-toto statement type"):
         Statement.from_bytes(old)
     assert Statement.from_bytes(old, allow_v01=True).predicate == {}
+
+
+@pytest.mark.parametrize("kind", keys.KINDS)
+def test_signature_over_the_raw_payload_is_rejected(kind: str) -> None:
+    """DSSE signs PAE(type, payload): a signature over the bare payload binds no payload type,
+    so it must not verify (a verifier that also tried the raw payload would accept it)."""
+    key = keys.shared(kind)
+    payload = statement([("f", "ab" * 32)], "https://p.test/v1", {})
+    raw = Envelope(INTOTO_PAYLOAD_TYPE, payload, (Signature(_key_sign(key, payload)),))
+    with pytest.raises(Rejected, match="no DSSE signature verifies"):
+        verify_envelope(raw, [TrustedKey.from_pem(keys.public_pem(key))])

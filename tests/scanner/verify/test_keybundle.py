@@ -181,3 +181,74 @@ def test_checkpoint_parsing() -> None:
         b"o\n7\nAAAA\nextra\n",
         b"\x01\x02\x03\x04",
     )
+
+
+# --- rejections that each need their own test (issue 7 §7: planted bugs that survived) ----------
+
+
+def _relogged(instance: PrivateSigstore, bundle: dict[str, Any], body: bytes) -> None:
+    """Replace the bundle's log entry by a validly logged entry for `body`."""
+    bundle["verificationMaterial"]["tlogEntries"] = [instance.log_entry(body)]
+
+
+def test_log_entry_recording_another_signature(
+    instance: PrivateSigstore, root: SigstoreRoot
+) -> None:
+    """The log proves another signature by the same key over the same artifact: not this one."""
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    digest = hashlib.sha256(DATA).digest()
+    other_signature = key.sign(DATA, ec.ECDSA(hashes.SHA256()))  # ECDSA: a fresh nonce
+    body = instance.hashedrekord_body(digest, other_signature, keys.public_pem(key))
+    _relogged(instance, bundle, body)
+    with pytest.raises(Rejected, match="log entry records another signature"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+def test_log_entry_recording_another_key(instance: PrivateSigstore, root: SigstoreRoot) -> None:
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    digest = hashlib.sha256(DATA).digest()
+    signature = tlog.b64decode(bundle["messageSignature"]["signature"])
+    other = keys.generate("ecdsa")
+    _relogged(
+        instance, bundle, instance.hashedrekord_body(digest, signature, keys.public_pem(other))
+    )
+    with pytest.raises(Rejected, match="log entry records another signing key"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+@pytest.mark.parametrize("field", ["root", "size"])
+def test_signed_checkpoint_for_another_tree(
+    instance: PrivateSigstore, root: SigstoreRoot, field: str
+) -> None:
+    """A checkpoint validly signed by the log, but for another tree than the inclusion proof's:
+    the proof is then anchored to nothing the log signed."""
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    proof = _entry(bundle)["inclusionProof"]
+    origin, size, root_hash = proof["checkpoint"]["envelope"].split("\n")[:3]
+    if field == "root":
+        root_hash = b64(b"\x07" * 32)
+    else:
+        size = str(int(size) + 1)
+    note = f"{origin}\n{size}\n{root_hash}\n"
+    signature = instance.log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
+    proof["checkpoint"]["envelope"] = (
+        f"{note}\n\u2014 {instance.name}-rekor {b64(instance.log_id[:4] + signature)}\n"
+    )
+    expected = "root hash differs" if field == "root" else "tree size differs"
+    with pytest.raises(Rejected, match=f"checkpoint {expected} from the inclusion proof"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+def test_verify_entry_requires_a_proof_when_asked(
+    instance: PrivateSigstore, root: SigstoreRoot
+) -> None:
+    """A v0.2+ bundle's entry with a signed entry timestamp but no inclusion proof."""
+    doc = copy.deepcopy(_entry(instance.key_bundle(keys.shared("ecdsa"), data=DATA)))
+    del doc["inclusionProof"]
+    entry = tlog.LogEntry.from_bundle(doc)
+    with pytest.raises(Rejected, match="no inclusion proof"):
+        tlog.verify_entry(entry, [root], require_proof=True)
+    assert tlog.verify_entry(entry, [root], require_proof=False)[2] is not None

@@ -15,11 +15,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
 from scanner.verify.trust import Rejected, SigstoreRoot, TrustPolicy
 from tests.fixtures.sigstore_private import (
+    INTOTO,
     ISSUER,
+    MEDIA,
     SUBJECT,
     WHEN,
     PrivateSigstore,
     b64,
+    pae,
     statement,
 )
 from tests.scanner.verify.conftest import keyless_policy
@@ -238,3 +241,47 @@ def test_second_root_is_tried(instance: PrivateSigstore, other_instance: Private
     assert verify_bundle(_raw(instance.sign_blob(BLOB)), policy, artifact=BLOB).root == "private"
     with pytest.raises(Rejected, match="root other: .*; root private: "):
         verify_bundle(_raw(instance.sign_blob(BLOB)), policy, artifact=b"x")
+
+
+def test_dsse_bundle_of_another_payload_type_is_no_statement(
+    instance: PrivateSigstore, policy: TrustPolicy
+) -> None:
+    """A validly signed DSSE bundle whose payloadType is not in-toto carries no in-toto
+    statement, even when its payload parses as one."""
+    stmt = statement([("lib.so", hashlib.sha256(BLOB).hexdigest())], "https://p.test/v1", {})
+    bundle = instance.sign_dsse(stmt, payload_type="application/json")
+    result = verify_bundle(_raw(bundle), policy)
+    assert result.payload_type == "application/json"
+    with pytest.raises(Rejected, match="'application/json' is not an in-toto statement"):
+        result.statement()
+    with pytest.raises(Rejected, match="is not an in-toto statement"):
+        verify_bundle(_raw(bundle), policy, artifact=BLOB)
+
+
+def _keyless_intoto_bundle(instance: PrivateSigstore, payload: bytes, signed: bytes) -> bytes:
+    """A keyless DSSE bundle logged as intoto/0.0.2 (older cosign attest), whose signature is
+    over `signed` (PAE for a genuine one)."""
+    key, cert = instance.issue(SUBJECT, ISSUER)
+    signature = key.sign(signed, ec.ECDSA(hashes.SHA256()))
+    envelope = {
+        "payload": b64(payload),
+        "payloadType": INTOTO,
+        "signatures": [{"sig": b64(signature), "keyid": ""}],
+    }
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    entry = instance.log_entry(instance.intoto_body(envelope, payload, [(signature, pem)]))
+    entry["kindVersion"] = {"kind": "intoto", "version": "0.0.2"}
+    material = instance._material(cert, entry, "0.3")
+    return _raw(
+        {"mediaType": MEDIA["0.3"], "verificationMaterial": material, "dsseEnvelope": envelope}
+    )
+
+
+def test_keyless_intoto_entry_signature_must_cover_pae(
+    instance: PrivateSigstore, policy: TrustPolicy
+) -> None:
+    stmt = statement([("lib.so", hashlib.sha256(BLOB).hexdigest())], "https://p.test/v1", {})
+    genuine = _keyless_intoto_bundle(instance, stmt, pae(INTOTO, stmt))
+    assert verify_bundle(genuine, policy, artifact=BLOB).kind == "dsse"
+    with pytest.raises(Rejected, match="DSSE signature does not verify"):
+        verify_bundle(_keyless_intoto_bundle(instance, stmt, stmt), policy, artifact=BLOB)

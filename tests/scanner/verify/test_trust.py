@@ -195,6 +195,12 @@ def test_identity_rules_exact_and_anchored() -> None:
     assert not regex.matches("https://issuer", ["https://evil.test/?u=https://git.test/acme/x"])
     loose = IdentityRule("https://issuer", subject_regex="acme")
     assert not loose.matches("https://issuer", ["https://git.test/acme/x"])
+    # Anchored at the end too: `re.match` would let a longer subject through.
+    repo = IdentityRule("https://issuer", subject_regex=r"https://github\.com/org/repo")
+    assert repo.matches("https://issuer", ["https://github.com/org/repo"])
+    assert not repo.matches("https://issuer", ["https://github.com/org/repo-evil"])
+    assert not exact.matches("https://issuer", ["https://git.test/acme/repo-evil"])
+    assert not regex.matches("https://other-issuer", ["https://git.test/acme/x"])
 
 
 def test_key_types() -> None:
