@@ -400,3 +400,32 @@ def test_consistent_and_side_by_side_installs_are_not_mixed(libs: dict[str, Path
     # the same versions in different directories are not compared either
     other = identify("libcudnn_adv.so.9.28.1", None, None, ctx)
     assert find_mixed_cudnn([*entries, ("/opt/other/libcudnn_adv.so.9.28.1", other)]) == []
+
+
+def test_cuda_major_comes_from_the_strongest_claim(libs: dict[str, Path]) -> None:
+    """The binary (built against CUDA 12) outweighs an owner package named for CUDA 11 (same
+    confidence, lower rank) and an image config saying CUDA 11 (lower confidence)."""
+    path = libs["cudnn9/cudnn_graph"]
+    lib = "/usr/lib64/libcudnn_graph.so.9"
+    owner = pkg("rpm", "libcudnn9-cuda-11", "9.1.0.70-1")
+    info = AssetInfo(AssetKind.IMAGE, "cuda:11", "oci:x", env=(("CUDA_VERSION", "11.8.0"),))
+    config = build_context({}, info)
+    for ctx, who in ((EMPTY, owner), (config, None), (config, owner)):
+        ident = identify(lib, facts(path), who, ctx)
+        assert {"11", "12"} <= {e.value for e in ident.evidence if e.field == "cuda-major"}
+        assert ident.cuda_major == 12
+    # Alone, the weaker claims decide.
+    assert identify(lib, None, owner, EMPTY).cuda_major == 11
+    assert identify(lib, None, None, config).cuda_major == 11
+
+
+def test_cuda_major_confidence_outweighs_rank(tmp_path: Path) -> None:
+    """References to CUDA 12 and 13 libraries are weak claims (one of several) even though
+    binary evidence ranks first; the owner package's CUDA 13 is the stronger claim."""
+    lib = build_cudnn_library(
+        tmp_path, refs=("libcublasLt.so.12", "libnvrtc.so.13"), cudart=None, build=70
+    )
+    owner = pkg("rpm", "libcudnn9-cuda-13", "9.1.0.70-1")
+    ident = identify("/usr/lib64/libcudnn_graph.so.9", facts(lib), owner, EMPTY)
+    weak = {e.value for e in ident.evidence if e.confidence is Confidence.LOW}
+    assert {"12", "13"} <= weak and ident.cuda_major == 13

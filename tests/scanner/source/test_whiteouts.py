@@ -1,0 +1,60 @@
+"""Whiteouts (OCI image spec, layer changesets): every name length, opaque directories, and the
+reserved `.wh..wh.` prefix, each checked against what it must and must not hide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scanner.source import open_source
+from scanner.source.interface import RootView
+from tests.fixtures.images import (
+    Image,
+    Layer,
+    Member,
+    file,
+    hashing_selector,
+    opaque,
+    whiteout,
+    write_oci_layout,
+)
+
+
+def scan(tmp_path: Path, layers: list[Layer]) -> RootView:
+    write_oci_layout(tmp_path / "img", Image(layers), "1")
+    source = open_source(
+        f"oci:{tmp_path / 'img'}:1", cache_dir=None, use_cache=False, all_filesystems=False
+    )
+    return source.open_view(hashing_selector())
+
+
+def test_one_character_names_are_whited_out(tmp_path: Path) -> None:
+    """`.wh.a` deletes `a`: the shortest whiteout there is."""
+    lower = Layer([file("d/a", "a"), file("d/b", "b"), file("c", "c"), file("d/ab", "ab")])
+    view = scan(tmp_path, [lower, Layer([whiteout("d/a"), whiteout("c")])])
+    assert "/d/a" not in view.nodes and "/c" not in view.nodes
+    assert {"/d/b", "/d/ab"} <= set(view.nodes)
+
+
+def test_whiteout_files_never_appear_and_hide_only_their_name(tmp_path: Path) -> None:
+    lower = Layer([file("usr/lib/libx.so", "x"), file("usr/lib/libx.so.1", "x1")])
+    view = scan(tmp_path, [lower, Layer([whiteout("usr/lib/libx.so")])])
+    assert "/usr/lib/libx.so" not in view.nodes and "/usr/lib/libx.so.1" in view.nodes
+    assert not [p for p in view.nodes if ".wh." in p]
+
+
+def test_an_empty_whiteout_name_hides_nothing(tmp_path: Path) -> None:
+    """`.wh.` names no file: it must not delete its directory."""
+    lower = Layer([file("d/a", "a")])
+    view = scan(tmp_path, [lower, Layer([Member("d/.wh.")])])
+    assert "/d/a" in view.nodes and "/d" in view.nodes
+    assert "/d/.wh." not in view.nodes
+
+
+def test_opaque_directory_and_reserved_prefix(tmp_path: Path) -> None:
+    lower = Layer([file("d/a", "a"), file("d/sub/b", "b"), file("e/wh", "keep")])
+    upper = Layer([opaque("d"), file("d/new", "n"), Member("e/.wh..wh.plnk"), Member("e/.wh..wh.")])
+    view = scan(tmp_path, [lower, upper])
+    assert "/d/a" not in view.nodes and "/d/sub/b" not in view.nodes and "/d/new" in view.nodes
+    assert "/d" in view.nodes  # an opaque whiteout keeps its directory
+    # `.wh..wh.` names are reserved for the runtime, never a whiteout of `.wh.plnk` or of `e`.
+    assert "/e/wh" in view.nodes and not [p for p in view.nodes if ".wh." in p]
