@@ -129,3 +129,9 @@ def revoke_token(session: Session, token_id: int) -> ApiToken:
 def list_tokens(session: Session) -> list[ApiToken]:
     """Every token (hashes never leave the service)."""
     return list(repo.all_tokens(session))
+
+
+def token_page(session: Session, limit: int, offset: int) -> tuple[list[ApiToken], int]:
+    """A page of tokens, oldest first, and how many there are."""
+    rows, total = repo.page(session, limit, offset)
+    return list(rows), total

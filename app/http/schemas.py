@@ -243,6 +243,10 @@ class NewTokenOut(TokenOut):
     token: str = Field(description="the secret; shown only in this answer")
 
 
+class TokenPage(Page):
+    items: list[TokenOut]
+
+
 class TrustPolicyOut(BaseModel):
     version: int
     content_sha256: str

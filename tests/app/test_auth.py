@@ -116,7 +116,7 @@ def test_bad_and_revoked_tokens(service: Service) -> None:
     assert created.status_code == 201
     secret, token_id = created.json()["token"], created.json()["id"]
     assert service.client.get("/api/v1/assets", headers=auth(secret)).status_code == 200
-    listed = service.client.get("/api/v1/tokens", headers=auth(admin)).json()
+    listed = service.client.get("/api/v1/tokens", headers=auth(admin)).json()["items"]
     entry = next(t for t in listed if t["id"] == token_id)
     assert "token" not in entry and entry["last_used_at"] is not None
     assert secret.startswith(entry["prefix"])
@@ -124,6 +124,23 @@ def test_bad_and_revoked_tokens(service: Service) -> None:
     assert revoked.status_code == 200 and revoked.json()["revoked_at"]
     answer = service.client.get("/api/v1/assets", headers=auth(secret))
     assert answer.status_code == 401 and "revoked" in answer.json()["error"]["message"]
+
+
+def test_token_list_is_paginated_like_every_list(service: Service) -> None:
+    admin = service.token("admin", name="admin")
+    for i in range(4):
+        service.token("inventory:read", name=f"reader-{i}")
+    page = service.client.get("/api/v1/tokens?limit=2&offset=1", headers=auth(admin))
+    assert page.status_code == 200, page.text
+    body = page.json()
+    assert (body["total"], body["limit"], body["offset"]) == (5, 2, 1)
+    assert [t["name"] for t in body["items"]] == ["reader-0", "reader-1"]
+    assert all("token" not in t for t in body["items"])
+    everything = service.client.get("/api/v1/tokens", headers=auth(admin)).json()
+    assert everything["limit"] == 100 and len(everything["items"]) == 5
+    for bad in ("limit=0", "limit=1001", "offset=-1"):
+        answer = service.client.get(f"/api/v1/tokens?{bad}", headers=auth(admin))
+        assert answer.status_code in (400, 422), bad
 
 
 @pytest.mark.parametrize(

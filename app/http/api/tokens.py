@@ -7,8 +7,9 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.domain import tokens
+from app.http.api.assets import Limit, Offset
 from app.http.deps import Admin, SessionDep, WriteSessionDep
-from app.http.schemas import NewTokenOut, TokenIn, TokenOut
+from app.http.schemas import NewTokenOut, TokenIn, TokenOut, TokenPage
 from app.storage.tables import ApiToken
 
 router = APIRouter(tags=["tokens"])
@@ -27,10 +28,13 @@ def _token(token: ApiToken) -> dict[str, Any]:
     }
 
 
-@router.get("/tokens", response_model=list[TokenOut])
-def list_tokens(_: Admin, session: SessionDep) -> list[dict[str, Any]]:
-    """Every token, without secrets."""
-    return [_token(t) for t in tokens.list_tokens(session)]
+@router.get("/tokens", response_model=TokenPage)
+def list_tokens(
+    _: Admin, session: SessionDep, limit: Limit = 100, offset: Offset = 0
+) -> dict[str, Any]:
+    """A page of tokens, oldest first, without secrets."""
+    rows, total = tokens.token_page(session, limit, offset)
+    return {"items": [_token(t) for t in rows], "total": total, "limit": limit, "offset": offset}
 
 
 @router.post("/tokens", status_code=201, response_model=NewTokenOut)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, select, update
+from sqlalchemy import Connection, Row, bindparam, func, select, update
 from sqlalchemy.orm import Session
 
 from app.storage.tables import ApiToken
@@ -53,6 +53,13 @@ def add(session: Session, token: ApiToken) -> ApiToken:
 def all_tokens(session: Session) -> Sequence[ApiToken]:
     """Every token, oldest first."""
     return session.scalars(select(ApiToken).order_by(ApiToken.id)).all()
+
+
+def page(session: Session, limit: int, offset: int) -> tuple[Sequence[ApiToken], int]:
+    """A page of tokens, oldest first, and their number."""
+    total = session.scalar(select(func.count()).select_from(ApiToken)) or 0
+    rows = session.scalars(select(ApiToken).order_by(ApiToken.id).limit(limit).offset(offset))
+    return rows.all(), total
 
 
 def touch(session: Session, token_id: int, now: datetime) -> None:
