@@ -228,7 +228,7 @@ _PREFIXES: Final = tuple(sorted({"lib" + p for c in CLASSIFIERS for p in c.prefi
 _PACKAGE_RES: Final = tuple(re.compile(c.package_re, re.IGNORECASE) for c in CLASSIFIERS)
 
 #: Bump the leading number whenever what detection extracts changes (cached facts are redone).
-_ANALYSIS_REVISION: Final = "1"
+_ANALYSIS_REVISION: Final = "2"  # 2: not-elf facts, ET_EXEC is no library
 DETECT_VERSION: Final = (
     f"{_ANALYSIS_REVISION}-{hashlib.sha256(_NAME_PATTERN.encode()).hexdigest()[:10]}"
 )

@@ -33,7 +33,8 @@ _MAX_HITS: Final = 64
 _MAX_NAME: Final = 4096
 _MAX_FUNCTION_SCAN: Final = 1024
 
-_ET_OK: Final = ("ET_DYN", "ET_EXEC")
+# Only a shared object can be loaded as a library (glibc refuses to dlopen an executable).
+_ET_OK: Final = ("ET_DYN",)
 # d_tag values (System V ABI, "Dynamic Section")
 _DT_NULL, _DT_NEEDED, _DT_HASH, _DT_STRTAB, _DT_SYMTAB = 0, 1, 4, 5, 6
 _DT_STRSZ, _DT_SONAME = 10, 14

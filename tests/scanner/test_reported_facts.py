@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from scanner.bom.cyclonedx import to_json as bom_json
+from scanner.detect import analyze_elf
+from scanner.errors import DetectError, NotElfError
 from scanner.model import ScanResult
 from scanner.pipeline import ScanOptions, run_scan
 from scanner.report import render_table, to_dict
@@ -191,3 +193,21 @@ def test_fail_on_not_elf(scans: dict[str, ScanResult], tmp_path: Path) -> None:
     assert done.returncode == 1
     assert f"fail-on not-elf: {LIB}/libcublas.so.12" in done.stderr
     assert "fail-on not-elf: /etc/passwd" in done.stderr
+
+
+@pytest.mark.parametrize(("e_type", "name"), [(1, "ET_REL"), (2, "ET_EXEC"), (4, "ET_CORE")])
+def test_elf_files_that_are_no_shared_object_are_not_libraries(
+    tmp_path: Path, e_type: int, name: str
+) -> None:
+    lib = elf.build_cuda_library(tmp_path, "cudart", "12.4.127")
+    elf.patch_elf64_header(lib, e_type=e_type)
+    with pytest.raises(NotElfError, match=f"not a shared library: ELF type {name}"):
+        analyze_elf(str(lib))
+
+
+def test_a_damaged_elf_library_is_no_not_elf(tmp_path: Path) -> None:
+    lib = elf.build_cuda_library(tmp_path, "cudart", "12.4.127")
+    cut = elf.truncated_copy(lib, tmp_path / "cut.so", 200)
+    with pytest.raises(DetectError) as raised:
+        analyze_elf(str(cut))
+    assert not isinstance(raised.value, NotElfError)
