@@ -369,13 +369,20 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     # (issue 7: a non-ELF file was listed as cuDNN *and* skipped; an unreadable one was a
     # table row, counted by a finding, and missing from the CycloneDX).
     not_library: list[Finding] = []
+    # Why an image source did not read a candidate (a sparse tar entry) becomes the reason of
+    # its finding rather than a second, skipped, record of the same file.
+    not_read = {
+        s.path: s for s in skipped if s.stage == "source" and "content not read" in s.reason
+    }
+    told: set[Skipped] = set()
     for cand in sorted(view.candidates, key=lambda c: c.ref.path):
         f = facts.get(cand.ref.path)
         if f is None:
-            reason = unread.get(
-                cand.ref.path,
-                # images analyze files by their own name during the one read of each layer
-                "content not read: only an alias is named like a GPU library",
+            source_skip = not_read.get(cand.ref.path)
+            if source_skip is not None:
+                told.add(source_skip)
+            reason = unread.get(cand.ref.path) or (
+                source_skip.reason if source_skip is not None else "its content was not read"
             )
             not_library.append(_unreadable(cand, reason))
             continue
@@ -414,6 +421,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         find_mixed_cudnn([(lib.ref.path, lib.ident) for lib in libraries])
     )
     findings.extend(not_library)
+    skipped = [s for s in skipped if s not in told]
     mixed_paths = {p for fnd in findings for p in fnd.paths}
     for kind in (Integrity.MODIFIED, Integrity.UNOWNED, Integrity.NO_RECORD):
         hits = tuple(lib.ref.path for lib in libraries if lib.integrity is kind)

@@ -211,3 +211,24 @@ def test_a_damaged_elf_library_is_no_not_elf(tmp_path: Path) -> None:
     with pytest.raises(DetectError) as raised:
         analyze_elf(str(cut))
     assert not isinstance(raised.value, NotElfError)
+
+
+def test_sparse_image_entry_is_one_unreadable_finding(tmp_path: Path) -> None:
+    """A candidate whose content an image does not carry in a readable form (an old GNU
+    sparse entry) is reported once, with that reason, not as a library nor as skipped."""
+    import tarfile
+
+    header = bytearray(tarfile.TarInfo("usr/lib/libcudnn.so.9").tobuf(tarfile.USTAR_FORMAT))
+    header = header[:512]
+    header[156:157] = b"S"
+    header[124:136] = b"%011o\0" % 512
+    header[148:156] = b" " * 8
+    header[148:156] = b"%06o\0 " % sum(header)
+    tar = bytes(header) + b"s" * 512 + bytes(1024)
+    target = im.write_image(tmp_path / "img", im.Image([im.Layer(tar=tar)]), "oci")
+    result = run_scan(target, ScanOptions(use_cache=False, workers=1))
+    assert result.libraries == ()
+    (finding,) = result.findings
+    assert finding.kind == "unreadable" and finding.paths == ("/usr/lib/libcudnn.so.9",)
+    assert "sparse tar entry" in finding.message
+    assert not [s for s in result.skipped if s.path == "/usr/lib/libcudnn.so.9"]
