@@ -108,6 +108,11 @@ class _Walk:
             # subtree must still read them, or every packaged library would look unowned.
             for path in _PACKAGE_DATABASES:
                 self.start(path, required=False)
+            # Versions come from the install tree too (issue 7): the toolkit's version.json,
+            # the wheels' dist-info kept beside a toolkit, cuDNN headers; read those of every
+            # directory above an included subtree, as a full walk would.
+            for path in _tree_metadata(self.source.include):
+                self.start(path, required=False)
         candidates = self.candidates()
         stats = {
             "nodes": float(len(self.nodes)),
@@ -386,6 +391,25 @@ class _Walk:
             reference=self.source.reference,
             machine_id=self.small_file("/etc/machine-id"),
         )
+
+
+#: Tree-level version sources of an install directory (see `_tree_metadata`).
+_TREE_METADATA = ("version.json", "version.txt", "dist-info", "include")
+
+
+def _tree_metadata(include: Sequence[str]) -> list[str]:
+    """Where the install trees above ``include`` paths keep their version metadata:
+    ``/usr/local/cuda-13.0/lib`` -> ``/usr/local/cuda-13.0/version.json``, ``.../dist-info``,
+    ``.../include`` (and the same under ``/usr/local`` and ``/usr``). Only files the selector
+    marks as metadata are kept from them."""
+    out: dict[str, None] = {}
+    for path in include:
+        parts = [p for p in path.split("/") if p]
+        for i in range(len(parts) - 1, 0, -1):
+            base = "/" + "/".join(parts[:i])
+            for name in _TREE_METADATA:
+                out.setdefault(f"{base}/{name}")
+    return list(out)
 
 
 _LIBRARY_DIRS = frozenset(

@@ -145,3 +145,27 @@ def test_signed_catalog_given_to_the_scan_names_the_version(
     assert lib.ident.version == "13.0.96"
     assert lib.provenance == "verified"
     assert any(e.source.startswith("catalog ") for e in lib.ident.evidence)
+
+
+@pytest.mark.parametrize("layout", ["wheels", "runfile"])
+def test_include_still_reads_the_trees_version_sources(
+    tmp_path: Path, cudart13: bytes, layout: str
+) -> None:
+    """``--include`` of a library directory must not lose what the tree above it says."""
+    root = tmp_path / "root"
+    if layout == "wheels":
+        path = wheel_toolkit(root, cudart13)
+    else:
+        path = "/usr/local/cuda-13.0/lib64/libcudart.so.13"
+        (root / "usr/local/cuda-13.0/lib64").mkdir(parents=True)
+        (root / path.lstrip("/")).write_bytes(cudart13)
+        (root / "usr/local/cuda-13.0/version.json").write_text(
+            json.dumps({"cuda": {"version": "13.0.2"}, "cuda_cudart": {"version": "13.0.96"}})
+        )
+    include = (path.rsplit("/", 1)[0],)
+    full = library(run_scan(str(root), OPTIONS), path)
+    limited = library(
+        run_scan(str(root), ScanOptions(use_cache=False, workers=1, include=include)), path
+    )
+    assert full.ident.version == limited.ident.version == "13.0.96"
+    assert full.ident.evidence == limited.ident.evidence
