@@ -1,62 +1,109 @@
 #!/usr/bin/env bash
-# `make run`: start the service on SQLite, scan this machine and a demo image, push both.
+# `make run`: start the service on SQLite, scan this machine and a demo image (once each: the
+# table is printed, the CycloneDX report pushed and saved as the service stored it), and print
+# commands that work as printed.
+#
+# GPUPROV_PORT: the port to use (fails when taken); unset: 8000, or a free port when 8000 is
+# taken. GPUPROV_RUN_DIR: where the run keeps everything (default: .gpuprov-run for the state,
+# build/run for the reports). GPUPROV_RUN_INCLUDE: the host directories to scan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=$PWD/.venv/bin
-OUT=build/run
-RUN=.gpuprov-run
+ROOT=$PWD
+BIN=$ROOT/.venv/bin
+if [ -n "${GPUPROV_RUN_DIR:-}" ]; then
+  mkdir -p "$GPUPROV_RUN_DIR"
+  RUN=$(cd "$GPUPROV_RUN_DIR" && pwd)
+  OUT=$RUN/reports
+  DEMO=$RUN/demo-oci
+else
+  RUN=$ROOT/.gpuprov-run
+  OUT=$ROOT/build/run
+  DEMO=$ROOT/build/demo-oci
+fi
 mkdir -p "$OUT" "$RUN"
 chmod 700 "$RUN"
 
-# 1. The service, on the embedded SQLite default.
-export GPUPROV_DATABASE_URL="sqlite:///$PWD/$RUN/gpuprov.db"
-export GPUPROV_SPOOL="$PWD/$RUN/spool"
-PORT="${GPUPROV_PORT:-8000}"
-export GPUPROV_SERVER="http://127.0.0.1:$PORT"
+# 1. The service, on the embedded SQLite default, for this run's database only.
+export GPUPROV_DATABASE_URL="sqlite:///$RUN/gpuprov.db"
+export GPUPROV_SPOOL="$RUN/spool"
 "$BIN/gpuprov" db upgrade
+
+# The previous run's service, if it still runs (and that pid is still it), gives its port back.
 if [ -f "$RUN/server.pid" ]; then
-  kill "$(cat "$RUN/server.pid")" 2>/dev/null || true
-  sleep 1
+  old=$(cat "$RUN/server.pid")
+  if [ -r "/proc/$old/cmdline" ] && tr '\0' ' ' <"/proc/$old/cmdline" | grep -q "gpuprov serve"; then
+    kill "$old" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -f "$RUN/server.pid"
 fi
+
+if [ -n "${GPUPROV_PORT:-}" ]; then
+  PORT=$("$BIN/python" scripts/run_port.py choose --required "$GPUPROV_PORT")
+else
+  PORT=$("$BIN/python" scripts/run_port.py choose --preferred 8000)
+fi
+export GPUPROV_SERVER="http://127.0.0.1:$PORT"
 nohup "$BIN/gpuprov" serve --host 127.0.0.1 --port "$PORT" >"$RUN/server.log" 2>&1 &
-echo $! >"$RUN/server.pid"
-for _ in $(seq 100); do
-  curl -fsS "$GPUPROV_SERVER/readyz" >/dev/null 2>&1 && break
-  sleep 0.2
-done
-curl -fsS "$GPUPROV_SERVER/readyz" >/dev/null || {
-  echo "service did not start; see $RUN/server.log" >&2
+SERVER_PID=$!
+echo "$SERVER_PID" >"$RUN/server.pid"
+# Nothing is sent to the port until /proc shows that this pid is the one listening on it.
+if ! "$BIN/python" scripts/run_port.py wait "$SERVER_PID" "$PORT" "$RUN/server.log"; then
+  kill "$SERVER_PID" 2>/dev/null || true
+  rm -f "$RUN/server.pid"
   exit 1
-}
+fi
+
 umask 077
 "$BIN/gpuprov" token create --name "run-admin-$$" --scope admin >"$RUN/admin.token"
 "$BIN/gpuprov" token create --name "run-agent-$$" --scope report:write >"$RUN/agent.token"
-chmod 600 "$RUN"/*.token
 umask 022
 
-# 2. Scan this machine (library directories only, so it takes seconds) and a demo image
-#    built on the fly from this machine's CUDA runtime, then push both reports.
-rm -rf build/demo-oci
-"$BIN/python" scripts/demo_image.py build/demo-oci >&2
+# 2. Scan this machine (library directories only, so it takes seconds) and a demo image built on
+#    the fly from this machine's CUDA runtime. Each is scanned once: the table goes to the
+#    terminal and the CycloneDX report to the service, which gives it back for the files.
+rm -rf "$DEMO"
+"$BIN/python" scripts/demo_image.py "$DEMO" >&2
 includes=()
-for d in /usr/lib /usr/lib64 /usr/local /opt; do
+for d in ${GPUPROV_RUN_INCLUDE:-/usr/lib /usr/lib64 /usr/local /opt}; do
   [ -e "$d" ] && includes+=(--include "$d")
 done
+scan_push_save() {  # TARGET FILE [scan options...]: scan once, push, save the stored report
+  local target=$1 file=$2 asset
+  shift 2
+  if ! "$BIN/gpuprov" scan "$target" "$@" --quiet --format table --push \
+    --token-file "$RUN/agent.token" --label env=demo 2>"$RUN/push.err"; then
+    cat "$RUN/push.err" >&2
+    echo "make run: scanning or pushing $target failed (above)" >&2
+    exit 1
+  fi
+  cat "$RUN/push.err" >&2
+  asset=$(sed -n 's|^delivered: .*(/api/v1/assets/\([0-9][0-9]*\))$|\1|p' "$RUN/push.err")
+  [ -n "$asset" ] || { echo "make run: the push did not name the stored asset" >&2; exit 1; }
+  curl -fsS -H "Authorization: Bearer $(cat "$RUN/admin.token")" \
+    "$GPUPROV_SERVER/api/v1/assets/$asset/sbom" -o "$file"
+}
 echo "== host scan of / (library directories) ==" >&2
-"$BIN/gpuprov" scan / "${includes[@]}" --quiet --format table
-"$BIN/gpuprov" scan / "${includes[@]}" --quiet --format cyclonedx -o "$OUT/host.cdx.json"
-echo "== demo image oci:build/demo-oci:demo ==" >&2
-"$BIN/gpuprov" scan oci:build/demo-oci:demo --quiet --format table
-"$BIN/gpuprov" scan oci:build/demo-oci:demo --quiet --format cyclonedx -o "$OUT/demo-image.cdx.json"
-"$BIN/gpuprov" push "$OUT/host.cdx.json" --token-file "$RUN/agent.token" --label env=demo
-"$BIN/gpuprov" push "$OUT/demo-image.cdx.json" --token-file "$RUN/agent.token" --label env=demo
+scan_push_save / "$OUT/host.cdx.json" "${includes[@]}"
+echo "== demo image oci:$DEMO:demo ==" >&2
+scan_push_save "oci:$DEMO:demo" "$OUT/demo-image.cdx.json"
+rm -f "$RUN/push.err"
 
+q() { printf '%q' "$1"; }
 cat >&2 <<MSG
 
 Reports:      $OUT/host.cdx.json, $OUT/demo-image.cdx.json (CycloneDX 1.6)
 Service:      $GPUPROV_SERVER/api/v1   (OpenAPI: $GPUPROV_SERVER/docs, log: $RUN/server.log)
-Admin token:  $PWD/$RUN/admin.token
-Agent token:  $PWD/$RUN/agent.token (mode 0600)
-Try:          curl -H "Authorization: Bearer \$(cat $RUN/admin.token)" '$GPUPROV_SERVER/api/v1/where-used?family=cudart'
-Stop:         kill \$(cat $RUN/server.pid)
+Admin token:  $RUN/admin.token
+Agent token:  $RUN/agent.token (mode 0600)
+
+To use this run's service and database from a shell:
+  . $(q "$BIN/activate")
+  export GPUPROV_DATABASE_URL=$(q "$GPUPROV_DATABASE_URL") GPUPROV_SERVER=$GPUPROV_SERVER GPUPROV_SPOOL=$(q "$GPUPROV_SPOOL")
+Then, for example:
+  curl -H "Authorization: Bearer \$(cat $(q "$RUN/admin.token"))" '$GPUPROV_SERVER/api/v1/where-used?family=cudart'
+  gpuprov token list
+  gpuprov push $(q "$OUT/host.cdx.json") --token-file $(q "$RUN/agent.token")
+Stop:
+  kill \$(cat $(q "$RUN/server.pid"))
 MSG

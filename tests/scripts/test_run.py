@@ -1,0 +1,212 @@
+"""`make run` (scripts/run.sh, scripts/run_port.py): it never talks to a server it did not start,
+and what it prints works as printed.
+
+A stranger is a real HTTP server on a loopback port that records every request it gets.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.app.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_PORT = ROOT / "scripts" / "run_port.py"
+
+
+class Stranger:
+    """Another process's HTTP server: answers 200 to anything and records what it got."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+        stranger = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _any(self) -> None:
+                stranger.requests.append(f"{self.command} {self.path}")
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            do_GET = do_POST = _any  # noqa: N815 (http.server's naming)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def stranger() -> Iterator[Stranger]:
+    server = Stranger()
+    yield server
+    server.close()
+
+
+def _env(run_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUPROV_")}
+    env.update(GPUPROV_RUN_DIR=str(run_dir), XDG_CACHE_HOME=str(run_dir / "cache"), **extra)
+    return env
+
+
+def _stop(run_dir: Path) -> None:
+    """Stop the service a run left, if any (only that pid, only if it is that service)."""
+    pid_file = run_dir / "server.pid"
+    if not pid_file.exists():
+        return
+    pid = int(pid_file.read_text())
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if cmdline.exists() and b"serve" in cmdline.read_bytes():
+        os.kill(pid, signal.SIGTERM)
+
+
+def test_a_taken_port_fails_clearly_and_sends_nothing(stranger: Stranger, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "run.sh")],
+        env=_env(run_dir, GPUPROV_PORT=str(stranger.port)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1, done.stderr
+    assert f"port {stranger.port} (GPUPROV_PORT) is taken by another process" in done.stderr
+    assert stranger.requests == []
+    assert not (run_dir / "server.pid").exists() and not (run_dir / "admin.token").exists()
+
+
+def test_a_taken_default_port_is_replaced_by_a_free_one(stranger: Stranger) -> None:
+    done = subprocess.run(
+        [sys.executable, str(RUN_PORT), "choose", "--preferred", str(stranger.port)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    port = int(done.stdout)
+    assert port != stranger.port
+    assert f"port {stranger.port} is taken by another process; this run uses port {port}" in (
+        done.stderr
+    )
+    assert stranger.requests == []
+
+
+@pytest.mark.parametrize("value", ["http", "0", "70000"])
+def test_a_bad_port_setting_is_refused(value: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(RUN_PORT), "choose", "--required", value],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "is not a TCP port" in done.stderr
+
+
+def test_wait_never_talks_to_a_port_another_process_holds(
+    stranger: Stranger, tmp_path: Path
+) -> None:
+    """The race `choose` cannot close: the port is taken after it was found free. The started
+    service is alive but does not hold the port; nothing may be sent there."""
+    ours = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        done = subprocess.run(
+            [sys.executable, str(RUN_PORT), "wait", str(ours.pid), str(stranger.port)]
+            + [str(tmp_path / "log"), "--timeout", "2"],
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        ours.kill()
+        ours.wait()
+    assert done.returncode == 1
+    assert f"port {stranger.port} is held by another process" in done.stderr
+    assert stranger.requests == []
+
+
+def test_wait_reports_a_service_that_exited(stranger: Stranger, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    log.write_text("ERROR: [Errno 98] address already in use\n")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    done = subprocess.run(
+        [sys.executable, str(RUN_PORT), "wait", str(gone.pid), str(stranger.port), str(log)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "exited" in done.stderr
+    assert "address already in use" in done.stderr and stranger.requests == []
+
+
+def test_make_run_on_a_free_port_and_its_printed_commands(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    (tmp_path / "libs").mkdir()
+    port = free_port()
+    try:
+        done = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "run.sh")],
+            env=_env(run_dir, GPUPROV_PORT=str(port), GPUPROV_RUN_INCLUDE=str(tmp_path / "libs")),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr
+        message = done.stderr
+        assert f"Service:      http://127.0.0.1:{port}/api/v1" in message
+        for name in ("host.cdx.json", "demo-image.cdx.json"):
+            bom = json.loads((run_dir / "reports" / name).read_text())
+            assert bom["bomFormat"] == "CycloneDX"
+        assert message.count("delivered: scan") == 2  # one scan and one push per target
+        # The printed commands, run as printed, from another directory, in a clean shell.
+        block = message[message.index("To use this run's service") :]
+        commands = [line[2:] for line in block.splitlines() if line.startswith("  ")]
+        assert commands[0].startswith(". ") and "activate" in commands[0]
+        assert "GPUPROV_DATABASE_URL=" in commands[1]
+        script = " && ".join(commands[:-1])
+        shell = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert shell.returncode == 0, shell.stdout + shell.stderr
+        assert shell.stdout.startswith('{"items":[')
+        assert re.search(r"\d+\trun-admin-\d+\tgpv_", shell.stdout), shell.stdout
+        assert "already stored" in shell.stderr
+        pid = int((run_dir / "server.pid").read_text())
+        stop = subprocess.run(["bash", "-c", commands[-1]], cwd=tmp_path, timeout=30)
+        assert stop.returncode == 0
+        for _ in range(100):
+            if not Path(f"/proc/{pid}").exists() or b"Z" in _state(pid):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the printed stop command did not stop the service")
+    finally:
+        _stop(run_dir)
+
+
+def _state(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().split(b") ", 1)[1][:1]
+    except (OSError, IndexError):
+        return b"Z"
