@@ -306,7 +306,7 @@ def scan(
     for s in result.skipped:
         if chosen is not Format.TABLE and not quiet:
             err(f"skipped: {s.stage}: {s.path}: {s.reason}")
-    matched = [f for f in result.findings if f.kind in fail_kinds]
+    matched = [f for f in result.findings if f.kind in fail_kinds or fail_kinds & set(f.also)]
     if matched:
         for f in matched:
             err(f"fail-on {f.kind}: {', '.join(f.paths) or f.message}")

@@ -242,6 +242,9 @@ class Finding:
     kind: str  # "modified", "unowned", "mixed", ...
     message: str
     paths: tuple[str, ...] = ()
+    #: other ``--fail-on`` kinds this finding matches: a file that is no readable library
+    #: still has an integrity verdict (an unreadable packaged file may be modified)
+    also: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -377,6 +377,8 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     told: set[Skipped] = set()
     for cand in sorted(view.candidates, key=lambda c: c.ref.path):
         f = facts.get(cand.ref.path)
+        hit = _owner_of(cand, catalog.owners)
+        owner, record = (hit[0], hit[1]) if hit else (None, None)
         if f is None:
             source_skip = not_read.get(cand.ref.path)
             if source_skip is not None:
@@ -384,13 +386,11 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
             reason = unread.get(cand.ref.path) or (
                 source_skip.reason if source_skip is not None else "its content was not read"
             )
-            not_library.append(_unreadable(cand, reason))
+            not_library.append(_unreadable(cand, reason, owner, record))
             continue
         if f.not_elf:
-            not_library.append(_not_elf(cand, f))
+            not_library.append(_not_elf(cand, f, owner, record))
             continue
-        hit = _owner_of(cand, catalog.owners)
-        owner, record = (hit[0], hit[1]) if hit else (None, None)
         ident = identify(cand.ref.path, f, owner, ctx, aliases=cand.aliases)
         integrity, reason = integrity_verdict(f.digests, owner, record)
         libraries.append(
@@ -538,21 +538,44 @@ def _named(cand: Candidate) -> str:
     return f"{cand.ref.path} (as {', '.join(cand.aliases)})"
 
 
-def _not_elf(cand: Candidate, facts: FileFacts) -> Finding:
+def _integrity_kinds(
+    digests: Digests | None, owner: Package | None, record: OwnedFile | None
+) -> tuple[tuple[str, ...], str]:
+    """The integrity ``--fail-on`` kinds a file that is no library still matches, and why.
+
+    Fail safe: a file a package recorded a digest for but that could not be read may be
+    modified, so it matches ``modified`` as well as its own verdict.
+    """
+    verdict, reason = integrity_verdict(digests, owner, record)
+    kinds = [] if verdict is Integrity.VERIFIED else [verdict.value]
+    if digests is None and record is not None and record.digest:
+        kinds.append(Integrity.MODIFIED.value)
+    return tuple(kinds), f"integrity {verdict.value}: {reason}"
+
+
+def _not_elf(
+    cand: Candidate, facts: FileFacts, owner: Package | None, record: OwnedFile | None
+) -> Finding:
+    also, integrity = _integrity_kinds(facts.digests, owner, record)
     return Finding(
         "not-elf",
         f"{_named(cand)} is named like a GPU library but is no ELF shared library "
-        f"({facts.error}); sha256 {facts.digests.sha256}",
+        f"({facts.error}); sha256 {facts.digests.sha256}; {integrity}",
         (cand.ref.path, *cand.aliases),
+        also,
     )
 
 
-def _unreadable(cand: Candidate, reason: str) -> Finding:
+def _unreadable(
+    cand: Candidate, reason: str, owner: Package | None, record: OwnedFile | None
+) -> Finding:
+    also, integrity = _integrity_kinds(None, owner, record)
     return Finding(
         "unreadable",
         f"{_named(cand)} is named like a GPU library but could not be read ({reason}); "
-        "its digest and identity are unknown",
+        f"its digest and identity are unknown; {integrity}",
         (cand.ref.path, *cand.aliases),
+        also,
     )
 
 

@@ -185,6 +185,10 @@ def test_unreadable_library_is_the_same_finding_in_every_format(tmp_path: Path) 
         ["scan", str(root), "-f", "json", "--no-cache", "-q", "--fail-on", "unreadable"]
     )
     assert done.returncode == 1 and f"fail-on unreadable: {locked_path}" in done.stderr
+    # ... and, unowned and unread, it still fails --fail-on unowned (fail safe)
+    assert finding["also"] == ["unowned"]
+    done = _gpuprov(["scan", str(root), "-f", "json", "--no-cache", "-q", "--fail-on", "unowned"])
+    assert done.returncode == 1 and f"fail-on unreadable: {locked_path}" in done.stderr
 
 
 def test_fail_on_not_elf(scans: dict[str, ScanResult], tmp_path: Path) -> None:
@@ -232,3 +236,25 @@ def test_sparse_image_entry_is_one_unreadable_finding(tmp_path: Path) -> None:
     assert finding.kind == "unreadable" and finding.paths == ("/usr/lib/libcudnn.so.9",)
     assert "sparse tar entry" in finding.message
     assert not [s for s in result.skipped if s.path == "/usr/lib/libcudnn.so.9"]
+
+
+def test_a_packaged_library_replaced_by_garbage_still_fails_modified(tmp_path: Path) -> None:
+    """Fail safe: a file that is no library keeps its integrity verdict for ``--fail-on``
+    (a packaged libcudnn overwritten with text is ``not-elf`` *and* matches ``modified``)."""
+    from tests.fixtures import packages as pk
+
+    root = tmp_path / "root"
+    root.mkdir()
+    good = elf.build_cudnn_library(tmp_path / "lib", "cudnn_graph", (9, 1, 0)).read_bytes()
+    spec = pk.DebSpec(
+        "libcudnn9-cuda-12", "9.1.0.70-1", files={"/usr/lib/libcudnn_graph.so.9": good}
+    )
+    pk.dpkg_install(root, [spec], tmp_path / "debs")
+    (root / "usr/lib/libcudnn_graph.so.9").write_bytes(b"#!/bin/sh\necho hi\n")
+    result = run_scan(str(root), ScanOptions(use_cache=False, workers=1))
+    (finding,) = result.findings
+    assert finding.kind == "not-elf" and finding.also == ("modified",)
+    assert "integrity modified" in finding.message
+    done = _gpuprov(["scan", str(root), "-f", "json", "--no-cache", "-q", "--fail-on", "modified"])
+    assert done.returncode == 1, done.stderr
+    assert "fail-on not-elf: /usr/lib/libcudnn_graph.so.9" in done.stderr
