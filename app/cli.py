@@ -88,7 +88,7 @@ def serve(
     """Run the API service (settings from GPUPROV_* environment variables)."""
     import uvicorn
 
-    from app.http.server import NoDelayH11Protocol
+    from app.http.server import uvicorn_options
 
     # refuse bad settings and an unusable database here, in one line, before forking workers
     _require_current_schema(_settings(), unreachable_ok=True)
@@ -99,7 +99,7 @@ def serve(
         port=port,
         workers=workers,
         log_level=log_level,
-        http=NoDelayH11Protocol,
+        **uvicorn_options(),
     )
 
 

@@ -4,6 +4,10 @@ lifespan owns the database engine (nothing is created at import time).
 At start-up the lifespan refuses a database whose schema is behind the code, naming the command
 that fixes it; an unreachable database does not stop start-up (requests answer 503 until it is
 back), so API replicas can start before their database.
+
+Every request passes the query-string rules of `app.http.params`; every answer carries the
+headers of `app.http.security`; the API documentation pages serve their scripts from the
+installed package (no CDN), and the OpenAPI document lists every status an operation answers.
 """
 
 from __future__ import annotations
@@ -12,15 +16,18 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from app.domain.provenance import CatalogCache
 from app.http.api import router as api_router
+from app.http.docs import install_docs
 from app.http.errors import install_error_handlers
 from app.http.health import Counters
 from app.http.health import router as health_router
+from app.http.params import strict_query
+from app.http.security import SecurityHeaders
 from app.settings import Settings
 from app.storage.migrate import schema_state
 from app.storage.session import Database
@@ -62,13 +69,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=VERSION,
         summary="Fleet inventory and provenance of GPU libraries from CycloneDX reports",
         lifespan=lifespan,
+        dependencies=[Depends(strict_query)],
+        docs_url=None,
+        redoc_url=None,
     )
+    app.add_middleware(SecurityHeaders)
     app.state.settings = settings
     app.state.catalogs = CatalogCache()
     app.state.counters = Counters()
     install_error_handlers(app, settings)
     app.include_router(health_router)
     app.include_router(api_router)
+    install_docs(app)
     return app
 
 

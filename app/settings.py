@@ -32,6 +32,13 @@ class Settings(BaseSettings):
     #: seconds a database connection attempt may take before the request answers 503
     database_connect_timeout: int = Field(default=5, ge=1, le=120)
     database_pool_size: int = Field(default=10, ge=1, le=200)
+    #: seconds a request waits for a free pooled connection before it answers 503
+    database_pool_timeout: float = Field(default=10, gt=0, le=120)
+    #: seconds one SQL statement may run before the database interrupts it (the request then
+    #: answers 503); bounds what any single request can cost the database
+    database_statement_timeout: float = Field(default=30, gt=0, le=3600)
+    #: most values one repeatable filter (``label=``) may carry in one request
+    max_filter_values: int = Field(default=20, ge=1, le=1000)
     #: largest accepted report, compressed and decompressed (bytes)
     max_report_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
     #: value of the Retry-After header when the database is unavailable

@@ -17,8 +17,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.domain.bom import check_label
 from app.domain.versions import VersionFilter, parse_version_filter
-from app.errors import BadRequest, NotFound
+from app.errors import BadRequest, InvalidReport, NotFound
 from app.storage.repositories import assets as asset_repo
 from app.storage.repositories import inventory as repo
 from app.storage.repositories import scans as scan_repo
@@ -57,12 +58,52 @@ def version_filter(expression: str | None) -> VersionFilter | None:
         raise BadRequest(f"version: {e}") from e
 
 
+#: the values of the ``verdict`` filter: an integrity or a provenance verdict
+VERDICT_VALUES = tuple(dict.fromkeys((*v.INTEGRITY_VALUES, *v.PROVENANCE_VALUES)))
+
+
+def check_choice(name: str, value: str | None, allowed: Sequence[str]) -> str | None:
+    """A query parameter that must be one of ``allowed`` (400 otherwise)."""
+    if value is not None and value not in allowed:
+        raise BadRequest(f"{name} must be one of {', '.join(allowed)}")
+    return value
+
+
 def check_verdict(verdict: str | None) -> str | None:
     """A ``verdict`` query parameter: an integrity or a provenance value (400 otherwise)."""
-    allowed = dict.fromkeys((*v.INTEGRITY_VALUES, *v.PROVENANCE_VALUES))
-    if verdict is not None and verdict not in allowed:
-        raise BadRequest(f"verdict must be one of {', '.join(allowed)}")
-    return verdict
+    return check_choice("verdict", verdict, VERDICT_VALUES)
+
+
+def library_match(
+    *,
+    family: str | None = None,
+    version: str | None = None,
+    sha256: str | None = None,
+    verdict: str | None = None,
+    integrity: str | None = None,
+    provenance: str | None = None,
+) -> LibraryMatch:
+    """The library filters of a request, each checked (400 on a value that cannot match)."""
+    return LibraryMatch(
+        family=family,
+        version=version_filter(version),
+        sha256=sha256,
+        verdict=check_verdict(verdict),
+        integrity=check_choice("integrity", integrity, v.INTEGRITY_VALUES),
+        provenance=check_choice("provenance", provenance, v.PROVENANCE_VALUES),
+    )
+
+
+def label_filters(values: Sequence[str]) -> list[tuple[str, str]]:
+    """``label`` filters as pairs; a key or value no stored label can have is a 400 (the rules
+    are the ones ingest applies to the labels it stores)."""
+    pairs = parse_labels(values)
+    for key, value in pairs:
+        try:
+            check_label(key, value)
+        except InvalidReport as e:
+            raise BadRequest(e.message) from e
+    return pairs
 
 
 def parse_labels(values: Sequence[str]) -> list[tuple[str, str]]:
@@ -338,8 +379,10 @@ def where_used(
     session: Session, match: LibraryMatch, query: AssetQuery, limit: int, offset: int
 ) -> dict[str, Any]:
     """Every asset whose latest scan holds the library, with the matching files."""
-    if not (match.sha256 or match.family or match.verdict):
-        raise BadRequest("give family (optionally with version), sha256 or verdict")
+    if not match.any:
+        raise BadRequest(
+            "give at least one of family, version, sha256, verdict, integrity, provenance"
+        )
     assets, files, total = repo.where_used(session, match, query, limit, offset)
     grouped: dict[int, list[dict[str, Any]]] = {asset.id: [] for asset in assets}
     for row in files:

@@ -1,7 +1,10 @@
 """One handler renders every error as ``{"error": {"status", "message", "details"}}``.
 
-An unreachable or overloaded database becomes 503 with ``Retry-After`` so agents spool and
-retry instead of dropping reports.
+Status codes follow one rule: a bad query or path parameter is 400, a body that is well-formed
+but not acceptable is 422, and 503 with ``Retry-After`` means the database cannot answer now
+(unreachable, every pooled connection busy, a statement past the statement timeout, or no
+schema yet) so agents spool and retry instead of dropping reports. Input that can never succeed
+(over a limit) is refused with a 4xx before it reaches the database.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 
@@ -34,6 +37,31 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+#: where a request parameter lives; errors there are the request's syntax (400), not its body's
+_PARAMETER_LOCATIONS = frozenset({"query", "path", "header", "cookie"})
+#: PostgreSQL SQLSTATE codes: query_canceled (statement_timeout), undefined_table
+_CANCELED, _UNDEFINED_TABLE = "57014", "42P01"
+
+
+def database_problem(exc: SQLAlchemyError) -> str | None:
+    """Why the database could not answer: ``timeout``, ``no-schema`` or ``unavailable``; None
+    for an error that is not the database's state (a bug: answered 500)."""
+    if isinstance(exc, PoolTimeout):
+        return "unavailable"
+    if not isinstance(exc, DBAPIError):
+        return None
+    orig = exc.orig
+    sqlstate = getattr(orig, "sqlstate", None)
+    text = str(orig).lower()
+    if sqlstate == _CANCELED or text == "interrupted":
+        return "timeout"
+    if sqlstate == _UNDEFINED_TABLE or text.startswith("no such table"):
+        return "no-schema"
+    if isinstance(exc, OperationalError | InterfaceError) or exc.connection_invalidated:
+        return "unavailable"
+    return None
+
+
 def _pointer(location: tuple[Any, ...] | list[Any]) -> str:
     return "".join(f"/{part}" for part in location)
 
@@ -52,23 +80,33 @@ def install_error_handlers(app: FastAPI, settings: Settings) -> None:
             for e in exc.errors()[:10]
         ]
         first = details[0] if details else {"pointer": "", "message": "invalid request"}
-        return error_response(422, f"{first['pointer']}: {first['message']}", details)
+        where = {e.get("loc", ("body",))[0] for e in exc.errors()}
+        status = 400 if where <= _PARAMETER_LOCATIONS else 422
+        return error_response(status, f"{first['pointer']}: {first['message']}", details)
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)
         return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
 
+    messages = {
+        "unavailable": "the database is unavailable; retry later",
+        "timeout": (
+            "the query ran past the statement timeout of "
+            f"{settings.database_statement_timeout:g} s; retry later or narrow the filters"
+        ),
+        "no-schema": "the database has no gpuprov schema; run `gpuprov db upgrade`",
+    }
+
     async def database_unavailable(_: Request, exc: Exception) -> JSONResponse:
-        unavailable = (OperationalError, InterfaceError)
-        if isinstance(exc, DBAPIError) and not isinstance(exc, unavailable):
-            if not exc.connection_invalidated:
-                log.error("database error: %s", exc)
-                return error_response(500, "internal database error")
-        log.warning("database unavailable: %s", str(exc).splitlines()[0])
+        assert isinstance(exc, SQLAlchemyError)
+        problem = database_problem(exc)
+        if problem is None:
+            # the engine hides parameters: the log line carries no token hash or report value
+            log.error("database error: %s", exc)
+            return error_response(500, "internal database error")
+        log.warning("database %s: %s", problem, str(exc).splitlines()[0])
         return error_response(
-            503,
-            "the database is unavailable; retry later",
-            headers={"Retry-After": str(settings.retry_after_seconds)},
+            503, messages[problem], headers={"Retry-After": str(settings.retry_after_seconds)}
         )
 
     async def unexpected(_: Request, exc: Exception) -> JSONResponse:

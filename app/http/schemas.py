@@ -22,6 +22,14 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
+class Readiness(BaseModel):
+    status: str = Field(description="ready or unavailable")
+    schema_: str | None = Field(
+        default=None, alias="schema", description="the schema revision, when ready"
+    )
+    database: str | None = Field(default=None, description="why the database is not ready")
+
+
 class IngestAnswer(BaseModel):
     scan_id: int
     asset_id: int

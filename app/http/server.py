@@ -1,4 +1,6 @@
-"""uvicorn's HTTP/1.1 protocol with TCP_NODELAY on every accepted connection.
+"""How uvicorn serves the app: `uvicorn_options` (no ``server`` header, log lines with a
+timestamp and the logger's name, for uvicorn's loggers and the service's), and uvicorn's HTTP/1.1
+protocol with TCP_NODELAY on every accepted connection.
 
 With ``--workers N`` uvicorn binds its listening socket with protocol number 0, and CPython only
 sets TCP_NODELAY on sockets whose protocol is IPPROTO_TCP, so each answer written in two pieces
@@ -9,9 +11,32 @@ accepted socket removes that stall whatever the worker count.
 from __future__ import annotations
 
 import asyncio
+import copy
 import socket
+from typing import Any
 
+from uvicorn.config import LOGGING_CONFIG
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+#: the loggers of the service's own modules (``app.*``) and of its start-up (``gpuprov.*``)
+SERVICE_LOGGERS = ("app", "gpuprov")
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's logging configuration with timestamps, extended to the service's loggers."""
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["default"]["fmt"] = "%(asctime)s %(levelprefix)s %(name)s: %(message)s"
+    config["formatters"]["access"]["fmt"] = (
+        '%(asctime)s %(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
+    )
+    for name in SERVICE_LOGGERS:
+        config["loggers"][name] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
+
+
+def uvicorn_options() -> dict[str, Any]:
+    """Keyword arguments of `uvicorn.run` / `uvicorn.Config` for the service."""
+    return {"http": NoDelayH11Protocol, "server_header": False, "log_config": log_config()}
 
 
 def set_nodelay(transport: asyncio.BaseTransport) -> None:

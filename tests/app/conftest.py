@@ -172,8 +172,12 @@ class LiveServer:
 
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        from app.http.server import uvicorn_options
+
+        # as `gpuprov serve` runs it, less the logging set-up (pytest captures the logs)
+        options = {**uvicorn_options(), "log_config": None}
         config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=port, log_level="warning"
+            create_app(settings), host="127.0.0.1", port=port, log_level="warning", **options
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)

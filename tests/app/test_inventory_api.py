@@ -96,7 +96,7 @@ def test_pagination(service: Service, fleet: dict[str, Any]) -> None:
     assert [len(p["items"]) for p in pages] == [2, 2, 1]
     assert len({a["id"] for p in pages for a in p["items"]}) == 5
     bad = service.client.get("/api/v1/assets?limit=0", headers=auth(fleet["token"]))
-    assert bad.status_code == 422 and bad.json()["error"]["details"][0]["pointer"] == "/query/limit"
+    assert bad.status_code == 400 and bad.json()["error"]["details"][0]["pointer"] == "/query/limit"
 
 
 def test_asset_detail_and_missing_asset(service: Service, fleet: dict[str, Any]) -> None:
@@ -156,8 +156,7 @@ def test_where_used_by_digest(service: Service, fleet: dict[str, Any]) -> None:
     [
         ({"sha256": "abc"}, "64 hexadecimal"),
         ({"family": "cudnn", "version": ">=x"}, "version:"),
-        ({"version": "9.1"}, "version needs family"),
-        ({}, "give family"),
+        ({}, "give at least one of family"),
     ],
 )
 def test_where_used_bad_queries(

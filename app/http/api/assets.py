@@ -9,14 +9,45 @@ from fastapi.responses import JSONResponse, Response
 
 from app.domain import inventory
 from app.http.deps import InventoryReader, SessionDep
+from app.http.params import MAX_BIGINT, IdPath, Limit, Offset
 from app.http.schemas import AssetDetail, AssetPage, ErrorResponse
-from app.storage.repositories.inventory import AssetQuery, LibraryMatch
+from app.storage.repositories.inventory import AssetQuery
+from scanner import vocabulary as v
 
 router = APIRouter(tags=["inventory"])
 
-Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0)]
-Labels = Annotated[list[str] | None, Query(description="KEY=VALUE, repeatable (all must match)")]
+# String filters are bounded by the columns they are compared with (asset.name, artifact.family,
+# artifact.version), so a value no row can hold is refused the same way on both databases.
+Labels = Annotated[
+    list[str] | None,
+    Query(description="KEY=VALUE, repeatable (all must match; at most max_filter_values)"),
+]
+Family = Annotated[str | None, Query(max_length=64, description="library family, e.g. cudnn")]
+Version = Annotated[
+    str | None,
+    Query(max_length=128, description="9.1.0, 9.1.*, >=9.0,<9.2 (any family unless given)"),
+]
+Verdict = Annotated[
+    str | None,
+    Query(
+        description="integrity or provenance verdict of a library (either matches)",
+        json_schema_extra={"enum": list(inventory.VERDICT_VALUES)},
+    ),
+]
+Integrity = Annotated[
+    str | None,
+    Query(
+        description="integrity verdict of a library",
+        json_schema_extra={"enum": list(v.INTEGRITY_VALUES)},
+    ),
+]
+Provenance = Annotated[
+    str | None,
+    Query(
+        description="provenance verdict of a library",
+        json_schema_extra={"enum": list(v.PROVENANCE_VALUES)},
+    ),
+]
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 
 
@@ -25,13 +56,15 @@ def list_assets(
     _: InventoryReader,
     session: SessionDep,
     kind: Literal["image", "host"] | None = None,
-    name: Annotated[str | None, Query(description="exact name, or a pattern with *")] = None,
-    label: Labels = None,
-    family: str | None = None,
-    version: Annotated[str | None, Query(description="9.1.0, 9.1.*, >=9.0,<9.2")] = None,
-    verdict: Annotated[
-        str | None, Query(description="integrity or provenance verdict of a library")
+    name: Annotated[
+        str | None, Query(max_length=1024, description="exact name, or a pattern with *")
     ] = None,
+    label: Labels = None,
+    family: Family = None,
+    version: Version = None,
+    verdict: Verdict = None,
+    integrity: Integrity = None,
+    provenance: Provenance = None,
     min_slsa_level: Annotated[
         int | None, Query(ge=0, le=3, description="verified SLSA Build level at least N")
     ] = None,
@@ -43,15 +76,17 @@ def list_assets(
 ) -> dict[str, Any]:
     """Assets, filtered by kind, name, labels, image trust and the libraries their latest scan
     holds."""
-    match = LibraryMatch(
+    match = inventory.library_match(
         family=family,
-        version=inventory.version_filter(version),
-        verdict=inventory.check_verdict(verdict),
+        version=version,
+        verdict=verdict,
+        integrity=integrity,
+        provenance=provenance,
     )
     query = AssetQuery(
         kind=kind,
         name=name,
-        labels=inventory.parse_labels(label or []),
+        labels=inventory.label_filters(label or []),
         match=match,
         min_slsa_level=min_slsa_level,
         signed=signed,
@@ -60,7 +95,7 @@ def list_assets(
 
 
 @router.get("/assets/{asset_id}", response_model=AssetDetail, responses=_NOT_FOUND)
-def get_asset(_: InventoryReader, session: SessionDep, asset_id: int) -> dict[str, Any]:
+def get_asset(_: InventoryReader, session: SessionDep, asset_id: IdPath) -> dict[str, Any]:
     """One asset: its latest scan with libraries and packages, and its scan history."""
     return inventory.asset_detail(session, asset_id)
 
@@ -75,9 +110,10 @@ def get_asset(_: InventoryReader, session: SessionDep, asset_id: int) -> dict[st
 def get_sbom(
     _: InventoryReader,
     session: SessionDep,
-    asset_id: int,
+    asset_id: IdPath,
     scan_id: Annotated[
-        int | None, Query(description="a scan of the history; default latest")
+        int | None,
+        Query(ge=1, le=MAX_BIGINT, description="a scan of the history; default latest"),
     ] = None,
     format: Annotated[
         Literal["original", "normalized"],

@@ -12,10 +12,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.domain import inventory
 from app.errors import BadRequest
-from app.http.api.assets import Labels, Limit, Offset
+from app.http.api.assets import Family, Integrity, Labels, Provenance, Verdict, Version
 from app.http.deps import DatabaseDep, InventoryReader, SessionDep
+from app.http.params import Limit, Offset
 from app.http.schemas import Drift, LibraryPage, WhereUsedPage
-from app.storage.repositories.inventory import AssetQuery, LibraryMatch
+from app.storage.repositories.inventory import AssetQuery
 
 router = APIRouter(tags=["inventory"])
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -27,7 +28,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 def libraries(
     _: InventoryReader,
     session: SessionDep,
-    family: str | None = None,
+    family: Family = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> JSONResponse:
@@ -39,31 +40,34 @@ def libraries(
 def where_used(
     _: InventoryReader,
     session: SessionDep,
-    family: str | None = None,
-    version: Annotated[str | None, Query(description="9.1.0, 9.1.*, >=9.0,<9.2")] = None,
-    sha256: Annotated[str | None, Query(description="file digest, 64 hex digits")] = None,
-    verdict: Annotated[
-        str | None, Query(description="integrity or provenance verdict, e.g. conflict")
+    family: Family = None,
+    version: Version = None,
+    sha256: Annotated[
+        str | None, Query(max_length=71, description="file digest, 64 hex digits")
     ] = None,
+    verdict: Verdict = None,
+    integrity: Integrity = None,
+    provenance: Provenance = None,
     kind: Literal["image", "host"] | None = None,
     label: Labels = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> JSONResponse:
-    """Every asset whose latest scan holds a library (by family/version, digest or verdict)."""
+    """Every asset whose latest scan holds a library (by family, version, digest or verdicts;
+    every given filter must hold)."""
     if sha256 is not None:
         sha256 = sha256.lower().removeprefix("sha256:")
         if not _SHA256.match(sha256):
             raise BadRequest("sha256 must be 64 hexadecimal digits")
-    if version is not None and family is None:
-        raise BadRequest("version needs family")
-    match = LibraryMatch(
+    match = inventory.library_match(
         family=family,
-        version=inventory.version_filter(version),
+        version=version,
         sha256=sha256,
-        verdict=inventory.check_verdict(verdict),
+        verdict=verdict,
+        integrity=integrity,
+        provenance=provenance,
     )
-    query = AssetQuery(kind=kind, labels=inventory.parse_labels(label or []))
+    query = AssetQuery(kind=kind, labels=inventory.label_filters(label or []))
     return JSONResponse(inventory.where_used(session, match, query, limit, offset))
 
 
@@ -71,14 +75,15 @@ def where_used(
 def drift(
     _: InventoryReader,
     session: SessionDep,
-    family: str | None = None,
+    family: Family = None,
     kind: Literal["image", "host"] | None = None,
     label: Labels = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
-    """Digest conflicts, per-asset changes between the last two scans, version spread."""
-    query = AssetQuery(kind=kind, labels=inventory.parse_labels(label or []))
+    """Digest conflicts and version spread (of ``family``, or all), and per-asset changes
+    between the last two scans for a page of the assets that ``kind`` and ``label`` select."""
+    query = AssetQuery(kind=kind, labels=inventory.label_filters(label or []))
     return inventory.drift(session, family, query, limit, offset)
 
 

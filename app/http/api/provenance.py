@@ -9,9 +9,9 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from app.domain import catalogs
 from app.errors import AppError
-from app.http.api.assets import Limit, Offset
 from app.http.body import read_limited
 from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
+from app.http.params import Limit, Offset
 from app.http.schemas import (
     CatalogImportOut,
     CatalogPage,

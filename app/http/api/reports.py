@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request, Response
 from app.domain.bom import check_label, parse_report
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory import parse_labels
-from app.http.body import ReportBody
+from app.http.body import ACCEPTED_MEDIA_TYPES, ReportBody
 from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
 from app.http.schemas import ErrorResponse, IngestAnswer
 from app.storage.base import utcnow
@@ -38,6 +38,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     response_model=IngestAnswer,
     responses={200: {"model": IngestAnswer, "description": "already stored"}, **_ERRORS},
     summary="Ingest a CycloneDX report (JSON, optionally gzip)",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "description": "a CycloneDX 1.4-1.7 JSON BOM; `Content-Encoding: gzip` accepted",
+            "content": {
+                media_type: {"schema": {"type": "object"}} for media_type in ACCEPTED_MEDIA_TYPES
+            },
+        }
+    },
 )
 def post_report(
     principal: ReportWriter,

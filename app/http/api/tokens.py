@@ -7,8 +7,8 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.domain import tokens
-from app.http.api.assets import Limit, Offset
 from app.http.deps import Admin, SessionDep, WriteSessionDep
+from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import NewTokenOut, TokenIn, TokenOut, TokenPage
 from app.storage.tables import ApiToken
 
@@ -45,6 +45,6 @@ def create_token(_: Admin, session: WriteSessionDep, body: TokenIn) -> dict[str,
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut)
-def revoke_token(_: Admin, session: WriteSessionDep, token_id: int) -> dict[str, Any]:
+def revoke_token(_: Admin, session: WriteSessionDep, token_id: IdPath) -> dict[str, Any]:
     """Revoke a token; it stops working at once."""
     return _token(tokens.revoke_token(session, token_id))

@@ -13,6 +13,7 @@ from sqlalchemy import (
     ColumnElement,
     Row,
     RowMapping,
+    Select,
     and_,
     case,
     distinct,
@@ -29,12 +30,25 @@ from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, Packag
 
 @dataclass(frozen=True, slots=True)
 class LibraryMatch:
-    """Which current library rows a query selects."""
+    """Which current library rows a query selects (every given filter must hold)."""
 
     family: str | None = None
     version: VersionFilter | None = None
     sha256: str | None = None
+    #: an integrity or a provenance verdict (either matches)
     verdict: str | None = None
+    integrity: str | None = None
+    provenance: str | None = None
+
+    @property
+    def by_file(self) -> bool:
+        """Whether a condition needs the file rows (the summary holds family and version)."""
+        return bool(self.sha256 or self.verdict or self.integrity or self.provenance)
+
+    @property
+    def any(self) -> bool:
+        """Whether any library condition is given."""
+        return self.by_file or bool(self.family) or self.version is not None
 
     def conditions(self) -> list[ColumnElement[bool]]:
         """SQL conditions on `Artifact` (always restricted to current rows)."""
@@ -49,11 +63,17 @@ class LibraryMatch:
             conds.append(
                 or_(Artifact.integrity == self.verdict, Artifact.provenance == self.verdict)
             )
+        if self.integrity:
+            conds.append(Artifact.integrity == self.integrity)
+        if self.provenance:
+            conds.append(Artifact.provenance == self.provenance)
         return conds
 
     def summary_conditions(self) -> list[ColumnElement[bool]]:
         """The family/version part as conditions on `AssetLibrary` (a few rows per asset)."""
-        conds: list[ColumnElement[bool]] = [AssetLibrary.family == self.family]
+        conds: list[ColumnElement[bool]] = []
+        if self.family:
+            conds.append(AssetLibrary.family == self.family)
         if self.version is not None:
             conds.append(
                 _version_condition(AssetLibrary.version, AssetLibrary.version_key, self.version)
@@ -102,23 +122,33 @@ def _asset_conditions(query: AssetQuery) -> list[ColumnElement[bool]]:
             conds.append(Asset.name.like(pattern, escape="\\"))
         else:
             conds.append(Asset.name == query.name)
-    for key, value in query.labels:
-        conds.append(
-            Asset.id.in_(
-                select(AssetLabel.asset_id).where(AssetLabel.key == key, AssetLabel.value == value)
-            )
-        )
+    if query.labels:
+        conds.append(Asset.id.in_(_labelled(query.labels)))
     if query.min_slsa_level is not None:
         conds.append(_latest_scan(_LATEST.slsa_level >= query.min_slsa_level))
     if query.signed is not None:
         signed = _latest_scan(_LATEST.image_signer.is_not(None))
         conds.append(signed if query.signed else ~signed)
     match = query.match
-    if match.verdict or match.sha256:
+    if match.by_file:
         conds.append(Asset.id.in_(select(Artifact.asset_id).where(*match.conditions())))
-    elif match.family:
+    elif match.any:
         conds.append(Asset.id.in_(select(AssetLibrary.asset_id).where(*match.summary_conditions())))
     return conds
+
+
+def _labelled(labels: Sequence[tuple[str, str]]) -> Select[int]:
+    """Ids of the assets carrying every one of ``labels``: one pass over the matching label
+    rows (index on key, value), counted per asset, whatever the number of labels. An asset has
+    one value per key, so it matches every distinct pair exactly when its count is theirs."""
+    pairs = sorted(set(labels))
+    matching = or_(*(and_(AssetLabel.key == k, AssetLabel.value == v) for k, v in pairs))
+    return (
+        select(AssetLabel.asset_id)
+        .where(matching)
+        .group_by(AssetLabel.asset_id)
+        .having(func.count() == len(pairs))
+    )
 
 
 #: the latest scan inside filters (aliased: the asset list also joins `Scan` itself)
@@ -235,7 +265,7 @@ def where_used(
     plain rows (building ORM objects for thousands of files would dominate the answer time).
     """
     holder: InstrumentedAttribute[int]
-    if match.sha256 or match.verdict or not match.family:
+    if match.by_file or not match.any:
         holder = Artifact.asset_id
         conds: list[ColumnElement[bool]] = match.conditions()
     else:

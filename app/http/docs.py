@@ -1,0 +1,99 @@
+"""The API's documentation: the OpenAPI document completed with every status an operation can
+answer, and the Swagger UI (``/docs``) and ReDoc (``/redoc``) pages, whose scripts and styles
+come from the installed ``fastapi-offline`` package so the pages work without internet access.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import fastapi_offline
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+STATIC_URL = "/docs/static"
+_STATIC_DIR = Path(fastapi_offline.__file__).parent / "static"
+_ERROR = {"$ref": "#/components/schemas/ErrorResponse"}
+_JSON_ERROR = {"application/json": {"schema": _ERROR}}
+#: operations that never touch the database
+_NO_DATABASE = {("get", "/healthz")}
+
+
+def _error(description: str) -> dict[str, Any]:
+    return {"description": description, "content": _JSON_ERROR}
+
+
+def complete_responses(document: dict[str, Any]) -> None:
+    """Document what the error handlers answer, the same way on every operation: 400 for a bad,
+    unknown or repeated parameter (any operation refuses unknown query parameters), 401/403
+    where a token is required, 404 where a path names a resource, 422 for a body that is not
+    acceptable, 503 where the database is involved. FastAPI's own 422 "HTTPValidationError"
+    never happens here: validation errors are rendered as `ErrorResponse`."""
+    for path, item in document.get("paths", {}).items():
+        for method, operation in item.items():
+            responses: dict[str, Any] = operation.setdefault("responses", {})
+            fastapi_422 = "HTTPValidationError" in str(responses.get("422", ""))
+            if fastapi_422:
+                del responses["422"]
+            if "requestBody" in operation and "422" not in responses:
+                responses["422"] = _error("the body is not acceptable; details say where")
+            defaults = [("400", "a query or path parameter is invalid, unknown or repeated")]
+            if operation.get("security"):
+                defaults += [
+                    ("401", "missing, unknown or revoked bearer token"),
+                    ("403", "the token lacks the scope this operation needs"),
+                ]
+            if "{" in path:
+                defaults.append(("404", "no such resource"))
+            if (method, path) not in _NO_DATABASE:
+                defaults.append(("503", "the database cannot answer now; retry after Retry-After"))
+            for code, text in defaults:
+                responses.setdefault(code, _error(text))
+    schemas = document.setdefault("components", {}).setdefault("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(unused, None)
+
+
+def install_docs(app: FastAPI) -> None:
+    """Serve the completed OpenAPI document and the offline documentation pages."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = get_openapi(
+                title=app.title,
+                version=app.version,
+                summary=app.summary,
+                routes=app.routes,
+            )
+            complete_responses(document)
+            app.openapi_schema = document
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    app.mount(STATIC_URL, StaticFiles(directory=_STATIC_DIR), name="docs-static")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} API",
+            swagger_js_url=f"{STATIC_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{STATIC_URL}/swagger-ui.css",
+            swagger_favicon_url=f"{STATIC_URL}/favicon.png",
+            # no call to the public validator service
+            swagger_ui_parameters={"validatorUrl": None},
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    async def redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url="/openapi.json",
+            title=f"{app.title} API",
+            redoc_js_url=f"{STATIC_URL}/redoc.standalone.js",
+            redoc_favicon_url=f"{STATIC_URL}/favicon.png",
+            with_google_fonts=False,
+        )
