@@ -62,6 +62,19 @@ def database_problem(exc: SQLAlchemyError) -> str | None:
     return None
 
 
+def safe_description(exc: SQLAlchemyError) -> str:
+    """The driver's error class, SQLSTATE and the statement, without the driver's message: it
+    can quote a parameter (``invalid input syntax ...: "<value>"``, ``Key (token_hash)=(...)``),
+    and the engine already hides the parameters themselves."""
+    if not isinstance(exc, DBAPIError):
+        return type(exc).__name__
+    orig = exc.orig
+    sqlstate = getattr(orig, "sqlstate", None)
+    code = f" (SQLSTATE {sqlstate})" if sqlstate else ""
+    statement = " ".join((exc.statement or "").split())[:500]
+    return f"{type(orig).__name__}{code} in: {statement}"
+
+
 def _pointer(location: tuple[Any, ...] | list[Any]) -> str:
     return "".join(f"/{part}" for part in location)
 
@@ -101,8 +114,7 @@ def install_error_handlers(app: FastAPI, settings: Settings) -> None:
         assert isinstance(exc, SQLAlchemyError)
         problem = database_problem(exc)
         if problem is None:
-            # the engine hides parameters: the log line carries no token hash or report value
-            log.error("database error: %s", exc)
+            log.error("database error: %s", safe_description(exc))
             return error_response(500, "internal database error")
         log.warning("database %s: %s", problem, str(exc).splitlines()[0])
         return error_response(

@@ -88,6 +88,16 @@ def test_asset_filters(service: Service, fleet: dict[str, Any]) -> None:
     assert names(family="cudnn", version=">=9.2") == ["registry.example.com/ml/serve:2.0"]
     assert names(verdict="modified") == ["gpu-node-2"]
     assert names(name="nothing*") == []
+    # a version without a family matches any library of that version (it was ignored)
+    assert names(version="8") == ["registry.example.com/legacy/app:0.9"]
+    assert names(version="9.5.1") == ["registry.example.com/ml/serve:2.0"]
+    # integrity and provenance are separate filters; verdict matches either
+    assert names(integrity="modified") == ["gpu-node-2"]
+    assert names(integrity="modified", provenance="unknown") == ["gpu-node-2"]
+    assert names(provenance="verified") == []
+    # labels: all must match, a key given twice with two values matches nothing
+    assert names(label=["env=prod", "env=dev"]) == []
+    assert names(label=["env=prod", "env=prod"]) == names(label=["env=prod"])
 
 
 def test_pagination(service: Service, fleet: dict[str, Any]) -> None:
@@ -136,6 +146,15 @@ def test_where_used_by_version(service: Service, fleet: dict[str, Any]) -> None:
     assert ranged["total"] == 4
     page = _get(service, fleet, "/api/v1/where-used", family="cudnn", limit=1, offset=1)
     assert page["total"] == 5 and len(page["items"]) == 1
+    # a version alone (it answered 400) and the verdict filters, all applied together
+    alone = _get(service, fleet, "/api/v1/where-used", version="9.5.1")
+    assert _names(alone["items"]) == ["registry.example.com/ml/serve:2.0"]
+    assert {lib["version"] for lib in alone["items"][0]["libraries"]} == {"9.5.1.17"}
+    modified = _get(service, fleet, "/api/v1/where-used", integrity="modified")
+    assert _names(modified["items"]) == ["gpu-node-2"]
+    assert [lib["path"] for lib in modified["items"][0]["libraries"]] == [fleet["tampered"].path]
+    both = _get(service, fleet, "/api/v1/where-used", family="cudnn", provenance="verified")
+    assert both["total"] == 0
 
 
 def test_where_used_by_digest(service: Service, fleet: dict[str, Any]) -> None:
@@ -157,6 +176,9 @@ def test_where_used_by_digest(service: Service, fleet: dict[str, Any]) -> None:
         ({"sha256": "abc"}, "64 hexadecimal"),
         ({"family": "cudnn", "version": ">=x"}, "version:"),
         ({}, "give at least one of family"),
+        ({"provenance": "modified"}, "provenance must be one of verified, conflict, unknown"),
+        ({"integrity": "conflict"}, "integrity must be one of"),
+        ({"verdict": "ok"}, "verdict must be one of"),
     ],
 )
 def test_where_used_bad_queries(

@@ -33,6 +33,17 @@ POLICY_TYPES = (
     "application/json",
 )
 CATALOG_TYPES = ("application/json", "+json")
+#: a complete policy (one signer trusted for every family, its P-256 public key inline)
+POLICY_EXAMPLE = """version: 1
+signers:
+  - name: nvidia
+    families: ["*"]
+    key_pem: |
+      -----BEGIN PUBLIC KEY-----
+      MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEtgrpJMxDfyz6UOMYa1DUgCo2gPkJ
+      +gzNbqwAjudTEYFGwEAbZbBaiJ5NK9pTMI1VAP0DGyBqmH2Uo8sE2gBHng==
+      -----END PUBLIC KEY-----
+"""
 
 
 async def _policy_body(request: Request) -> bytes:
@@ -72,9 +83,7 @@ def _body(media_types: tuple[str, ...], example: str) -> dict[str, Any]:
         (415, "not a YAML media type"),
         (422, "not a valid trust policy; the message says why"),
     ),
-    openapi_extra=_body(
-        ("application/yaml",), "version: 1\nsigners:\n  - name: nvidia\n    key_pem: |\n ..."
-    ),
+    openapi_extra=_body(("application/yaml",), POLICY_EXAMPLE),
     summary="Store a new trust policy version (YAML)",
 )
 def put_trust_policy(
