@@ -137,6 +137,7 @@ def test_serve_runs_the_service(db_url: str) -> None:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
         assert ready.status_code == 200 and ready.json()["status"] == "ready"
+        assert "server" not in ready.headers and ready.headers["x-content-type-options"]
         docs = httpx.get(f"http://127.0.0.1:{port}/openapi.json", timeout=5)
         assert "/api/v1/where-used" in docs.json()["paths"]
     finally:

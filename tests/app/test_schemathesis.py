@@ -1,0 +1,110 @@
+"""A bounded schemathesis run over every operation of the OpenAPI document, on both databases,
+with a token of every scope and with none: no answer is a 5xx, and every answer (status, media
+type, body, headers) is one the document describes. Positive cases (valid by the document) and
+negative ones (invalid parameters and bodies, which must be refused with a 4xx) both run.
+
+Bounded: a few dozen examples per operation in all (``EXAMPLES``), so the whole run takes tens of
+seconds; hypothesis keeps no example database between runs, so each run is reproducible from
+its seed (`pytest -p hypothesis --hypothesis-seed=N`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from app.domain.tokens import Scope
+from tests.app import boms
+from tests.app.conftest import Service, auth
+
+#: examples per operation and generation mode: for an operation the caller may call (its scope,
+#: or admin), and for one it may not (every answer is then a 401 or 403)
+EXAMPLES_ALLOWED = 10
+EXAMPLES_REFUSED = 2
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_schema_conformance,
+    response_headers_conformance,
+]
+
+
+def _scopes(operation: schemathesis.APIOperation) -> set[str]:
+    requirements = operation.definition.raw.get("security", [])
+    return {scope for r in requirements for scope in r.get("HTTPBearer", [])}
+
+
+def _check(
+    operation: schemathesis.APIOperation,
+    mode: GenerationMode,
+    headers: dict[str, str],
+    examples: int,
+) -> str | None:
+    """Run ``examples`` cases of one operation; the first failure's report, or None."""
+    checks = [*CHECKS, negative_data_rejection] if mode is GenerationMode.NEGATIVE else CHECKS
+
+    @seed(20261202)
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(case=operation.as_strategy(generation_mode=mode))
+    def call(case: schemathesis.Case) -> None:
+        case.headers = {**(case.headers or {}), **headers}
+        case.validate_response(case.call(), checks=checks)
+
+    try:
+        call()
+    except Unsatisfiable:  # nothing to negate: no parameter and no body
+        return None
+    except Exception as e:
+        return f"{operation.label} ({mode.value}): {e}"
+    return None
+
+
+def _run(service: Service, scope: str | None) -> list[str]:
+    schema = schemathesis.openapi.from_asgi("/openapi.json", service.client.app)
+    headers = auth(service.token(scope)) if scope else {}
+    failures = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        needed = _scopes(operation)
+        allowed = not needed or scope == Scope.ADMIN.value or scope in needed
+        examples = EXAMPLES_ALLOWED if allowed else EXAMPLES_REFUSED
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            failure = _check(operation, mode, headers, examples)
+            if failure:
+                failures.append(failure)
+    return failures
+
+
+@pytest.fixture
+def stored(service: Service, post_report: Callable[..., Any]) -> Service:
+    """A service with one stored report, so ids 1 exist and queries have rows to read."""
+    assert post_report(boms.encode(boms.gpuprov_bom())).status_code == 201
+    return service
+
+
+@pytest.mark.parametrize("scope", [None, *(s.value for s in Scope)])
+def test_schemathesis(stored: Service, scope: str | None) -> None:
+    failures = _run(stored, scope)
+    assert not failures, "\n\n".join(failures)
