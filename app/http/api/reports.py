@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.domain.bom import check_label, parse_report
+from app.domain.bom import parse_report
 from app.domain.ingest import RawReport, ingest
-from app.domain.inventory import parse_labels
+from app.domain.inventory import label_filters
 from app.http.body import ACCEPTED_MEDIA_TYPES, ReportBody
 from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
 from app.http.schemas import ErrorResponse, IngestAnswer
@@ -63,9 +63,8 @@ def post_report(
 ) -> IngestAnswer:
     """Store a report once: a repeated delivery answers 200 with the stored scan's id."""
     data = body.decompressed()
-    labels = dict(parse_labels(label or []))
-    for key, value in labels.items():
-        check_label(key, value, "/query/label")
+    # query parameters: checked as the label filters are (400, the rules of stored labels)
+    labels = dict(label_filters(label or []))
     report = parse_report(data, max_depth=settings.max_json_depth)
     # the stored copy: the gzip stream as received, else compressed at a fast level
     stored = body.gzip_data or gzip.compress(data, compresslevel=1)

@@ -7,6 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from app.domain import tokens
+from app.errors import AppError, BadRequest
 from app.http.deps import Admin, SessionDep, WriteSessionDep
 from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import NewTokenOut, TokenIn, TokenOut, TokenPage
@@ -40,7 +41,10 @@ def list_tokens(
 @router.post("/tokens", status_code=201, response_model=NewTokenOut)
 def create_token(_: Admin, session: WriteSessionDep, body: TokenIn) -> dict[str, Any]:
     """Create a token; the answer is the only place its secret appears."""
-    new = tokens.create_token(session, body.name, body.scopes, body.assets)
+    try:
+        new = tokens.create_token(session, body.name, body.scopes, body.assets)
+    except BadRequest as e:  # the body's content: 422, as every refused body
+        raise AppError(e.message, 422, details=[{"pointer": "/body", "message": e.message}]) from e
     return {**_token(new.token), "token": new.secret}
 
 
