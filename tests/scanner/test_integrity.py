@@ -46,3 +46,18 @@ def test_a_digest_is_compared_in_full() -> None:
     # A record that is only a prefix of the digest proves nothing either.
     verdict, _ = integrity_verdict(D, PKG, OwnedFile("/x", "sha256", "ab" * 8))
     assert verdict is Integrity.MODIFIED
+
+
+def test_a_record_or_an_owner_alone_is_unowned() -> None:
+    assert integrity_verdict(D, PKG, None)[0] is Integrity.UNOWNED
+    assert integrity_verdict(D, None, OwnedFile("/x", "sha256", "ab" * 32))[0] is Integrity.UNOWNED
+
+
+def test_a_record_needs_both_algorithm_and_digest() -> None:
+    for record in (
+        OwnedFile("/x", None, "ab" * 32),
+        OwnedFile("/x", "md5", ""),
+        OwnedFile("/x", "md5", None),
+    ):
+        verdict, reason = integrity_verdict(D, PKG, record)
+        assert verdict is Integrity.NO_RECORD and "recorded no digest" in reason
