@@ -6,12 +6,14 @@ listed definitions and the known equivalent ones (mutation/equivalent.toml) as s
 `cosmic-ray exec` with the module's narrow test command, and print killed / survived counts and
 each survivor. Figures go to .mutation/NAME.json; the summary to stdout. Not a CI gate.
 
-    python scripts/mutation.py [NAME ...]      # default: every module, smallest first
+    python scripts/mutation.py [NAME ...]          # default: every module, smallest first
+    python scripts/mutation.py --again NAME ...    # only the last run's survivors
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -21,6 +23,7 @@ import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".mutation"
@@ -118,7 +121,11 @@ def cosmic_ray(*args: str) -> list[str]:
     return [str(Path(sys.executable).parent / "cosmic-ray"), *args]
 
 
-def mutate(module: Module, equivalents: list[Equivalent], tree: Path) -> dict[str, object]:
+def mutate(
+    module: Module, equivalents: list[Equivalent], tree: Path, again: bool
+) -> dict[str, object]:
+    """Run the module's mutants; with `again`, only the survivors of the last run (the module
+    unchanged, new tests added): its killed count carries over."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 
@@ -147,6 +154,12 @@ def mutate(module: Module, equivalents: list[Equivalent], tree: Path) -> dict[st
     known = {(e.operator, e.code): e.reason for e in equivalents if e.module == module.name}
     typed = annotations(source) if "from __future__ import annotations" in source else []
     equivalent: list[dict[str, object]] = []
+    previous: dict[str, Any] = {}
+    if again:
+        previous = json.loads((WORK / f"{module.name}.json").read_text())
+        if previous.get("source_sha256") != hashlib.sha256(source.encode()).hexdigest():
+            raise SystemExit(f"{module.path} changed since the last run: run it in full")
+    retry = {(s["operator"], s["occurrence"]) for s in previous.get("survivors", [])}
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item in db.work_items:
             (mutation,) = item.mutations
@@ -161,16 +174,22 @@ def mutate(module: Module, equivalents: list[Equivalent], tree: Path) -> dict[st
                 reason = (
                     "in a type annotation, never evaluated (from __future__ import annotations)"
                 )
-            if inside and reason is None:
+            if again and inside and reason is None:
+                if (mutation.operator_name, mutation.occurrence) in retry:
+                    continue
+                reason = "killed in the previous run"
+            elif inside and reason is None:
                 continue
-            if inside:
+            if inside and reason != "killed in the previous run":
                 equivalent.append({"line": line, "operator": mutation.operator_name, "why": reason})
             db.set_result(
                 item.job_id,
                 WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=reason or "outside"),
             )
     run(cosmic_ray("exec", str(config), str(session)), tree)
-    killed, survivors, incompetent = 0, [], 0
+    killed: int = previous.get("killed", 0)
+    incompetent: int = previous.get("incompetent", 0)
+    survivors: list[dict[str, Any]] = []
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item, result in db.completed_work_items:
             if result.worker_outcome == WorkerOutcome.SKIPPED:
@@ -200,6 +219,7 @@ def mutate(module: Module, equivalents: list[Equivalent], tree: Path) -> dict[st
         "incompetent": incompetent,
         "equivalent": len(equivalent),
         "killed_percent": round(100 * killed / tested, 1) if tested else None,
+        "source_sha256": hashlib.sha256(source.encode()).hexdigest(),
         "survivors": survivors,
         "equivalents": equivalent,
     }
@@ -209,10 +229,12 @@ def mutate(module: Module, equivalents: list[Equivalent], tree: Path) -> dict[st
 
 def main(argv: list[str]) -> int:
     modules, equivalents = load()
-    unknown = set(argv) - {m.name for m in modules}
+    unknown = set(argv) - {m.name for m in modules} - {"--again"}
     if unknown:
         sys.stderr.write(f"unknown module(s): {', '.join(sorted(unknown))}\n")
         return 2
+    again = "--again" in argv
+    argv = [a for a in argv if a != "--again"]
     chosen = [m for m in modules if not argv or m.name in argv]
     WORK.mkdir(exist_ok=True)
     tree = WORK / "tree"
@@ -220,7 +242,7 @@ def main(argv: list[str]) -> int:
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     failed = False
     for module in chosen:
-        figures = mutate(module, equivalents, tree)
+        figures = mutate(module, equivalents, tree, again)
         sys.stdout.write(
             f"{module.name}: {figures['killed']} killed, {figures['survived']} survived, "
             f"{figures['equivalent']} equivalent, {figures['incompetent']} incompetent "

@@ -1,0 +1,105 @@
+"""Root containment of the squashed tree: paths and symlinks resolve inside the root, always.
+
+`normalize` and `resolve_in_tree` are what every image source and the catalogers rely on when
+they follow a link: `..` at the root stays at the root, absolute targets restart at the root,
+and a dangling link or a loop resolves to nothing.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scanner.model import AssetInfo, AssetKind, NodeKind
+from scanner.source.interface import Node, RootView, normalize, resolve_in_tree
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/", "/"),
+        ("", "/"),
+        ("usr/lib", "/usr/lib"),
+        ("/usr//lib/./x", "/usr/lib/x"),
+        ("/usr/lib/../share", "/usr/share"),
+        ("/..", "/"),
+        ("/../../etc/passwd", "/etc/passwd"),
+        ("a/b/../../../c", "/c"),
+        ("/a/..b/c", "/a/..b/c"),  # a name that starts with dots is a name
+    ],
+)
+def test_normalize(path: str, expected: str) -> None:
+    assert normalize(path) == expected
+
+
+def tree(*entries: tuple[str, str | None]) -> dict[str, Node]:
+    """Nodes from (path, link target or None for a file); parent directories are added."""
+    nodes: dict[str, Node] = {}
+    for path, link in entries:
+        parts = path.strip("/").split("/")
+        for i in range(1, len(parts)):
+            directory = "/" + "/".join(parts[:i])
+            nodes.setdefault(directory, Node(directory, NodeKind.DIR))
+        kind = NodeKind.SYMLINK if link is not None else NodeKind.FILE
+        nodes[path] = Node(path, kind, link=link)
+    return nodes
+
+
+NODES = tree(
+    ("/secret", None),
+    ("/etc/passwd", None),
+    ("/etc/hostname", "../../secret"),  # climbs past the root: stays at /secret
+    ("/etc/abs", "/etc/passwd"),
+    ("/usr/lib/libx.so.1", None),
+    ("/usr/lib/libx.so", "libx.so.1"),
+    ("/usr/lib/up", "../../../../etc/passwd"),
+    ("/usr/lib/dot", "./libx.so"),
+    ("/lib", "usr/lib"),
+    ("/loop/a", "b"),
+    ("/loop/b", "a"),
+    ("/dangling", "/nowhere"),
+    ("/etc/file-as-dir", "passwd/x"),
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("/etc/hostname", "/secret"),
+        ("/etc/abs", "/etc/passwd"),
+        ("/usr/lib/libx.so", "/usr/lib/libx.so.1"),
+        ("/usr/lib/up", "/etc/passwd"),
+        ("/usr/lib/dot", "/usr/lib/libx.so.1"),
+        ("/lib/libx.so", "/usr/lib/libx.so.1"),  # a link in the middle of the path
+        ("/lib/../etc/passwd", "/etc/passwd"),  # `..` after a link: of the path as written
+        ("/lib/./libx.so.1", "/usr/lib/libx.so.1"),
+        ("/usr/lib", "/usr/lib"),
+        ("/", "/"),
+        ("/loop/a", None),
+        ("/dangling", None),
+        ("/missing", None),
+        ("/etc/file-as-dir", None),
+    ],
+)
+def test_resolve_in_tree(path: str, expected: str | None) -> None:
+    assert resolve_in_tree(NODES, path) == expected
+
+
+def test_hop_limit() -> None:
+    chain = tree(*[(f"/l{i}", f"/l{i + 1}") for i in range(5)], ("/l5", None))
+    assert resolve_in_tree(chain, "/l0") == "/l5"
+    assert resolve_in_tree(chain, "/l0", max_hops=5) == "/l5"
+    assert resolve_in_tree(chain, "/l0", max_hops=4) is None
+
+
+def test_root_view_resolve_and_listdir() -> None:
+    view = RootView(AssetInfo(AssetKind.IMAGE, "x", "oci:x"), NODES, {}, [])
+    assert view.resolve("/etc/hostname") == "/secret"
+    assert sorted(view.listdir("/usr/lib")) == [
+        "/usr/lib/dot",
+        "/usr/lib/libx.so",
+        "/usr/lib/libx.so.1",
+        "/usr/lib/up",
+    ]
+    assert sorted(view.listdir("/usr/lib/")) == sorted(view.listdir("/usr/lib"))
+    assert list(view.listdir("/usr")) == ["/usr/lib"]
+    assert list(view.listdir("/nowhere")) == []

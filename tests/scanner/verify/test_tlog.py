@@ -1,0 +1,294 @@
+"""Transparency-log entry checks, one rejection per comparison: log bodies against the signed
+material (hashedrekord 0.0.1/0.0.2, dsse, intoto), entry parsing and the proof rules."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from scanner.verify import tlog
+from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature
+from scanner.verify.trust import Rejected, SigstoreRoot
+from tests.fixtures import keys
+from tests.fixtures.sigstore_private import WHEN, PrivateSigstore, b64
+
+DIGEST = hashlib.sha256(b"artifact").digest()
+SIG = b"\x30signature"
+
+
+def spki(key: Any) -> bytes:
+    der: bytes = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return der
+
+
+KEY = keys.shared("ecdsa", "tlog")
+OTHER = keys.shared("ecdsa", "tlog-other")
+
+
+def rekord_v1(digest: bytes = DIGEST, sig: bytes = SIG, key: Any = KEY) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(
+        PrivateSigstore.hashedrekord_body(digest, sig, keys.public_pem(key))
+    )
+    return body
+
+
+def rekord_v2(
+    digest: bytes = DIGEST, sig: bytes = SIG, key: Any = KEY, algorithm: str = "SHA2_256"
+) -> dict[str, Any]:
+    return {
+        "kind": "hashedrekord",
+        "apiVersion": "0.0.2",
+        "spec": {
+            "hashedRekordV002": {
+                "data": {"algorithm": algorithm, "digest": b64(digest)},
+                "signature": {
+                    "content": b64(sig),
+                    "verifier": {"publicKey": {"rawBytes": b64(spki(key))}},
+                },
+            }
+        },
+    }
+
+
+def matches(body: dict[str, Any]) -> str | None:
+    return tlog.hashedrekord_matches(body, digest=DIGEST, signature=SIG, public_der=spki(KEY))
+
+
+@pytest.mark.parametrize("make", [rekord_v1, rekord_v2])
+def test_hashedrekord_bodies(make: Any) -> None:
+    assert matches(make()) is None
+    assert matches(make(digest=hashlib.sha256(b"other").digest())) == (
+        "log entry records another artifact digest"
+    )
+    assert matches(make(sig=b"\x30other")) == "log entry records another signature"
+    assert matches(make(key=OTHER)) == "log entry records another signing key"
+
+
+def test_hashedrekord_details() -> None:
+    sha512 = rekord_v1()
+    sha512["spec"]["data"]["hash"]["algorithm"] = "sha512"
+    assert matches(sha512) == "log entry records another artifact digest"
+    upper = rekord_v1()
+    upper["spec"]["data"]["hash"]["value"] = DIGEST.hex().upper()
+    assert matches(upper) is None
+    assert matches(rekord_v2(algorithm="SHA2_384")) == "log entry records another artifact digest"
+    cert = rekord_v2()
+    verifier = cert["spec"]["hashedRekordV002"]["signature"]["verifier"]
+    verifier["x509Certificate"] = verifier.pop("publicKey")
+    assert matches(cert) is None
+    future = rekord_v1()
+    future["apiVersion"] = "0.0.3"
+    assert matches(future) == "unsupported hashedrekord version 0.0.3"
+    broken = rekord_v1()
+    del broken["spec"]["signature"]
+    assert (matches(broken) or "").startswith("malformed hashedrekord log entry")
+
+
+def test_spki_of_every_encoding(instance: PrivateSigstore) -> None:
+    key, cert = instance.issue("someone@acme.test", email=True)
+    der = spki(key)
+    for encoded in (
+        cert.public_bytes(serialization.Encoding.PEM),
+        cert.public_bytes(serialization.Encoding.DER),
+        keys.public_pem(key),
+        der,
+    ):
+        assert tlog.spki_of(encoded) == der
+
+
+PAYLOAD = b'{"_type": "https://in-toto.io/Statement/v1"}'
+
+
+def envelope(key: Any = KEY, sig: bytes = SIG) -> Envelope:
+    return Envelope(INTOTO_PAYLOAD_TYPE, PAYLOAD, (Signature(sig),))
+
+
+def dsse_body(payload: bytes = PAYLOAD, sig: bytes = SIG, key: Any = KEY) -> dict[str, Any]:
+    doc = {"payload": b64(payload), "payloadType": INTOTO_PAYLOAD_TYPE, "signatures": []}
+    body: dict[str, Any] = json.loads(
+        PrivateSigstore.dsse_body(doc, payload, [(sig, keys.public_pem(key))])
+    )
+    return body
+
+
+def intoto_body(
+    payload: bytes = PAYLOAD, sig: bytes = SIG, key: Any = KEY, kind: str = INTOTO_PAYLOAD_TYPE
+) -> dict[str, Any]:
+    doc = {"payload": b64(payload), "payloadType": kind, "signatures": []}
+    body: dict[str, Any] = json.loads(
+        PrivateSigstore.intoto_body(doc, payload, [(sig, keys.public_pem(key))])
+    )
+    return body
+
+
+def dsse_matches(body: dict[str, Any]) -> str | None:
+    return tlog.dsse_entry_matches(body, envelope(), spki(KEY))
+
+
+@pytest.mark.parametrize("make", [dsse_body, intoto_body])
+def test_dsse_and_intoto_bodies(make: Any) -> None:
+    assert dsse_matches(make()) is None
+    assert "another" in (dsse_matches(make(payload=b"{}")) or "")
+    assert dsse_matches(make(sig=b"\x30other")) == (
+        "log entry records other signatures or another signing key"
+    )
+    assert dsse_matches(make(key=OTHER)) == (
+        "log entry records other signatures or another signing key"
+    )
+
+
+def test_dsse_body_details() -> None:
+    assert dsse_matches(dsse_body(payload=b"{}")) == "log entry records another DSSE payload"
+    other_algorithm = dsse_body()
+    other_algorithm["spec"]["payloadHash"]["algorithm"] = "sha512"
+    assert dsse_matches(other_algorithm) == "log entry records another DSSE payload"
+    upper = dsse_body()
+    upper["spec"]["payloadHash"]["value"] = upper["spec"]["payloadHash"]["value"].upper()
+    assert dsse_matches(upper) is None
+    assert dsse_matches(intoto_body(payload=b"{}")) == "log entry records another in-toto payload"
+    retyped = intoto_body(kind="text/plain")
+    assert dsse_matches(retyped) == "log entry records another payload type"
+    swapped = intoto_body()
+    swapped["spec"]["content"]["envelope"]["payload"] = b64(b64(b"{}").encode())
+    assert dsse_matches(swapped) == "log entry records another in-toto payload"
+    single = intoto_body()  # the payload is optional in intoto/0.0.2: the hash suffices
+    del single["spec"]["content"]["envelope"]["payload"]
+    assert dsse_matches(single) is None
+    other_hash = intoto_body()
+    other_hash["spec"]["content"]["payloadHash"]["algorithm"] = "sha512"
+    assert dsse_matches(other_hash) == "log entry records another in-toto payload"
+    assert dsse_matches({"kind": "rekord", "apiVersion": "0.0.1", "spec": {}}) == (
+        "unsupported log entry kind rekord/0.0.1 for a DSSE envelope"
+    )
+    assert dsse_matches({"kind": "dsse", "apiVersion": "0.0.2", "spec": {}}) == (
+        "unsupported log entry kind dsse/0.0.2 for a DSSE envelope"
+    )
+    assert dsse_matches({"kind": "intoto", "apiVersion": "0.0.1", "spec": {}}) == (
+        "unsupported log entry kind intoto/0.0.1 for a DSSE envelope"
+    )
+    assert (dsse_matches({"kind": "dsse", "apiVersion": "0.0.1", "spec": {}}) or "").startswith(
+        "malformed dsse log entry"
+    )
+    extra = dsse_body()
+    extra["spec"]["signatures"].append(dict(extra["spec"]["signatures"][0], signature=b64(b"x")))
+    assert dsse_matches(extra) == "log entry records other signatures or another signing key"
+
+
+def test_hashedrekord_of_a_dsse_envelope_signs_pae() -> None:
+    pae_digest = hashlib.sha256(envelope().pae()).digest()
+    body = rekord_v2(digest=pae_digest)
+    assert dsse_matches(body) is None
+    assert dsse_matches(rekord_v2(digest=hashlib.sha256(PAYLOAD).digest())) == (
+        "log entry records another artifact digest"
+    )
+    two = Envelope(INTOTO_PAYLOAD_TYPE, PAYLOAD, (Signature(SIG), Signature(SIG)))
+    assert tlog.dsse_entry_matches(body, two, spki(KEY)) == (
+        "a hashedrekord DSSE entry needs exactly one signature"
+    )
+
+
+# -- entries and proofs -------------------------------------------------------------------
+
+
+def entry_doc(instance: PrivateSigstore) -> dict[str, Any]:
+    body = PrivateSigstore.hashedrekord_body(DIGEST, SIG, keys.public_pem(KEY))
+    return instance.log_entry(body)
+
+
+def test_entry_parsing(instance: PrivateSigstore) -> None:
+    doc = entry_doc(instance)
+    entry = tlog.LogEntry.from_bundle(doc)
+    assert (entry.kind, entry.version, entry.integrated_at) == ("hashedrekord", "0.0.1", WHEN)
+    assert entry.proof is not None and entry.proof.checkpoint is not None
+    assert entry.body_json()["kind"] == "hashedrekord"
+    for zero in ("0", 0, "", None):
+        assert tlog.LogEntry.from_bundle(dict(doc, integratedTime=zero)).integrated_at is None
+    no_promise = copy.deepcopy(doc)
+    del no_promise["inclusionPromise"]
+    assert tlog.LogEntry.from_bundle(no_promise).set_signature is None
+    no_checkpoint = copy.deepcopy(doc)
+    del no_checkpoint["inclusionProof"]["checkpoint"]
+    parsed = tlog.LogEntry.from_bundle(no_checkpoint)
+    assert parsed.proof is not None and parsed.proof.checkpoint is None
+    bad = copy.deepcopy(doc)
+    bad["inclusionProof"]["checkpoint"]["envelope"] = 7
+    with pytest.raises(Rejected, match="checkpoint envelope is not text"):
+        tlog.LogEntry.from_bundle(bad)
+    for key, value in (("logIndex", "-1"), ("canonicalizedBody", "!!"), ("logId", {})):
+        with pytest.raises(Rejected, match="malformed transparency log entry"):
+            tlog.LogEntry.from_bundle(dict(doc, **{key: value}))
+    with pytest.raises(Rejected, match="malformed transparency log entry"):
+        tlog.LogEntry.from_bundle([])
+
+
+def test_entry_body_must_be_what_the_entry_says(instance: PrivateSigstore) -> None:
+    doc = entry_doc(instance)
+    for body, message in (
+        (b"not json", "not JSON"),
+        (b"[]", "not a JSON object"),
+        (json.dumps({"kind": "hashedrekord", "apiVersion": "0.0.2"}).encode(), "entry says"),
+        (json.dumps({"kind": "dsse", "apiVersion": "0.0.1"}).encode(), "entry says"),
+    ):
+        entry = tlog.LogEntry.from_bundle(dict(doc, canonicalizedBody=b64(body)))
+        with pytest.raises(Rejected, match=message):
+            entry.body_json()
+
+
+def test_cosign_annotation(instance: PrivateSigstore) -> None:
+    body = PrivateSigstore.hashedrekord_body(DIGEST, SIG, keys.public_pem(KEY))
+    entry = tlog.LogEntry.from_cosign_bundle(instance.cosign_bundle_annotation(body))
+    assert entry.body == body and entry.proof is None and entry.integrated_at == WHEN
+    assert entry.log_id == instance.log_id and entry.kind == "hashedrekord"
+    root = SigstoreRoot.from_bytes(instance.trusted_root_json(), "private")
+    assert tlog.verify_entry(entry, [root], require_proof=False)[2] == WHEN
+    for broken in ("{}", "not json", json.dumps({"Payload": {"body": "!!"}})):
+        with pytest.raises(Rejected, match="malformed cosign bundle annotation"):
+            tlog.LogEntry.from_cosign_bundle(broken)
+
+
+def test_set_payload_is_canonical(instance: PrivateSigstore) -> None:
+    entry = tlog.LogEntry.from_bundle(entry_doc(instance))
+    payload = json.loads(tlog.set_payload(entry))
+    assert list(payload) == ["body", "integratedTime", "logID", "logIndex"]
+    assert base64.b64decode(payload["body"]) == entry.body
+    assert payload["logID"] == entry.log_id.hex() and payload["logIndex"] == entry.log_index
+    assert b" " not in tlog.set_payload(entry)
+
+
+def test_verify_entry_rules(instance: PrivateSigstore) -> None:
+    root = SigstoreRoot.from_bytes(instance.trusted_root_json(), "private")
+    doc = entry_doc(instance)
+    neither = copy.deepcopy(doc)
+    del neither["inclusionPromise"], neither["inclusionProof"]
+    with pytest.raises(Rejected, match="neither a signed entry timestamp nor an inclusion proof"):
+        tlog.verify_entry(tlog.LogEntry.from_bundle(neither), [root], require_proof=False)
+    proof_only = copy.deepcopy(doc)
+    del proof_only["inclusionPromise"]
+    found, _log, when = tlog.verify_entry(
+        tlog.LogEntry.from_bundle(proof_only), [root], require_proof=True
+    )
+    assert found is root and when is None  # no SET: the integrated time is not a verified time
+    no_time = dict(doc, integratedTime="0")
+    with pytest.raises(Rejected, match="no signed entry timestamp"):
+        tlog.verify_entry(tlog.LogEntry.from_bundle(no_time), [root], require_proof=True)
+    late = instance.trusted_root_json(log_end=WHEN - timedelta(seconds=1))
+    late_root = SigstoreRoot.from_bytes(late, "late")
+    with pytest.raises(Rejected, match="outside the validity of log key"):
+        tlog.verify_entry(tlog.LogEntry.from_bundle(doc), [late_root], require_proof=True)
+    edge = SigstoreRoot.from_bytes(instance.trusted_root_json(log_end=WHEN), "edge")
+    assert tlog.verify_entry(tlog.LogEntry.from_bundle(doc), [edge], require_proof=True)[2] == WHEN
+    other = PrivateSigstore(name="no-such-log")
+    unknown = SigstoreRoot.from_bytes(other.trusted_root_json(), "other")
+    found, _log, _when = tlog.verify_entry(
+        tlog.LogEntry.from_bundle(doc), [unknown, root], require_proof=True
+    )
+    assert found is root
