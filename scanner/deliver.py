@@ -505,10 +505,11 @@ def flush(spool: Spool, client: Client, backoff: Backoff | None = None) -> Flush
             result.remaining = len(entries)
             return result
         wait = spool.wait_until() - backoff.clock()
-        if entries and wait > 0:
-            result.remaining = len(entries)
-            result.halt = Halt.UNAVAILABLE
-            result.error = f"the service asked to wait {wait:.0f} s more (Retry-After)"
+        if wait > 0:
+            if entries:
+                result.remaining = len(entries)
+                result.halt = Halt.UNAVAILABLE
+                result.error = f"the service asked to wait {wait:.0f} s more (Retry-After)"
             return result
         spool.set_wait_until(0)
         server_errors_in_a_row = 0
@@ -599,6 +600,10 @@ def push(
     if flushed.error is not None:
         # the queue is stopped: do not wait for the service a second time, keep the order
         return PushOutcome(None, spool.add(report, labels), flushed.error, flushed, flushed.halt)
+    wait = spool.wait_until() - backoff.clock()
+    if wait > 0:  # a Retry-After still runs (another process's flush may have stored it)
+        error = f"the service asked to wait {wait:.0f} s more (Retry-After)"
+        return PushOutcome(None, spool.add(report, labels), error, flushed, Halt.UNAVAILABLE)
     try:
         delivered = send_with_backoff(client, report, labels, backoff)
     except ServerError as e:

@@ -451,3 +451,15 @@ def test_a_utf16_report_is_refused_before_it_is_sent_or_spooled(tmp_path: Path) 
         with pytest.raises(UsageError, match="not UTF-8"):
             push(REPORT.decode().encode(encoding), _client(FakeService()), spool)
     assert spool.entries() == []
+
+
+def test_retry_after_holds_a_push_even_with_an_empty_spool(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    clock = Clock()
+    spool.set_wait_until(clock.now + 100)
+    with ProgrammedService() as service:
+        outcome = push(REPORT, service.client(), spool, None, _backoff(clock))
+        assert outcome.spooled is not None and outcome.halt is Halt.UNAVAILABLE
+        assert service.received == []
+        clock.now += 101
+        assert len(flush(spool, service.client(), _backoff(clock)).delivered) == 1
