@@ -7,9 +7,12 @@ scanner's commands start fast. Secrets go to stdout alone; every message goes to
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+from scanner.cli_common import StrictCommand, fail, say, split_list, typer_app
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -27,8 +30,13 @@ DatabaseUrl = Annotated[
 ]
 
 
-def _err(message: str) -> None:
-    typer.echo(message, err=True)
+class LogLevel(StrEnum):
+    CRITICAL = "critical"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+    DEBUG = "debug"
+    TRACE = "trace"
 
 
 def _settings(database_url: str | None = None) -> Settings:
@@ -44,8 +52,7 @@ def _settings(database_url: str | None = None) -> Settings:
         problems = "; ".join(
             f"{'.'.join(map(str, x['loc'])) or 'settings'}: {x['msg']}" for x in e.errors()
         )
-        _err(f"gpuprov: invalid settings: {problems}")
-        raise typer.Exit(EXIT_USAGE) from e
+        raise fail(f"invalid settings: {problems}", EXIT_USAGE) from e
 
 
 def _require_current_schema(settings: Settings, *, unreachable_ok: bool = False) -> None:
@@ -59,31 +66,31 @@ def _require_current_schema(settings: Settings, *, unreachable_ok: bool = False)
 
     missing = missing_sqlite_file(settings.database_url)
     if missing is not None:
-        _err(
-            f"gpuprov: no database at {missing}: run `gpuprov db upgrade` to create it "
-            "(or set GPUPROV_DATABASE_URL / --database-url to the one in use)"
+        raise fail(
+            f"no database at {missing}: run `gpuprov db upgrade` to create it "
+            "(or set GPUPROV_DATABASE_URL / --database-url to the one in use)",
+            EXIT_FAILURE,
         )
-        raise typer.Exit(EXIT_FAILURE)
     engine = make_engine(settings)
     try:
         state = schema_state(engine)
     except SQLAlchemyError as e:
         if unreachable_ok:
             return
-        _err(f"gpuprov: cannot reach the database: {str(e).splitlines()[0]}")
-        raise typer.Exit(EXIT_FAILURE) from e
+        raise fail(f"cannot reach the database: {_first_line(e)}", EXIT_FAILURE) from e
     finally:
         engine.dispose()
     if not state.up_to_date:
-        _err(f"gpuprov: {state.describe()}")
-        raise typer.Exit(EXIT_FAILURE)
+        raise fail(state.describe(), EXIT_FAILURE)
 
 
 def serve(
-    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
-    workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 1,
-    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+    host: Annotated[str, typer.Option("--host", help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port")] = 8000,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="worker processes")] = 1,
+    log_level: Annotated[
+        LogLevel, typer.Option("--log-level", help="uvicorn log level")
+    ] = LogLevel.INFO,
 ) -> None:
     """Run the API service (settings from GPUPROV_* environment variables)."""
     import uvicorn
@@ -98,18 +105,18 @@ def serve(
         host=host,
         port=port,
         workers=workers,
-        log_level=log_level,
+        log_level=log_level.value,
         **uvicorn_options(),
     )
 
 
-db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
+db_app = typer_app(help="Database schema.")
 
 
-@db_app.command("upgrade")
+@db_app.command("upgrade", cls=StrictCommand)
 def db_upgrade(
     database_url: DatabaseUrl = None,
-    revision: Annotated[str, typer.Option(help="target revision")] = "head",
+    revision: Annotated[str, typer.Option("--revision", help="target revision")] = "head",
 ) -> None:
     """Apply the migrations (creates the SQLite file when needed)."""
     from alembic.util import CommandError
@@ -122,12 +129,11 @@ def db_upgrade(
         upgrade(settings.database_url, revision)
     except (SQLAlchemyError, CommandError) as e:
         # CommandError: a revision these migrations do not know (the database's, or --revision)
-        _err(f"gpuprov: cannot migrate the database: {str(e).splitlines()[0]}")
-        raise typer.Exit(EXIT_FAILURE) from e
-    _err(f"database schema is at revision {revision}")
+        raise fail(f"cannot migrate the database: {_first_line(e)}", EXIT_FAILURE) from e
+    say(f"database schema is at revision {revision}")
 
 
-@db_app.command("current")
+@db_app.command("current", cls=StrictCommand)
 def db_current(database_url: DatabaseUrl = None) -> None:
     """Say whether the database schema is current."""
     from sqlalchemy.exc import SQLAlchemyError
@@ -144,8 +150,7 @@ def db_current(database_url: DatabaseUrl = None) -> None:
     try:
         state = schema_state(engine)
     except SQLAlchemyError as e:
-        _err(f"gpuprov: cannot reach the database: {str(e).splitlines()[0]}")
-        raise typer.Exit(EXIT_FAILURE) from e
+        raise fail(f"cannot reach the database: {_first_line(e)}", EXIT_FAILURE) from e
     finally:
         engine.dispose()
     typer.echo(state.describe())
@@ -153,19 +158,25 @@ def db_current(database_url: DatabaseUrl = None) -> None:
         raise typer.Exit(EXIT_FAILURE)
 
 
-token_app = typer.Typer(help="API tokens (work directly on the database).", no_args_is_help=True)
+token_app = typer_app(help="API tokens (work directly on the database).")
 
 
-@token_app.command("create")
+@token_app.command("create", cls=StrictCommand)
 def token_create(
     name: Annotated[str, typer.Option("--name", help="who or what uses the token")],
     scope: Annotated[
         list[str],
-        typer.Option("--scope", help="report:write, inventory:read, gate or admin (repeatable)"),
+        typer.Option(
+            "--scope",
+            help="report:write, inventory:read, gate or admin (repeatable, or comma-separated)",
+        ),
     ],
     asset: Annotated[
         list[str] | None,
-        typer.Option("--asset", help="asset-name pattern a report:write token may report for"),
+        typer.Option(
+            "--asset",
+            help="asset-name pattern a report:write token may report for (repeatable)",
+        ),
     ] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
@@ -176,31 +187,29 @@ def token_create(
     from app.errors import AppError
     from app.storage.session import Database
 
+    scopes = split_list(scope)
     settings = _settings(database_url)
     _require_current_schema(settings)
     db = Database(settings)
     try:
         with db.transaction(write=True) as session:
-            new = create_token(session, name, scope, asset or [])
+            new = create_token(session, name, scopes, asset or [])
             token_id = new.token.id
     except AppError as e:
-        _err(f"gpuprov: {e.message}")
-        raise typer.Exit(EXIT_USAGE) from e
+        raise fail(e.message, EXIT_USAGE) from e
     except SQLAlchemyError as e:
-        _err(
-            f"gpuprov: cannot store the token: {str(e).splitlines()[0]} "
-            "(has `gpuprov db upgrade` run?)"
-        )
-        raise typer.Exit(EXIT_FAILURE) from e
+        raise _database_failure("cannot store the token", e) from e
     finally:
         db.dispose()
-    _err(f"created token {token_id} {name!r} with scopes {', '.join(sorted(set(scope)))}")
+    say(f"created token {token_id} {name!r} with scopes {', '.join(sorted(set(scopes)))}")
     typer.echo(new.secret)
 
 
-@token_app.command("list")
+@token_app.command("list", cls=StrictCommand)
 def token_list(database_url: DatabaseUrl = None) -> None:
     """List tokens (never their secrets)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from app.domain.tokens import list_tokens
     from app.storage.session import Database
 
@@ -209,20 +218,29 @@ def token_list(database_url: DatabaseUrl = None) -> None:
     db = Database(settings)
     try:
         with db.transaction() as session:
+            lines = []
             for t in list_tokens(session):
                 state = "revoked" if t.revoked_at else "active"
                 assets = f" assets={','.join(t.asset_patterns)}" if t.asset_patterns else ""
-                typer.echo(f"{t.id}\t{t.name}\t{t.prefix}…\t{','.join(t.scopes)}\t{state}{assets}")
+                lines.append(
+                    f"{t.id}\t{t.name}\t{t.prefix}…\t{','.join(t.scopes)}\t{state}{assets}"
+                )
+    except SQLAlchemyError as e:
+        raise _database_failure("cannot list the tokens", e) from e
     finally:
         db.dispose()
+    for line in lines:
+        typer.echo(line)
 
 
-@token_app.command("revoke")
+@token_app.command("revoke", cls=StrictCommand)
 def token_revoke(
     token_id: Annotated[int, typer.Argument(help="id from `gpuprov token list`")],
     database_url: DatabaseUrl = None,
 ) -> None:
     """Revoke a token."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from app.domain.tokens import revoke_token
     from app.errors import AppError
     from app.storage.session import Database
@@ -234,16 +252,25 @@ def token_revoke(
         with db.transaction(write=True) as session:
             revoke_token(session, token_id)
     except AppError as e:
-        _err(f"gpuprov: {e.message}")
-        raise typer.Exit(EXIT_FAILURE) from e
+        raise fail(e.message, EXIT_FAILURE) from e
+    except SQLAlchemyError as e:
+        raise _database_failure("cannot revoke the token", e) from e
     finally:
         db.dispose()
-    _err(f"revoked token {token_id}")
+    say(f"revoked token {token_id}")
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def _database_failure(what: str, e: Exception) -> typer.Exit:
+    return fail(f"{what}: {_first_line(e)} (has `gpuprov db upgrade` run?)", EXIT_FAILURE)
 
 
 def register(app: typer.Typer) -> None:
     """Add the service commands to the `gpuprov` command line."""
-    app.command("serve")(serve)
+    app.command("serve", cls=StrictCommand)(serve)
     app.add_typer(db_app, name="db")
     app.add_typer(token_app, name="token")
 

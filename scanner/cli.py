@@ -17,18 +17,23 @@ from typing import Annotated
 import typer
 
 from scanner import __version__
+from scanner.cli_common import (
+    StrictCommand,
+    fail,
+    say,
+    split_list,
+    typer_app,
+    usage_error,
+)
 from scanner.errors import ScannerError
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 
-app = typer.Typer(
+app = typer_app(
     name="gpuprov",
     help="Inventory and provenance of GPU libraries (cuDNN, CUDA, NCCL, ...) in hosts and images.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
 )
 
 
@@ -38,21 +43,24 @@ class Format(StrEnum):
     CYCLONEDX = "cyclonedx"
 
 
-FAIL_ON_KINDS = (
-    "modified",
-    "unowned",
-    "mixed",
-    "no-record",
-    "conflict",
-    "unsigned",
-    "not-elf",
-    "unreadable",
-)
+class SpecVersion(StrEnum):
+    V1_6 = "1.6"
+    V1_7 = "1.7"
 
 
-def err(message: str) -> None:
-    """Print a message for the user on stderr."""
-    typer.echo(message, err=True)
+#: Every --fail-on kind, with what a scan must be given to evaluate it (None: any scan can).
+#: A kind the scan cannot evaluate is a usage error, never a silent pass.
+FAIL_ON_NEEDS: dict[str, str | None] = {
+    "modified": None,
+    "unowned": None,
+    "mixed": None,
+    "no-record": None,
+    "conflict": "--catalog FILE with --trust POLICY.yaml or --trust-key PUB.pem",
+    "unsigned": "an image target and --trust POLICY.yaml or --trust-key PUB.pem",
+    "not-elf": None,
+    "unreadable": None,
+}
+FAIL_ON_KINDS = tuple(FAIL_ON_NEEDS)
 
 
 def _version_callback(value: bool) -> None:
@@ -64,23 +72,50 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def _root(
     version: Annotated[
-        bool, typer.Option("--version", callback=_version_callback, is_eager=True)
+        bool,
+        typer.Option(
+            "--version", callback=_version_callback, is_eager=True, help="Print the version."
+        ),
     ] = False,
 ) -> None:
     """gpuprov: which GPU libraries run where, are they the vendor's bytes, may this ship?"""
 
 
-def _parse_fail_on(value: str | None) -> set[str]:
-    if not value:
-        return set()
-    kinds = {v.strip() for v in value.split(",") if v.strip()}
-    unknown = kinds - set(FAIL_ON_KINDS)
+def _parse_fail_on(values: list[str] | None) -> set[str]:
+    kinds = split_list(values)
+    if values is not None and not all(kinds):
+        usage_error("empty kind; give e.g. --fail-on modified,unowned", "--fail-on")
+    unknown = set(kinds) - set(FAIL_ON_KINDS)
     if unknown:
-        raise typer.BadParameter(
+        usage_error(
             f"unknown kind(s) {', '.join(sorted(unknown))}; choose from {', '.join(FAIL_ON_KINDS)}",
-            param_hint="--fail-on",
+            "--fail-on",
         )
-    return kinds
+    return set(kinds)
+
+
+def _unevaluable(kinds: set[str], *, trust: bool, catalogs: bool, image: bool | None) -> list[str]:
+    """The --fail-on kinds this scan cannot evaluate, each with the inputs it needs.
+
+    ``image`` is None when the target's kind is not known yet (the scan then reports why).
+    """
+    missing = []
+    if "conflict" in kinds and not (catalogs and trust):
+        missing.append(f"conflict needs {FAIL_ON_NEEDS['conflict']}")
+    if "unsigned" in kinds and (not trust or image is False):
+        why = " (a host directory has no image signature)" if image is False else ""
+        missing.append(f"unsigned needs {FAIL_ON_NEEDS['unsigned']}{why}")
+    return missing
+
+
+def _is_image(target: str) -> bool | None:
+    """Whether ``target`` names an image (True) or a host directory (False), without opening it."""
+    from scanner.source import parse_target
+
+    try:
+        return parse_target(target)[0] != "dir"
+    except ScannerError:
+        return None  # the scan itself reports what is wrong with the target
 
 
 def _parse_size(value: str | None) -> int | None:
@@ -96,7 +131,15 @@ def _parse_size(value: str | None) -> int | None:
         raise typer.BadParameter(f"not a size: {value!r} (e.g. 64G)") from None
 
 
-@app.command()
+def _check_applicable(given: dict[str, bool], applies: bool, where: str) -> None:
+    """Refuse options that this scan would ignore (an ignored option is a silent pass)."""
+    if not applies:
+        names = [name for name, used in given.items() if used]
+        if names:
+            usage_error(f"{', '.join(names)} only appl{'ies' if len(names) == 1 else 'y'} {where}")
+
+
+@app.command(cls=StrictCommand)
 def scan(
     target: Annotated[
         str,
@@ -115,15 +158,23 @@ def scan(
         Path | None, typer.Option("--output", "-o", help="Write the report to FILE.")
     ] = None,
     spec_version: Annotated[
-        str, typer.Option("--spec-version", help="CycloneDX spec version: 1.6 or 1.7.")
-    ] = "1.6",
+        SpecVersion, typer.Option("--spec-version", help="CycloneDX spec version.")
+    ] = SpecVersion.V1_6,
     fail_on: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--fail-on",
-            help="Exit 1 when any of these is found: " + ",".join(FAIL_ON_KINDS) + ".",
+            help="Exit 1 when any of these is found (repeatable, or comma-separated): "
+            + ", ".join(FAIL_ON_KINDS)
+            + ". conflict needs --catalog and --trust*; unsigned needs an image and --trust*.",
         ),
     ] = None,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide", help="Table: full SHA-256 digests, one line per library, any width."
+        ),
+    ] = False,
     cache_dir: Annotated[
         Path | None, typer.Option("--cache-dir", help="Cache directory (~/.cache/gpuprov).")
     ] = None,
@@ -153,7 +204,7 @@ def scan(
         typer.Option("--max-layer-size", help="Refuse a layer expanding past this size (16G)."),
     ] = None,
     workers: Annotated[
-        int, typer.Option("--workers", help="Hashing threads (0: one per CPU).")
+        int, typer.Option("--workers", min=0, help="Hashing threads (0: one per CPU).")
     ] = 0,
     catalog: Annotated[
         list[Path] | None,
@@ -185,7 +236,10 @@ def scan(
         bool,
         typer.Option("--insecure", help="UNSAFE: skip registry TLS checks, allow plain HTTP."),
     ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    quiet: Annotated[
+        bool,
+        typer.Option("--quiet", "-q", help="No progress display and no skipped-item messages."),
+    ] = False,
     push: Annotated[
         bool,
         typer.Option(
@@ -207,8 +261,47 @@ def scan(
     from scanner.pipeline import ScanOptions, run_scan
     from scanner.verify.inputs import TrustInputs
 
+    fail_kinds = _parse_fail_on(fail_on)
+    total = _parse_size(max_size)
+    layer_total = _parse_size(max_layer_size)
+    is_registry = target.startswith(("registry:", "docker://"))
+    image = True if is_registry else _is_image(target)
+    _check_applicable(
+        {
+            "--username": username is not None,
+            "--password-stdin": password_stdin,
+            "--ca-file": ca_file is not None,
+            "--insecure": insecure,
+        },
+        is_registry,
+        "to registry: targets",
+    )
+    _check_applicable({"--attestation": bool(attestation)}, image is not False, "to image targets")
+    _check_applicable(
+        {
+            "--server": server is not None,
+            "--token-file": token_file is not None,
+            "--label": bool(label),
+        },
+        push,
+        "with --push",
+    )
+    missing = _unevaluable(
+        fail_kinds, trust=bool(trust or trust_key), catalogs=bool(catalog), image=image
+    )
+    if missing:
+        usage_error("; ".join(missing), "--fail-on")
+    labels: dict[str, str] = {}
+    if push:
+        from scanner.deliver import labels_from
+
+        try:
+            labels = labels_from(label or [])
+        except ScannerError as e:
+            usage_error(str(e), "--label")
+
     registry = None
-    if target.startswith(("registry:", "docker://")):
+    if is_registry:
         # Imported only here: the HTTP client costs a registry-less scan 0.1 s of start-up.
         from scanner.source.registry import RegistryOptions
 
@@ -219,52 +312,38 @@ def scan(
             insecure=insecure,
         )
 
-    fail_kinds = _parse_fail_on(fail_on)
-    total = _parse_size(max_size)
-    if spec_version not in ("1.6", "1.7"):
-        raise typer.BadParameter("choose 1.6 or 1.7", param_hint="--spec-version")
     chosen = fmt or (Format.TABLE if sys.stdout.isatty() and output is None else Format.CYCLONEDX)
-    progress = None
-    bar = None
+    display = None
     if not quiet and sys.stderr.isatty():
-        from rich.progress import Progress
+        from scanner.cli_progress import ProgressDisplay
 
-        bar = Progress(transient=True)
-        task = bar.add_task("scanning", total=None)
-
-        def progress(stage: str, done: int, total_n: int) -> None:
-            bar.update(task, description=stage, completed=done, total=total_n or None)
-
-        bar.start()
+        display = ProgressDisplay(sys.stderr)
     try:
-        result = run_scan(
-            target,
-            ScanOptions(
-                cache_dir=cache_dir,
-                use_cache=not no_cache,
-                all_filesystems=all_filesystems,
-                include=tuple(include or ()),
-                platform=platform,
-                workers=workers,
-                max_ratio=max_ratio,
-                max_total_bytes=total,
-                max_layer_bytes=_parse_size(max_layer_size),
-                progress=progress,
-                trust=TrustInputs(
-                    trust=trust,
-                    trust_key=trust_key,
-                    catalogs=tuple(catalog or ()),
-                    attestations=tuple(attestation or ()),
+        with display or contextlib.nullcontext():
+            result = run_scan(
+                target,
+                ScanOptions(
+                    cache_dir=cache_dir,
+                    use_cache=not no_cache,
+                    all_filesystems=all_filesystems,
+                    include=tuple(include or ()),
+                    platform=platform,
+                    workers=workers,
+                    max_ratio=max_ratio,
+                    max_total_bytes=total,
+                    max_layer_bytes=layer_total,
+                    progress=display.update if display is not None else None,
+                    trust=TrustInputs(
+                        trust=trust,
+                        trust_key=trust_key,
+                        catalogs=tuple(catalog or ()),
+                        attestations=tuple(attestation or ()),
+                    ),
+                    registry=registry,
                 ),
-                registry=registry,
-            ),
-        )
+            )
     except ScannerError as e:
-        err(f"error: {e}")
-        raise typer.Exit(EXIT_USAGE) from None
-    finally:
-        if bar is not None:
-            bar.stop()
+        raise fail(str(e), EXIT_USAGE) from None
 
     text = ""
     if chosen is Format.TABLE:
@@ -274,10 +353,10 @@ def scan(
             # Through _write like the other formats: atomic, and an unwritable FILE is a
             # clear error (exit 2) instead of a traceback from open().
             buf = io.StringIO()
-            render_table(result, buf, color=False)
+            render_table(result, buf, color=False, wide=wide)
             _write(buf.getvalue(), output)
         else:
-            render_table(result, sys.stdout, color=sys.stdout.isatty())
+            render_table(result, sys.stdout, color=sys.stdout.isatty(), wide=wide)
     else:
         if chosen is Format.JSON:
             from scanner.report import to_json
@@ -286,31 +365,26 @@ def scan(
         else:
             from scanner.bom.cyclonedx import to_json as bom_json
 
-            text = bom_json(result, spec_version)
+            text = bom_json(result, spec_version.value)
         _write(text, output)
 
+    if not quiet and chosen is not Format.TABLE:
+        for s in result.skipped:
+            say(f"skipped: {s.stage}: {s.path}: {s.reason}")
+    matched = [f for f in result.findings if f.kind in fail_kinds or fail_kinds & set(f.also)]
+    for f in matched:
+        say(f"fail-on {f.kind}: {', '.join(f.paths) or f.message}")
+    code = EXIT_FINDINGS if matched else EXIT_OK
     if push:
         from scanner.bom.cyclonedx import to_json as bom_json
         from scanner.cli_agent import push_report
 
-        labels = dict(item.split("=", 1) for item in (label or []) if "=" in item)
-        report = text if chosen is Format.CYCLONEDX else bom_json(result, spec_version)
-        code = push_report(
-            report.encode(),
-            server=server,
-            token_file=token_file,
-            labels=labels,
-        )
-        if code != EXIT_OK:
-            raise typer.Exit(code)
-    for s in result.skipped:
-        if chosen is not Format.TABLE and not quiet:
-            err(f"skipped: {s.stage}: {s.path}: {s.reason}")
-    matched = [f for f in result.findings if f.kind in fail_kinds or fail_kinds & set(f.also)]
-    if matched:
-        for f in matched:
-            err(f"fail-on {f.kind}: {', '.join(f.paths) or f.message}")
-        raise typer.Exit(EXIT_FINDINGS)
+        report = text if chosen is Format.CYCLONEDX else bom_json(result, spec_version.value)
+        pushed = push_report(report.encode(), server=server, token_file=token_file, labels=labels)
+        # Findings decide a gate: they win over a delivery problem (named on stderr anyway).
+        code = code or pushed
+    if code != EXIT_OK:
+        raise typer.Exit(code)
 
 
 def _write(text: str, output: Path | None) -> None:
@@ -326,8 +400,7 @@ def _write(text: str, output: Path | None) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):
             tmp.unlink()  # never leave a partial report behind
-        err(f"error: cannot write {output}: {e.strerror or e}")
-        raise typer.Exit(EXIT_USAGE) from None
+        raise fail(f"cannot write {output}: {e.strerror or e}", EXIT_USAGE) from None
 
 
 def register_all(argv: list[str]) -> None:

@@ -17,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from scanner.cli_common import StrictCommand, error, fail, say, usage_error
 from scanner.deliver import (
     Backoff,
     Client,
@@ -77,10 +78,6 @@ _INTERVAL = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhd]?)$")
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
-def _err(message: str) -> None:
-    typer.echo(message, err=True)
-
-
 def parse_interval(text: str) -> float:
     """``90s``, ``30m``, ``6h``, ``1d`` (or bare seconds) to seconds."""
     match = _INTERVAL.match(text.strip().lower())
@@ -95,22 +92,21 @@ def _setup(
     try:
         target = Target.resolve(server, token_file)
     except UsageError as e:
-        _err(f"gpuprov: {e}")
-        raise typer.Exit(EXIT_USAGE) from e
+        raise fail(str(e), EXIT_USAGE) from e
     return Client(target), Spool(spool_dir or default_spool_dir())
 
 
 def _report_flush(result: FlushResult, spool: Spool) -> None:
     for delivered in result.delivered:
-        _err(f"delivered spooled report: {describe(delivered)}")
+        say(f"delivered spooled report: {describe(delivered)}")
     for path, reason in result.rejected:
-        _err(f"gpuprov: spooled report set aside in {path}: {reason}")
+        error(f"spooled report set aside in {path}: {reason}")
     for path, reason in result.deferred:
-        _err(f"spooled report {path.name} is retried later (it got: {reason})")
+        say(f"spooled report {path.name} is retried later (it got: {reason})")
     if result.busy is not None:
         holder = f" (pid {result.busy})" if result.busy else ""
-        _err(
-            f"gpuprov: another gpuprov process{holder} is delivering the spool {spool.directory}; "
+        say(
+            f"another gpuprov process{holder} is delivering the spool {spool.directory}; "
             f"{result.remaining} report(s) wait there"
         )
 
@@ -120,12 +116,12 @@ def _list_rejected(spool: Spool) -> None:
     dead = spool.rejected()
     if not dead:
         return
-    _err(
+    say(
         f"{len(dead)} report(s) set aside in {spool.rejected_dir}, not retried (the service "
         "refused them or kept failing on them; once fixed, `gpuprov push --spool --requeue`):"
     )
     for entry in dead:
-        _err(f"  {entry.path.name}: {entry.reason or 'no reason recorded'}")
+        say(f"  {entry.path.name}: {entry.reason or 'no reason recorded'}")
 
 
 def _halt_code(halt: Halt | None) -> int:
@@ -138,22 +134,22 @@ def _push_once(
     try:
         outcome = push(report, client, spool, labels, backoff)
     except Rejected as e:
-        _err(f"gpuprov: {e}")
+        error(str(e))
         return EXIT_REJECTED
     except UsageError as e:
-        _err(f"gpuprov: {e}")
+        error(str(e))
         return EXIT_USAGE
     _report_flush(outcome.flushed, spool)
     if outcome.delivered is not None:
-        _err(f"delivered: {describe(outcome.delivered)}")
+        say(f"delivered: {describe(outcome.delivered)}")
         return EXIT_OK
     assert outcome.spooled is not None
     why = {
         Halt.UNAUTHORIZED: "not delivered",
         Halt.SERVER_ERRORS: "the service failed on it",
     }.get(outcome.halt or Halt.UNAVAILABLE, "service unavailable")
-    _err(
-        f"gpuprov: {why} ({outcome.error}); report spooled to "
+    error(
+        f"{why} ({outcome.error}); report spooled to "
         f"{outcome.spooled.path}; `gpuprov push --spool` (or any later push) delivers it"
     )
     return _halt_code(outcome.halt)
@@ -175,7 +171,7 @@ def push_report(
     try:
         target = Target.resolve(server, token_file)
     except UsageError as e:
-        _err(f"gpuprov: {e}")
+        error(str(e))
         return EXIT_USAGE
     spool = Spool(spool_dir or default_spool_dir())
     with Client(target) as client:
@@ -206,26 +202,22 @@ def push_command(
 ) -> None:
     """Deliver a saved report (and anything spooled) to the gpuprov service."""
     if (report is None) != spool_only:
-        _err("gpuprov push: give either a REPORT file or --spool")
-        raise typer.Exit(EXIT_USAGE)
+        usage_error("give either a REPORT file or --spool")
     if requeue and not spool_only:
-        _err("gpuprov push: --requeue goes with --spool")
-        raise typer.Exit(EXIT_USAGE)
+        usage_error("--requeue goes with --spool")
     try:
         labels = labels_from(label or [])
         data = report.read_bytes() if report is not None else b""
     except UsageError as e:
-        _err(f"gpuprov: {e}")
-        raise typer.Exit(EXIT_USAGE) from e
+        raise fail(str(e), EXIT_USAGE) from e
     except OSError as e:
-        _err(f"gpuprov: cannot read {report}: {e.strerror}")
-        raise typer.Exit(EXIT_USAGE) from e
+        raise fail(f"cannot read {report}: {e.strerror}", EXIT_USAGE) from e
     client, spool = _setup(server, token_file, spool_dir)
     backoff = Backoff(attempts=retries + 1)
     with client:
         if report is None:
             if requeue:
-                _err(f"{spool.requeue()} set-aside report(s) put back in {spool.directory}")
+                say(f"{spool.requeue()} set-aside report(s) put back in {spool.directory}")
             raise typer.Exit(_flush_spool(client, spool, backoff))
         raise typer.Exit(_push_once(client, spool, data, labels, backoff))
 
@@ -238,12 +230,12 @@ def _flush_spool(client: Client, spool: Spool, backoff: Backoff) -> int:
     if result.busy is not None:
         return EXIT_SPOOLED
     if result.error:
-        _err(f"gpuprov: {result.error}; {result.remaining} report(s) stay in {spool.directory}")
+        error(f"{result.error}; {result.remaining} report(s) stay in {spool.directory}")
         return _halt_code(result.halt)
     if result.remaining:
-        _err(f"{result.remaining} report(s) wait in {spool.directory} for a later retry")
+        say(f"{result.remaining} report(s) wait in {spool.directory} for a later retry")
         return EXIT_REJECTED if result.rejected else EXIT_SPOOLED
-    _err(f"spool {spool.directory} is empty")
+    say(f"spool {spool.directory} is empty")
     return EXIT_REJECTED if result.rejected else EXIT_OK
 
 
@@ -266,17 +258,19 @@ def agent_command(
     retries: Retries = 2,
 ) -> None:
     """Scan a host root and push the report, every --interval, until stopped."""
-    period = parse_interval(interval)
+    try:
+        period = parse_interval(interval)
+    except typer.BadParameter as e:
+        usage_error(e.message, "--interval")
     try:
         labels = labels_from(label or [])
     except UsageError as e:
-        _err(f"gpuprov: {e}")
-        raise typer.Exit(EXIT_USAGE) from e
+        raise fail(str(e), EXIT_USAGE) from e
     client, spool = _setup(server, token_file, spool_dir)
     stop = threading.Event()
 
     def _stop(signum: int, _frame: FrameType | None) -> None:
-        _err(f"gpuprov agent: received signal {signum}, stopping")
+        say(f"gpuprov agent: received signal {signum}, stopping")
         stop.set()
 
     if not once:
@@ -288,7 +282,7 @@ def agent_command(
             try:
                 report = _scan(root)
             except ScannerError as e:
-                _err(f"gpuprov agent: scan of {root} failed: {e}")
+                error(f"scan of {root} failed: {e}")
                 code = EXIT_REJECTED
             else:
                 code = _push_once(client, spool, report, labels, Backoff(attempts=retries + 1))
@@ -300,5 +294,5 @@ def agent_command(
 
 def register(app: typer.Typer) -> None:
     """Add `push` and `agent` to the `gpuprov` command line."""
-    app.command("push")(push_command)
-    app.command("agent")(agent_command)
+    app.command("push", cls=StrictCommand)(push_command)
+    app.command("agent", cls=StrictCommand)(agent_command)

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from scanner.cli_common import PROG, StrictCommand, fail, say, typer_app
 from scanner.errors import ScannerError, VerifyError
 from scanner.refcatalog.model import Catalog, RefCatalogError
 from scanner.verify.trust import Rejected, SigstoreRoot, TrustedKey, TrustPolicy, with_roots
@@ -22,24 +23,25 @@ EXIT_OK = 0
 EXIT_REJECTED = 1
 EXIT_USAGE = 2
 
+Output = Annotated[
+    Path | None, typer.Option("-o", "--output", help="Write to FILE (default: stdout).")
+]
+
 #: Files up to this size are verified from their bytes; larger ones by streamed digest.
 _IN_MEMORY = 64 << 20
 
 
-def _err(message: str) -> None:
-    typer.echo(message, err=True)
-
-
-def _fail(message: str, code: int) -> typer.Exit:
-    _err(message)
-    return typer.Exit(code)
+def _rejected(message: str) -> typer.Exit:
+    """A verification that ran and said no: exit 1, the reason on stderr."""
+    say(f"{PROG}: rejected: {message}")
+    return typer.Exit(EXIT_REJECTED)
 
 
 def _read(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as e:
-        raise _fail(f"error: cannot read {path}: {e.strerror}", EXIT_USAGE) from None
+        raise fail(f"cannot read {path}: {e.strerror}", EXIT_USAGE) from None
 
 
 def _write(data: bytes, output: Path | None) -> None:
@@ -52,21 +54,19 @@ def _write(data: bytes, output: Path | None) -> None:
         tmp.write_bytes(data)
         os.replace(tmp, output)
     except OSError as e:
-        raise _fail(f"error: cannot write {output}: {e.strerror}", EXIT_USAGE) from None
+        raise fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE) from None
 
 
 def _policy(trust: Path | None, trust_key: Path | None) -> TrustPolicy:
     if (trust is None) == (trust_key is None):
-        raise _fail(
-            "error: give exactly one of --trust POLICY.yaml, --trust-key PUB.pem", EXIT_USAGE
-        )
+        raise fail("give exactly one of --trust POLICY.yaml, --trust-key PUB.pem", EXIT_USAGE)
     try:
         if trust is not None:
             return TrustPolicy.from_file(trust)
         assert trust_key is not None
         return TrustPolicy.for_key(trust_key)
     except VerifyError as e:
-        raise _fail(f"error: {e}", EXIT_USAGE) from None
+        raise fail(str(e), EXIT_USAGE) from None
 
 
 def verify(
@@ -95,15 +95,15 @@ def verify(
 
     keyless = certificate_identity is not None or certificate_identity_regexp is not None
     if keyless == (key is not None):
-        raise _fail(
-            "error: give --key PUB.pem, or --certificate-identity (or -regexp) with "
+        raise fail(
+            "give --key PUB.pem, or --certificate-identity (or -regexp) with "
             "--certificate-oidc-issuer",
             EXIT_USAGE,
         )
     if keyless and not certificate_oidc_issuer:
-        raise _fail("error: --certificate-oidc-issuer is required with an identity", EXIT_USAGE)
+        raise fail("--certificate-oidc-issuer is required with an identity", EXIT_USAGE)
     if certificate_identity is not None and certificate_identity_regexp is not None:
-        raise _fail("error: give only one of --certificate-identity and -regexp", EXIT_USAGE)
+        raise fail("give only one of --certificate-identity and -regexp", EXIT_USAGE)
     raw_bundle = _read(bundle)
     trusted_key: TrustedKey | None
     try:
@@ -125,17 +125,17 @@ def verify(
                 subject_regex=certificate_identity_regexp,
             )
     except VerifyError as e:
-        raise _fail(f"error: {e}", EXIT_USAGE) from None
+        raise fail(str(e), EXIT_USAGE) from None
     subject: bytes | ArtifactDigest
     if artifact.startswith("sha256:"):
         try:
             subject = ArtifactDigest.from_hex(artifact)
         except Rejected as e:
-            raise _fail(f"error: {e}", EXIT_USAGE) from None
+            raise fail(str(e), EXIT_USAGE) from None
     else:
         path = Path(artifact)
         if not path.is_file():
-            raise _fail(f"error: {artifact} is not a file (or give sha256:HEX)", EXIT_USAGE)
+            raise fail(f"{artifact} is not a file (or give sha256:HEX)", EXIT_USAGE)
         # Ed25519 signs the whole message: such keys need the bytes, however large.
         needs_bytes = trusted_key is not None and trusted_key.algorithm.value == "ed25519"
         if path.stat().st_size <= _IN_MEMORY or needs_bytes:
@@ -152,9 +152,9 @@ def verify(
             when = f", logged {result.signed_at:%Y-%m-%dT%H:%M:%SZ}" if result.signed_at else ""
             where = f"trusted root {result.root}{when}"
     except Rejected as e:
-        raise _fail(f"rejected: {e}", EXIT_REJECTED) from None
+        raise _rejected(str(e)) from None
     except ScannerError as e:
-        raise _fail(f"rejected: {e}", EXIT_REJECTED) from None
+        raise _rejected(str(e)) from None
     typer.echo(f"OK: {artifact} signed by {identity} ({where})")
 
 
@@ -175,16 +175,15 @@ def _verify_plain_envelope(raw: bytes, policy: TrustPolicy, subject: object) -> 
     return signer.describe()
 
 
-catalog_app = typer.Typer(
-    help="Build, sign and verify reference catalogs of known-good GPU library files.",
-    no_args_is_help=True,
+catalog_app = typer_app(
+    help="Build, sign and verify reference catalogs of known-good GPU library files."
 )
 
 
-@catalog_app.command("from-wheel")
+@catalog_app.command("from-wheel", cls=StrictCommand)
 def catalog_from_wheel(
     wheels: Annotated[list[Path], typer.Argument(help="NVIDIA wheels (.whl).")],
-    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    output: Output = None,
     name: Annotated[str | None, typer.Option("--name", help="Catalog name.")] = None,
 ) -> None:
     """Catalog the shared libraries of wheels (RECORD digests checked against the bytes)."""
@@ -193,11 +192,11 @@ def catalog_from_wheel(
     _emit(lambda: catalog_from_wheels(wheels, name), output)
 
 
-@catalog_app.command("from-redist")
+@catalog_app.command("from-redist", cls=StrictCommand)
 def catalog_from_redist(
     manifest: Annotated[Path, typer.Argument(help="NVIDIA redistrib_X.Y.Z.json.")],
     archives: Annotated[list[Path], typer.Argument(help="Archives listed in the manifest.")],
-    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    output: Output = None,
     name: Annotated[str | None, typer.Option("--name", help="Catalog name.")] = None,
 ) -> None:
     """Catalog the libraries inside redistrib archives (archive SHA-256 checked first)."""
@@ -206,10 +205,10 @@ def catalog_from_redist(
     _emit(lambda: build(manifest, archives, name), output)
 
 
-@catalog_app.command("from-scan")
+@catalog_app.command("from-scan", cls=StrictCommand)
 def catalog_from_scan(
     report: Annotated[Path, typer.Argument(help="A gpuprov CycloneDX report of a golden asset.")],
-    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    output: Output = None,
     name: Annotated[str | None, typer.Option("--name", help="Catalog name.")] = None,
     include_modified: Annotated[
         bool, typer.Option("--include-modified", help="Also list files whose integrity failed.")
@@ -225,18 +224,18 @@ def _emit(build: Callable[[], Catalog], output: Path | None) -> None:
     try:
         catalog: Catalog = build()
     except RefCatalogError as e:
-        raise _fail(f"error: {e}", EXIT_REJECTED) from None
+        raise fail(str(e), EXIT_REJECTED) from None
     except ScannerError as e:
-        raise _fail(f"error: {e}", EXIT_USAGE) from None
+        raise fail(str(e), EXIT_USAGE) from None
     _write(catalog.to_bytes(), output)
-    _err(f"catalog {catalog.name!r}: {len(catalog.entries)} files")
+    say(f"catalog {catalog.name!r}: {len(catalog.entries)} files")
 
 
-@catalog_app.command("sign")
+@catalog_app.command("sign", cls=StrictCommand)
 def catalog_sign(
     statement: Annotated[Path, typer.Argument(help="Unsigned catalog (from catalog from-*).")],
     key: Annotated[Path, typer.Option("--key", help="PEM private key ($GPUPROV_KEY_PASSWORD).")],
-    output: Annotated[Path | None, typer.Option("-o", "--output")] = None,
+    output: Output = None,
     keyid: Annotated[str, typer.Option("--keyid", help="DSSE keyid hint.")] = "",
 ) -> None:
     """Sign a catalog with a key: writes a DSSE envelope."""
@@ -246,11 +245,11 @@ def catalog_sign(
     try:
         envelope = sign_catalog(raw, load_private_key(key), keyid)
     except RefCatalogError as e:
-        raise _fail(f"error: {e}", EXIT_USAGE) from None
+        raise fail(str(e), EXIT_USAGE) from None
     _write(envelope.to_json().encode(), output)
 
 
-@catalog_app.command("verify")
+@catalog_app.command("verify", cls=StrictCommand)
 def catalog_verify(
     catalogs: Annotated[list[Path], typer.Argument(help="Signed catalogs.")],
     trust: Annotated[Path | None, typer.Option("--trust", help="Trust policy (YAML).")] = None,
@@ -267,11 +266,11 @@ def catalog_verify(
         try:
             verified = load_catalog_file(path, policy)
         except Rejected as e:
-            _err(f"rejected: {path}: {e}")
+            say(f"{PROG}: rejected: {path}: {e}")
             failed = True
             continue
         except VerifyError as e:
-            raise _fail(f"error: {e}", EXIT_USAGE) from None
+            raise fail(str(e), EXIT_USAGE) from None
         scope = (
             f", {verified.out_of_scope} outside the signer's scope" if verified.out_of_scope else ""
         )
@@ -283,10 +282,10 @@ def catalog_verify(
         raise typer.Exit(EXIT_REJECTED)
 
 
-trust_app = typer.Typer(help="Trust policies and pinned Sigstore roots.", no_args_is_help=True)
+trust_app = typer_app(help="Trust policies and pinned Sigstore roots.")
 
 
-@trust_app.command("refresh-root")
+@trust_app.command("refresh-root", cls=StrictCommand)
 def trust_refresh_root(
     metadata_dir: Annotated[
         Path,
@@ -308,18 +307,18 @@ def trust_refresh_root(
     try:
         target, root = refresh_public_good(metadata_dir)
     except TufRejected as e:
-        raise _fail(f"rejected: {e}", EXIT_REJECTED) from None
+        raise _rejected(str(e)) from None
     except VerifyError as e:
-        raise _fail(f"error: {e}", EXIT_USAGE) from None
+        raise fail(str(e), EXIT_USAGE) from None
     except OSError as e:
-        raise _fail(f"error: cannot write the pinned root: {e.strerror}", EXIT_USAGE) from None
+        raise fail(f"cannot write the pinned root: {e.strerror}", EXIT_USAGE) from None
     typer.echo(
         f"pinned {target}: {len(root.authorities)} CAs, {len(root.tlogs)} transparency logs, "
         f"{len(root.ctlogs)} CT logs"
     )
 
 
-@trust_app.command("check")
+@trust_app.command("check", cls=StrictCommand)
 def trust_check(
     policy_file: Annotated[Path, typer.Argument(help="Trust policy (YAML).")],
 ) -> None:
@@ -342,6 +341,6 @@ def trust_check(
 
 def register(app: typer.Typer) -> None:
     """Add `verify`, `catalog` and `trust` to the gpuprov CLI."""
-    app.command("verify")(verify)
+    app.command("verify", cls=StrictCommand)(verify)
     app.add_typer(catalog_app, name="catalog")
     app.add_typer(trust_app, name="trust")

@@ -7,6 +7,7 @@ returns these values; nothing here touches a filesystem.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NewType
@@ -260,3 +261,22 @@ class ScanResult:
     tool_version: str
     stats: dict[str, float] = field(default_factory=dict)
     image_trust: ImageTrust | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a scan has got, for a progress display (the stages themselves never print).
+
+    ``stage`` is "walk" (host files walked), "layers" (image layers read), "catalog",
+    "hash" (bytes of host candidates hashed) or "verify"; ``total`` is None while unknown.
+    """
+
+    stage: str
+    done: int = 0
+    total: int | None = None
+    unit: str = ""  # "files", "layers", "bytes"
+    candidates: int = 0  # GPU-library candidates found so far
+
+
+#: Receives `Progress` events; called on the scanning thread, so it must be quick.
+ProgressFn = Callable[[Progress], None]

@@ -31,6 +31,8 @@ from scanner.model import (
     Integrity,
     OwnedFile,
     Package,
+    Progress,
+    ProgressFn,
     ScanResult,
     Skipped,
     StatKey,
@@ -46,8 +48,6 @@ if TYPE_CHECKING:
 
 #: Bumped when what the probe computes changes, so cached layer yields are recomputed.
 PROBE_VERSION = "1"
-
-ProgressFn = Callable[[str, int, int], None]
 
 
 def default_cache_dir() -> Path:
@@ -269,10 +269,16 @@ class _HostHasher:
                 else:
                     work = self.pool.submit(self._work, cand.ref.path, cand.host_path, need_md5)
                     pending.append((cand, work))
-            for done, (cand, future) in enumerate(pending, 1):
+            progress = self.options.progress
+            total = sum(cand.size for cand, _ in pending)
+            hashed = 0
+            if progress is not None and pending:
+                progress(Progress("hash", 0, total, "bytes", len(candidates)))
+            for cand, future in pending:
                 res = future.result()
-                if self.options.progress:
-                    self.options.progress("hashing", done, len(pending))
+                hashed += cand.size
+                if progress is not None:
+                    progress(Progress("hash", hashed, total, "bytes", len(candidates)))
                 if isinstance(res, Skipped):
                     unread[cand.ref.path] = res.reason
                     continue
@@ -323,7 +329,9 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     hasher = _HostHasher(options, _probe_version())
     selector = _selector(spool_dir, hasher.pool)
     try:
-        view: RootView = source.open_view(replace(selector, on_candidate=hasher.early))
+        view: RootView = source.open_view(
+            replace(selector, on_candidate=hasher.early, on_progress=options.progress)
+        )
     except BaseException:
         hasher.pool.shutdown(wait=True, cancel_futures=True)
         raise
@@ -334,6 +342,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     # Every source drops a looping library symlink; say so once here (issue 2, section 7).
     skipped.extend(symlink_loops(view.nodes, selector.is_candidate))
 
+    _stage(options, "catalog", len(view.candidates))
     catalog = catalog_view(view)
     skipped.extend(catalog.skipped)
     ctx = build_context(view.metadata, view.info)
@@ -441,6 +450,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
 
     image_trust = None
     if policy is not None:
+        _stage(options, "verify", len(libraries))
         from scanner.verify.scan_trust import apply_provenance
 
         if catalogs:
@@ -498,6 +508,12 @@ def _limits(options: ScanOptions) -> Limits:
         return Limits(**overrides)  # type: ignore[arg-type]
     except ValueError as e:
         raise UsageError(f"{e} (--max-ratio, --max-size and --max-layer-size must be > 0)") from e
+
+
+def _stage(options: ScanOptions, stage: str, candidates: int) -> None:
+    """Tell the progress display that a stage without counts of its own has started."""
+    if options.progress is not None:
+        options.progress(Progress(stage, candidates=candidates))
 
 
 def _load_trust(inputs: TrustInputs) -> tuple[TrustPolicy | None, list[Any]]:

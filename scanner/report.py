@@ -11,6 +11,7 @@ from dataclasses import asdict
 from typing import Any, TextIO
 
 from scanner.model import GpuLibrary, ScanResult
+from scanner.terminal import printable
 
 
 def to_dict(result: ScanResult) -> dict[str, Any]:
@@ -24,49 +25,154 @@ def to_json(result: ScanResult) -> str:
     return json.dumps(to_dict(result), indent=2, sort_keys=True)
 
 
-def _short(lib: GpuLibrary) -> str:
-    return lib.digests.sha256[:12]
+def _digest(lib: GpuLibrary, wide: bool) -> str:
+    return lib.digests.sha256 if wide else lib.digests.sha256[:12]
 
 
-def render_table(result: ScanResult, out: TextIO, *, color: bool) -> None:
-    """Write a human-readable summary table of the GPU libraries found."""
+def _trust_given(result: ScanResult) -> bool:
+    """Whether the scan had trust inputs: catalogs give every library a provenance verdict,
+    a policy on an image gives the image a signature verdict."""
+    return result.image_trust is not None or any(
+        lib.provenance is not None for lib in result.libraries
+    )
+
+
+def _image_line(result: ScanResult) -> str | None:
+    trust = result.image_trust
+    if trust is None:
+        return None
+    if not trust.signed:
+        reasons = "; ".join(trust.rejected) or "no signature found"
+        return f"image signature: unsigned ({reasons})"
+    slsa = f", SLSA Build L{trust.slsa_level}" if trust.slsa_level is not None else ""
+    builder = f" by {trust.builder}" if trust.builder else ""
+    return f"image signature: signed by {trust.signer or '?'}{slsa}{builder}"
+
+
+#: Columns of the table, in order; a narrow terminal drops the optional ones, last first.
+_REQUIRED = ("file", "library", "version", "integrity", "sha256")
+_TRUST = ("provenance", "signer", "slsa")
+_OPTIONAL = ("cuda", "owner")
+_ORDER: tuple[str, ...] = ("path", "file", "family", "library", "version", "cuda", "owner")
+_ORDER += ("integrity",)
+_ORDER += (*_TRUST, "sha256")
+_STYLES = {"verified": "green", "modified": "bold red", "unowned": "yellow", "conflict": "bold red"}
+
+
+def _row(lib: GpuLibrary, result: ScanResult, wide: bool) -> dict[str, tuple[str, str]]:
+    """One library's cells as (text, style) by column name, target data made printable."""
+    ident = lib.ident
+    library = ident.component
+    if not wide and not library.startswith(ident.family):
+        library = f"{ident.family}:{library}"
+    owner = "-"
+    if lib.owner is not None:
+        owner = f"{lib.owner.manager}:{lib.owner.name}" if wide else lib.owner.name
+    slsa = "-"
+    if result.image_trust is not None and result.image_trust.slsa_level is not None:
+        slsa = f"L{result.image_trust.slsa_level}"
+    links = len(lib.aliases)
+    base = lib.ref.path.rpartition("/")[2]
+    error = [f"  error: {lib.error}"] if lib.error else []
+    lines = [lib.ref.path, *(f"  <- {a}" for a in lib.aliases), *error]
+    file = f"{base} +{links} link{'s' * (links != 1)}" if links else base
+    cells = {
+        "path": ("\n".join(printable(line) for line in lines), ""),
+        "file": ("\n".join(printable(line) for line in [file, *error]), ""),
+        "family": (ident.family, ""),
+        "library": (library, ""),
+        "version": (ident.version or "?", ""),
+        "cuda": (str(ident.cuda_major or "-"), ""),
+        "owner": (owner, ""),
+        "integrity": (lib.integrity.value, _STYLES.get(lib.integrity.value, "")),
+        "provenance": (lib.provenance or "-", _STYLES.get(lib.provenance or "", "")),
+        "signer": (lib.provenance_signer or "-", ""),
+        "slsa": (slsa, ""),
+        "sha256": (_digest(lib, wide), ""),
+    }
+    # Each line of a path was escaped on its own so the line breaks between them survive.
+    keep = ("path", "file")
+    return {k: (v if k in keep else printable(v), style) for k, (v, style) in cells.items()}
+
+
+def _pick_columns(rows: list[dict[str, tuple[str, str]]], trust: bool, width: int) -> list[str]:
+    """The columns that fit ``width``: the required ones, then trust, then optional ones."""
+
+    def natural(name: str) -> int:
+        lines = [name, *(line for r in rows for line in r[name][0].split("\n"))]
+        return max(len(line) for line in lines)
+
+    chosen = list(_REQUIRED) + (list(_TRUST) if trust else [])
+    # The file column may fold; count it at up to 32 characters when deciding what fits.
+    used = sum(min(natural(c), 32) if c == "file" else natural(c) for c in chosen)
+    for name in _OPTIONAL:
+        need = natural(name) + 2  # the column and its separator
+        if used + 2 * (len(chosen) - 1) + need <= width:
+            chosen.append(name)
+            used += natural(name)
+    return [c for c in _ORDER if c in chosen]
+
+
+def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = False) -> None:
+    """Write a human-readable summary table of the GPU libraries found.
+
+    The table fits the terminal (``$COLUMNS``, else the terminal's size, else 80 columns):
+    each directory is named once on a row of its own, and columns that do not fit (cuda,
+    owner) are left out. ``wide`` shows every column, full paths, links and digests, and takes
+    whatever width its lines need. Everything that comes from the scanned target is shown as
+    plain text: never as markup, emoji codes or terminal control sequences.
+    """
+    from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console(file=out, force_terminal=color, no_color=not color, width=200)
+    def cell(value: object, style: str = "") -> Text:
+        return Text(printable(value), style=style)
+
+    console = Console(
+        file=out,
+        force_terminal=color,
+        no_color=not color,
+        width=1 << 20 if wide else None,
+        markup=False,
+        emoji=False,
+        highlight=False,
+    )
     asset = result.asset
     title = f"{asset.kind.value} {asset.name}"
     if asset.digest:
-        title += f" ({asset.digest[:19]})"
-    table = Table(title=title, show_lines=False)
-    for col in ("path", "family", "component", "version", "cuda", "owner", "integrity", "sha256"):
-        table.add_column(col, overflow="fold")
-    styles = {"verified": "green", "modified": "bold red", "unowned": "yellow"}
-    for lib in result.libraries:
-        owner = f"{lib.owner.manager}:{lib.owner.name}" if lib.owner else "-"
-        path = lib.ref.path + ("".join(f"\n  <- {a}" for a in lib.aliases) if lib.aliases else "")
-        if lib.error:
-            path += f"\n  error: {lib.error}"
-        verdict = lib.integrity.value
-        style = styles.get(verdict, "")
-        table.add_row(
-            path,
-            lib.ident.family,
-            lib.ident.component,
-            lib.ident.version or "?",
-            str(lib.ident.cuda_major or "-"),
-            owner,
-            f"[{style}]{verdict}[/{style}]" if style else verdict,
-            _short(lib),
-        )
+        title += f" ({asset.digest if wide else asset.digest[:19]})"
+    trust = _trust_given(result)
+    rows = [_row(lib, result, wide) for lib in result.libraries]
+    if wide:
+        columns = [c for c in _ORDER if c != "file" and (trust or c not in _TRUST)]
+    else:
+        columns = _pick_columns(rows, trust, console.width)
+    table = Table(title=cell(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for name in columns:
+        folds = name in ("file", "path", "library", "owner", "signer")
+        table.add_column(name, overflow="fold", no_wrap=not folds or wide)
+    directory = None
+    for lib, row in zip(result.libraries, rows, strict=True):
+        parent = lib.ref.path.rpartition("/")[0] + "/"
+        if not wide and parent != directory:
+            directory = parent
+            table.add_row(cell(parent, "bold"))
+        table.add_row(*(Text(*row[name]) for name in columns))
     console.print(table)
+    image_line = _image_line(result)
+    if image_line:
+        console.print(cell(image_line))
     if not result.libraries:
         console.print("no GPU libraries found")
     for f in result.findings:
-        console.print(f"[bold]finding[/bold] {f.kind}: {f.message}")
+        line = Text("finding", style="bold")
+        line.append(" " + printable(f"{f.kind}: {f.message}"))
+        console.print(line)
     if result.skipped:
         console.print(f"{len(result.skipped)} item(s) skipped:")
         for s in result.skipped[:50]:
-            console.print(f"  {s.stage}: {s.path}: {s.reason}", markup=False)
+            console.print(cell(f"  {s.stage}: {s.path}: {s.reason}"))
         if len(result.skipped) > 50:
             console.print(f"  ... and {len(result.skipped) - 50} more (see --format json)")

@@ -23,6 +23,7 @@ from scanner.model import (
     Candidate,
     FileRef,
     NodeKind,
+    Progress,
     Skipped,
     StatKey,
     stat_key,
@@ -34,6 +35,9 @@ _PSEUDO = frozenset({"proc", "sys", "dev"})
 #: One shared node for the many regular files that are neither candidates nor metadata: the
 #: tree only needs to know they exist (for symlink resolution); it saves an object per file.
 _PLAIN = Node("", NodeKind.FILE)
+#: A progress event every this many entries walked: often enough for a display, cheap enough
+#: for a walk of millions of files (one comparison per directory).
+_PROGRESS_EVERY = 2000
 _LISTING_SCHEMA = "1"
 #: Read even when ``include`` limits the walk (see `_Walk.run`).
 _PACKAGE_DATABASES = (
@@ -90,9 +94,16 @@ class _Walk:
         self.stat_keys: dict[str, StatKey] = {}
         self.visited: set[tuple[int, int]] = set()
         self.revisited = 0
+        self.reported = 0  # len(nodes) at the last progress event
 
     def host(self, path: str) -> str:
         return self.root if path == "/" else self.prefix + path
+
+    def progress(self, candidates: int | None = None) -> None:
+        self.reported = len(self.nodes)
+        if self.selector.on_progress is not None:
+            found = len(self.stat_keys) if candidates is None else candidates
+            self.selector.on_progress(Progress("walk", self.reported, None, "files", found))
 
     def skip(self, path: str, reason: str) -> None:
         self.skipped.append(Skipped(path, reason, "source"))
@@ -114,6 +125,7 @@ class _Walk:
             for path in _tree_metadata(self.source.include):
                 self.start(path, required=False)
         candidates = self.candidates()
+        self.progress(len(candidates))
         stats = {
             "nodes": float(len(self.nodes)),
             "dirs_revisited": float(self.revisited),
@@ -217,6 +229,8 @@ class _Walk:
             if cached is not None:
                 self.replay(base, cached, at_root, device, stack)
                 _libraries_first(stack, mark)
+                if len(nodes) - self.reported >= _PROGRESS_EVERY:
+                    self.progress()
                 continue
             plain: list[str] = []
             others: list[tuple[str, str, str | None]] = []
@@ -261,6 +275,8 @@ class _Walk:
             if complete:
                 listings.store(directory, dst, plain, others)
             _libraries_first(stack, mark)
+            if len(nodes) - self.reported >= _PROGRESS_EVERY:
+                self.progress()
 
     def replay(
         self,

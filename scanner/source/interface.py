@@ -11,7 +11,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Protocol
 
-from scanner.model import AssetInfo, Candidate, FileFacts, NodeKind, OciDigest, Skipped, StatKey
+from scanner.model import (
+    AssetInfo,
+    Candidate,
+    FileFacts,
+    NodeKind,
+    OciDigest,
+    ProgressFn,
+    Skipped,
+    StatKey,
+)
 
 #: Analyzes one candidate's bytes read once as a stream: (path in root, stream, size) -> facts.
 #: Supplied by the pipeline (hash + ELF analysis) so sources never import later stages.
@@ -56,6 +65,8 @@ class Selector:
     #: Host sources call this with (path, host path, `StatKey`) as soon as the
     #: walk finds a candidate by name, so hashing can start before the walk ends.
     on_candidate: Callable[[str, str, StatKey], None] | None = None
+    #: Told how far the read has got (files walked, layers read), for a progress display.
+    on_progress: ProgressFn | None = None
 
 
 @dataclass

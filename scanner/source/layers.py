@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any, Literal, Protocol, cast
 
 from scanner.errors import SourceError, UnsafeArchiveError
-from scanner.model import FileFacts, NodeKind, OciDigest, Skipped
+from scanner.model import FileFacts, NodeKind, OciDigest, Progress, Skipped
 from scanner.source.interface import Node, Selector, resolve_in_tree
 
 MiB = 1 << 20
@@ -1209,6 +1209,10 @@ def squash(
                 )
         seen[spec.digest] = layer
         tree.apply(layer)
+        if selector.on_progress is not None:
+            done = int(stats["layers_read"] + stats["layers_cached"] + stats["layers_reused"])
+            found = len(tree.candidates)
+            selector.on_progress(Progress("layers", done, len(layers), "layers", found))
     stats["layers_total"] = float(len(layers))
     stats["entries"] = float(len(tree.nodes))
     stats["seconds_layers"] = time.perf_counter() - started

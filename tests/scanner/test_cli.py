@@ -139,7 +139,8 @@ def test_spec_version_17(world: sc.World) -> None:
     assert validate_json(result.stdout, "1.7") is None
 
 
-def test_table(world: sc.World) -> None:
+def test_table(world: sc.World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
     result = invoke(["scan", str(world.root), "--format", "table", "--no-cache"])
     assert result.exit_code == 0
     out = result.stdout
@@ -243,7 +244,7 @@ def test_fail_on_without_a_match_exits_0(world: sc.World, tmp_path: Path) -> Non
     ("args", "message"),
     [
         (["--fail-on", "modified,bogus"], "bogus"),
-        (["--spec-version", "1.5"], "1.6 or 1.7"),
+        (["--spec-version", "1.5"], "'1.5' is not one of '1.6', '1.7'"),
         (["--format", "xml"], "xml"),
         (["--max-size", "lots"], "not a size"),
         (["--no-such-option"], "no-such-option"),
@@ -583,4 +584,6 @@ def test_real_process_bad_input(tmp_path: Path, graph_lib: bytes) -> None:
         assert message in done.stderr
     done = run_real(["scan", str(tmp_path / "nowhere")])
     assert done.returncode == 2
-    assert done.stderr.strip() == f"error: {tmp_path / 'nowhere'}: no such file or directory"
+    assert done.stderr.strip() == (
+        f"gpuprov: error: {tmp_path / 'nowhere'}: no such file or directory"
+    )

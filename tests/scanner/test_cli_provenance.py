@@ -90,7 +90,7 @@ def test_verify_keyless(app: typer.Typer, files: dict[str, Path]) -> None:
     code, _, err = run(
         app, *base, "--certificate-identity", SUBJECT + "x", "--certificate-oidc-issuer", ISSUER
     )
-    assert code == 1 and err.startswith("rejected: ") and "not trusted" in err
+    assert code == 1 and err.startswith("gpuprov: rejected: ") and "not trusted" in err
     files["artifact"].write_bytes(ARTIFACT + b"!")
     code, _, err = run(
         app, *base, "--certificate-identity", SUBJECT, "--certificate-oidc-issuer", ISSUER
@@ -159,7 +159,7 @@ def test_verify_with_key(app: typer.Typer, files: dict[str, Path], tmp_path: Pat
 def test_verify_usage_errors(app: typer.Typer, files: dict[str, Path], args: list[str]) -> None:
     args = [str(files["pub"]) if a == "PUB" else a for a in args]
     code, _, err = run(app, "verify", files["artifact"], "--bundle", files["bundle"], *args)
-    assert code == 2 and err.startswith("error: ")
+    assert code == 2 and err.startswith("gpuprov: error: ")
 
 
 def test_verify_unreadable_inputs(app: typer.Typer, files: dict[str, Path], tmp_path: Path) -> None:
@@ -206,7 +206,7 @@ def test_catalog_flow(app: typer.Typer, files: dict[str, Path], tmp_path: Path) 
     assert code == 0 and "1 files" in out and "signer.pub" in out
     _, other = keys.write_keypair(tmp_path / "other", "o", keys.generate("ed25519"))
     code, _, err = run(app, "catalog", "verify", signed, "--trust-key", other)
-    assert code == 1 and err.startswith("rejected: ")
+    assert code == 1 and err.startswith("gpuprov: rejected: ")
     code, _, err = run(app, "catalog", "verify", catalog, "--trust-key", files["pub"])
     assert code == 1 and "is not signed" in err
     policy = tmp_path / "trust.yaml"
@@ -247,7 +247,7 @@ def test_trust_commands(
     assert code == 1 and "not a directory of TUF metadata" in err
     meta = TufRepo().publish(tmp_path / "meta", files["root"].read_bytes())
     code, _, err = run(app, "trust", "refresh-root", meta)
-    assert code == 1 and err.startswith("rejected: TUF verification")
+    assert code == 1 and err.startswith("gpuprov: rejected: TUF verification")
     assert not (tmp_path / "cache" / "trust" / "public-good.json").exists()
     code, _, err = run(
         app,

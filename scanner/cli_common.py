@@ -1,0 +1,138 @@
+"""What every `gpuprov` command shares: one error style, strict option parsing, and target
+data made harmless before it reaches a terminal.
+
+Used by scanner/cli*.py and app/cli.py; it imports nothing beyond typer and click, so every
+command (even a warm host rescan) can afford it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn
+
+import click
+import typer
+from typer.core import TyperCommand, TyperGroup
+
+from scanner.terminal import printable
+
+PROG = "gpuprov"
+EXIT_USAGE = 2
+
+
+def say(message: str) -> None:
+    """A line for the user on stderr (never the report): progress notes, skipped items."""
+    typer.echo(printable(message), err=True)
+
+
+def error(message: str) -> None:
+    """The one error style of every command: ``gpuprov: error: MESSAGE`` on stderr."""
+    say(f"{PROG}: error: {message}")
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
+    """Print ``message`` as an error and return the exit to raise: ``raise fail(...)``."""
+    error(message)
+    return typer.Exit(code)
+
+
+def usage_error(message: str, option: str | None = None) -> NoReturn:
+    """A usage error (exit 2) reported like click's own, naming ``option`` when given."""
+    raise click.UsageError(f"{option}: {message}" if option else message)
+
+
+def split_list(values: Iterable[str] | None) -> list[str]:
+    """Values of a repeatable option, each also split at commas (``--x a,b --x c``)."""
+    out: list[str] = []
+    for value in values or ():
+        out.extend(part.strip() for part in value.split(","))
+    return out
+
+
+class StrictCommand(TyperCommand):
+    """A command whose single-valued options may be given once only.
+
+    Click keeps the last value of an option given twice, so ``--trust a.yaml --trust b.yaml``
+    would silently drop a.yaml. Options declared ``list[...]`` accumulate instead; a plain
+    flag (no value, no ``--no-`` twin) may repeat since repeating it changes nothing.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and not ctx.resilient_parsing:
+            _refuse_repeats(self, ctx, args)
+        return super().parse_args(ctx, args)
+
+
+def _refuse_repeats(command: click.Command, ctx: click.Context, args: Sequence[str]) -> None:
+    try:
+        # A second, side-effect-free parse (callbacks run later, in handle_parse_result) just
+        # to see each option occurrence; a parse error is left for the real parse to report.
+        _, _, order = command.make_parser(ctx).parse_args(args=list(args))
+    except click.ClickException:
+        return
+    seen = Counter(p.name for p in order if isinstance(p, click.Option))
+    for param in command.get_params(ctx):
+        if not isinstance(param, click.Option) or seen[param.name] < 2:
+            continue
+        if param.multiple or param.count or (param.is_flag and not param.secondary_opts):
+            continue
+        names = "/".join(param.opts + param.secondary_opts)
+        raise click.UsageError(
+            f"{names} was given {seen[param.name]} times; it takes one value", ctx=ctx
+        )
+
+
+class Group(TyperGroup):
+    """The `gpuprov` command group: usage errors printed as ``gpuprov: error: ...`` (exit 2).
+
+    Typer would draw them in a box and add its own "Did you mean" to click's; both are off.
+    """
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.ClickException as e:
+            if type(e).__name__ == "NoArgsIsHelpError":
+                # The help text is the message (Typer's renderer may have printed it already).
+                if e.format_message().strip():
+                    e.show()
+            else:
+                show_usage_error(e)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            error("aborted")
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def show_usage_error(e: click.ClickException) -> None:
+    """Usage line, where to get help, then ``gpuprov: error: ...`` (argparse's shape)."""
+    ctx = getattr(e, "ctx", None)
+    if isinstance(e, click.UsageError) and ctx is not None:
+        typer.echo(ctx.get_usage(), err=True)
+        if ctx.command.get_help_option(ctx) is not None:
+            typer.echo(f"Try '{ctx.command_path} {ctx.help_option_names[0]}' for help.", err=True)
+    error(e.format_message())
+
+
+def typer_app(**kwargs: Any) -> typer.Typer:
+    """A Typer (sub)app with gpuprov's group class and without Typer's extra suggestions."""
+    kwargs.setdefault("no_args_is_help", True)
+    return typer.Typer(
+        cls=Group,
+        suggest_commands=False,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        **kwargs,
+    )
