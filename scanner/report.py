@@ -54,8 +54,7 @@ _REQUIRED = ("file", "library", "version", "integrity", "sha256")
 _TRUST = ("provenance", "signer", "slsa")
 _OPTIONAL = ("cuda", "owner")
 _ORDER: tuple[str, ...] = ("path", "file", "family", "library", "version", "cuda", "owner")
-_ORDER += ("integrity",)
-_ORDER += (*_TRUST, "sha256")
+_ORDER += ("integrity", *_TRUST, "sha256")
 _STYLES = {"verified": "green", "modified": "bold red", "unowned": "yellow", "conflict": "bold red"}
 
 
