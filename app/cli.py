@@ -275,12 +275,18 @@ def register(app: typer.Typer) -> None:
     app.add_typer(token_app, name="token")
 
 
+def full_app(argv: list[str] | None = None) -> typer.Typer:
+    """The whole `gpuprov` command line; with ``argv``, only what that command line needs."""
+    from scanner.cli import app, register_all
+
+    register_all(argv or ["gpuprov"])
+    if not any(c.name == "serve" for c in app.registered_commands):
+        register(app)
+    return app
+
+
 def main() -> None:
     """Entry point of the ``gpuprov`` console script: scanner, agent and service commands."""
     import sys
 
-    from scanner.cli import app, register_all
-
-    register_all(sys.argv)
-    register(app)
-    app()
+    full_app(sys.argv)()

@@ -410,7 +410,7 @@ def register_all(argv: list[str]) -> None:
     ``scan`` never needs; skipping them keeps a warm host rescan fast.
     """
     words = [a for a in argv[1:] if not a.startswith("-")]
-    if words[:1] == ["scan"]:
+    if words[:1] == ["scan"] or any(c.name == "push" for c in app.registered_commands):
         return
     from scanner import cli_agent, cli_provenance
 

@@ -7,6 +7,8 @@ command (even a warm host rescan) can afford it.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -14,12 +16,33 @@ from typing import Any, NoReturn
 
 import click
 import typer
-from typer.core import TyperCommand, TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from scanner.terminal import printable
 
 PROG = "gpuprov"
 EXIT_USAGE = 2
+
+
+def _keep_argument_help() -> None:
+    """Click 8.5 sets ``help`` in `click.Parameter.__init__`, after typer <= 0.24 has set it on
+    its arguments, so every argument's help text vanished; set it again afterwards."""
+    if "help" not in inspect.signature(click.Parameter.__init__).parameters:
+        return  # click < 8.5: nothing to repair
+    init = TyperArgument.__init__
+    if getattr(init, "_gpuprov_keeps_help", False):
+        return
+
+    @functools.wraps(init)
+    def __init__(self: TyperArgument, *args: Any, help: str | None = None, **kw: Any) -> None:
+        init(self, *args, help=help, **kw)
+        self.help = help
+
+    __init__._gpuprov_keeps_help = True  # type: ignore[attr-defined]
+    TyperArgument.__init__ = __init__  # type: ignore[method-assign]
+
+
+_keep_argument_help()
 
 
 def say(message: str) -> None:

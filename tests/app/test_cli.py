@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import click
 import httpx
 import pytest
 import typer
@@ -17,6 +18,7 @@ from app import cli
 from app.domain.tokens import authenticate
 from app.settings import Settings
 from app.storage.session import Database
+from scanner.cli_common import StrictCommand
 from tests.app.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,3 +227,129 @@ def test_a_schema_from_a_newer_gpuprov_is_one_clear_line(
     ):
         code, out, err = _run(*args)
         assert code == 1 and fragment in _one_line(out, err), (args, out, err)
+
+
+# --- the whole command line: strict options, help text, one error style ----------------------
+
+
+def _commands() -> list[tuple[list[str], click.Command]]:
+    """Every command of `gpuprov` with its words (``["catalog", "verify"]``)."""
+    root = typer.main.get_command(cli.full_app())
+    out: list[tuple[list[str], click.Command]] = []
+
+    def walk(words: list[str], command: click.Command) -> None:
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                walk([*words, name], sub)
+        else:
+            out.append((words, command))
+
+    walk([], root)
+    return out
+
+
+def _invoke(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli.full_app(), list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_walk_finds_every_command() -> None:
+    names = {" ".join(words) for words, _ in _commands()}
+    assert {"scan", "verify", "push", "agent", "serve", "db upgrade", "token create"} <= names
+    assert {"catalog sign", "catalog verify", "trust check", "trust refresh-root"} <= names
+
+
+def test_every_option_and_argument_has_help_text() -> None:
+    missing = [
+        f"{' '.join(words)} {param.name}"
+        for words, command in _commands()
+        for param in command.params
+        if not (getattr(param, "help", None) or "").strip()
+    ]
+    assert missing == []
+
+
+def test_every_command_refuses_a_single_valued_option_given_twice() -> None:
+    checked = 0
+    for words, command in _commands():
+        assert isinstance(command, StrictCommand), words
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.multiple or param.hidden:
+                continue
+            if param.is_flag and not param.secondary_opts:
+                continue  # a bare flag says the same thing however often it is given
+            opt = param.opts[-1]
+            value = [] if param.is_flag else ["x"]
+            code, _, err = _invoke(*words, opt, *value, opt, *value)
+            assert code == 2, (words, opt, err)
+            assert f"gpuprov: error: {'/'.join(param.opts)} was given 2 times" in err, err
+            checked += 1
+    assert checked > 30  # --trust, --server, --database-url, --format, ... of every command
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["scna"], "No such command 'scna'. Did you mean 'scan'?"),
+        (["catalog", "verfy"], "No such command 'verfy'. Did you mean 'verify'?"),
+        (
+            ["scan", ".", "--fail-onn", "x"],
+            "No such option '--fail-onn'. Did you mean '--fail-on'?",
+        ),
+        (["token", "create", "--name", "x"], "Missing option '--scope'."),
+        (["serve", "--log-level", "loud"], "'loud' is not one of 'critical', 'error'"),
+        (["push"], "give either a REPORT file or --spool"),
+        (["agent", "--interval", "soon"], "--interval: 'soon' is not a duration"),
+    ],
+)
+def test_usage_errors_have_one_style(args: list[str], message: str) -> None:
+    code, _, err = _invoke(*args)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("Usage: gpuprov ")
+    assert lines[-1].startswith("gpuprov: error: ")
+    assert message in lines[-1]
+    assert err.count("Did you mean") <= 1
+    assert not any(ch in err for ch in "╭│╰")  # no box drawn around the message
+
+
+def test_runtime_errors_have_one_style(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing")
+    for args in (
+        ["scan", missing],
+        ["verify", missing, "--bundle", missing, "--key", missing],
+        ["catalog", "sign", missing, "--key", missing],
+        ["catalog", "verify", missing, "--trust-key", missing],
+        ["push", missing, "--server", "http://127.0.0.1:9"],
+        ["token", "list", "--database-url", f"sqlite:///{tmp_path}/no/such/dir/x.db"],
+        ["db", "current", "--database-url", "postgresql+psycopg://u@127.0.0.1:9/none"],
+    ):
+        code, _, err = _invoke(*args)
+        assert code in (1, 2), (args, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("gpuprov: error: "), (args, err)
+        assert "Traceback" not in err
+
+
+def test_token_scopes_and_assets_accumulate(db_url: str) -> None:
+    code, _, err = _run(
+        "token",
+        "create",
+        "--name",
+        "agent",
+        "--scope",
+        "report:write",
+        "--scope",
+        "inventory:read,admin",
+        "--asset",
+        "gpu-node-*",
+        "--asset",
+        "ci-*",
+        "--database-url",
+        db_url,
+    )
+    assert code == 0, err
+    code, out, _ = _run("token", "list", "--database-url", db_url)
+    (line,) = out.splitlines()
+    assert line.split("\t")[3] == "admin,inventory:read,report:write"
+    assert line.endswith("assets=gpu-node-*,ci-*")
