@@ -70,6 +70,9 @@ class ProgressDisplay:
         text = describe(event)
         if event.stage != self.stage or self.task is None:
             if self.task is not None:
+                # The stage is over: a full bar, not an endless pulse.
+                done = self.bar.tasks[-1].completed or 1
+                self.bar.update(self.task, total=done, completed=done)
                 self.bar.stop_task(self.task)
             self.stage = event.stage
             self.task = self.bar.add_task(text, total=event.total)

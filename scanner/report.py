@@ -29,12 +29,15 @@ def _digest(lib: GpuLibrary, wide: bool) -> str:
     return lib.digests.sha256 if wide else lib.digests.sha256[:12]
 
 
-def _trust_given(result: ScanResult) -> bool:
-    """Whether the scan had trust inputs: catalogs give every library a provenance verdict,
-    a policy on an image gives the image a signature verdict."""
-    return result.image_trust is not None or any(
-        lib.provenance is not None for lib in result.libraries
-    )
+def _trust_columns(result: ScanResult) -> tuple[str, ...]:
+    """The trust columns this scan's inputs call for: catalogs give each library a provenance
+    verdict and its signer; a trust policy on an image gives it an SLSA Build level."""
+    columns: tuple[str, ...] = ()
+    if any(lib.provenance is not None for lib in result.libraries):
+        columns += ("provenance", "signer")
+    if result.image_trust is not None:
+        columns += ("slsa",)
+    return columns
 
 
 def _image_line(result: ScanResult) -> str | None:
@@ -49,13 +52,22 @@ def _image_line(result: ScanResult) -> str | None:
     return f"image signature: signed by {trust.signer or '?'}{slsa}{builder}"
 
 
-#: Columns of the table, in order; a narrow terminal drops the optional ones, last first.
+#: Columns of the table, in order; narrow tables drop the optional ones that do not fit.
 _REQUIRED = ("file", "library", "version", "integrity", "sha256")
-_TRUST = ("provenance", "signer", "slsa")
 _OPTIONAL = ("cuda", "owner")
 _ORDER: tuple[str, ...] = ("path", "file", "family", "library", "version", "cuda", "owner")
-_ORDER += ("integrity", *_TRUST, "sha256")
+_ORDER += ("integrity",)
+_ORDER += ("provenance", "signer", "slsa", "sha256")
+#: Columns whose values may fold onto several lines (names); the others are short, closed sets.
+_FOLDS = frozenset({"path", "file", "library", "owner", "signer"})
 _STYLES = {"verified": "green", "modified": "bold red", "unowned": "yellow", "conflict": "bold red"}
+
+
+def _signer(signer: str | None, wide: bool) -> str:
+    """The signer's name; its key or certificate details only in wide tables."""
+    if signer is None:
+        return "-"
+    return signer if wide else signer.split(" (", 1)[0]
 
 
 def _row(lib: GpuLibrary, result: ScanResult, wide: bool) -> dict[str, tuple[str, str]]:
@@ -85,7 +97,7 @@ def _row(lib: GpuLibrary, result: ScanResult, wide: bool) -> dict[str, tuple[str
         "owner": (owner, ""),
         "integrity": (lib.integrity.value, _STYLES.get(lib.integrity.value, "")),
         "provenance": (lib.provenance or "-", _STYLES.get(lib.provenance or "", "")),
-        "signer": (lib.provenance_signer or "-", ""),
+        "signer": (_signer(lib.provenance_signer, wide), ""),
         "slsa": (slsa, ""),
         "sha256": (_digest(lib, wide), ""),
     }
@@ -94,22 +106,35 @@ def _row(lib: GpuLibrary, result: ScanResult, wide: bool) -> dict[str, tuple[str
     return {k: (v if k in keep else printable(v), style) for k, (v, style) in cells.items()}
 
 
-def _pick_columns(rows: list[dict[str, tuple[str, str]]], trust: bool, width: int) -> list[str]:
-    """The columns that fit ``width``: the required ones, then trust, then optional ones."""
+def _layout(
+    rows: list[dict[str, tuple[str, str]]], trust: tuple[str, ...], width: int
+) -> dict[str, int]:
+    """Columns that fit ``width`` with the width of each: short columns get what they need,
+    the names share the rest with the file name first (it is what a reader looks for)."""
 
     def natural(name: str) -> int:
         lines = [name, *(line for r in rows for line in r[name][0].split("\n"))]
         return max(len(line) for line in lines)
 
-    chosen = list(_REQUIRED) + (list(_TRUST) if trust else [])
-    # The file column may fold; count it at up to 32 characters when deciding what fits.
-    used = sum(min(natural(c), 32) if c == "file" else natural(c) for c in chosen)
+    def budget(columns: list[str]) -> int:
+        fixed = sum(natural(c) for c in columns if c not in _FOLDS)
+        return width - 2 * (len(columns) - 1) - fixed  # two spaces between columns
+
+    chosen = [*_REQUIRED, *trust]
     for name in _OPTIONAL:
-        need = natural(name) + 2  # the column and its separator
-        if used + 2 * (len(chosen) - 1) + need <= width:
+        # an optional column is shown while the file name keeps 24 characters and others 8
+        folding = [c for c in [*chosen, name] if c in _FOLDS]
+        need = sum(min(natural(c), 24 if c == "file" else 8) for c in folding)
+        if budget([*chosen, name]) >= need:
             chosen.append(name)
-            used += natural(name)
-    return [c for c in _ORDER if c in chosen]
+    widths = {c: natural(c) for c in chosen if c not in _FOLDS}
+    left = budget(chosen)
+    others = [c for c in chosen if c in _FOLDS and c != "file"]
+    share = max(6, left // (2 + len(others)))  # the file name gets about twice a share
+    for name in others:
+        widths[name] = min(natural(name), share)
+    widths["file"] = max(12, left - sum(widths[c] for c in others))
+    return {c: widths[c] for c in _ORDER if c in widths}
 
 
 def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = False) -> None:
@@ -142,16 +167,26 @@ def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = F
     title = f"{asset.kind.value} {asset.name}"
     if asset.digest:
         title += f" ({asset.digest if wide else asset.digest[:19]})"
-    trust = _trust_given(result)
+    trust = _trust_columns(result)
     rows = [_row(lib, result, wide) for lib in result.libraries]
+    table = Table(
+        title=cell(title),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
     if wide:
-        columns = [c for c in _ORDER if c != "file" and (trust or c not in _TRUST)]
+        for name in _ORDER:
+            if name != "file" and (name in trust or name not in ("provenance", "signer", "slsa")):
+                table.add_column(name, no_wrap=True)
     else:
-        columns = _pick_columns(rows, trust, console.width)
-    table = Table(title=cell(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
-    for name in columns:
-        folds = name in ("file", "path", "library", "owner", "signer")
-        table.add_column(name, overflow="fold", no_wrap=not folds or wide)
+        for name, size in _layout(rows, trust, console.width).items():
+            # Widths fit unless the terminal is very narrow; then every column folds, so
+            # nothing is cut off.
+            table.add_column(name, width=size, overflow="fold")
+    columns = [str(c.header) for c in table.columns]
     directory = None
     for lib, row in zip(result.libraries, rows, strict=True):
         parent = lib.ref.path.rpartition("/")[0] + "/"
