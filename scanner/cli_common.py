@@ -45,6 +45,11 @@ def _keep_argument_help() -> None:
 _keep_argument_help()
 
 
+def out(message: str) -> None:
+    """A line of a command's result on stdout, with control characters escaped."""
+    typer.echo(printable(message))
+
+
 def say(message: str) -> None:
     """A line for the user on stderr (never the report): progress notes, skipped items."""
     typer.echo(printable(message), err=True)

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from scanner.cli_common import PROG, StrictCommand, fail, say, typer_app
+from scanner.cli_common import PROG, StrictCommand, fail, out, say, typer_app
 from scanner.errors import ScannerError, VerifyError
 from scanner.refcatalog.model import Catalog, RefCatalogError
 from scanner.verify.trust import Rejected, SigstoreRoot, TrustedKey, TrustPolicy, with_roots
@@ -155,7 +155,7 @@ def verify(
         raise _rejected(str(e)) from None
     except ScannerError as e:
         raise _rejected(str(e)) from None
-    typer.echo(f"OK: {artifact} signed by {identity} ({where})")
+    out(f"OK: {artifact} signed by {identity} ({where})")
 
 
 def _verify_plain_envelope(raw: bytes, policy: TrustPolicy, subject: object) -> str:
@@ -274,7 +274,7 @@ def catalog_verify(
         scope = (
             f", {verified.out_of_scope} outside the signer's scope" if verified.out_of_scope else ""
         )
-        typer.echo(
+        out(
             f"OK: {path}: catalog {verified.name!r} signed by {verified.signer}: "
             f"{len(verified.entries)} files{scope}"
         )
@@ -312,7 +312,7 @@ def trust_refresh_root(
         raise fail(str(e), EXIT_USAGE) from None
     except OSError as e:
         raise fail(f"cannot write the pinned root: {e.strerror}", EXIT_USAGE) from None
-    typer.echo(
+    out(
         f"pinned {target}: {len(root.authorities)} CAs, {len(root.tlogs)} transparency logs, "
         f"{len(root.ctlogs)} CT logs"
     )
@@ -330,13 +330,11 @@ def trust_check(
             + [f"images {','.join(signer.scope.images)}"] * bool(signer.scope.images)
         )
         unsafe = f" UNSAFE: {','.join(sorted(signer.unsafe))}" if signer.unsafe else ""
-        typer.echo(f"signer {signer.describe()}: {scope}{unsafe}")
+        out(f"signer {signer.describe()}: {scope}{unsafe}")
     for root in policy.roots:
-        typer.echo(f"root {root.name}")
+        out(f"root {root.name}")
     for rule in policy.builders:
-        typer.echo(
-            f"builder {rule.id or '/' + str(rule.id_regex) + '/'}: up to Build L{rule.level}"
-        )
+        out(f"builder {rule.id or '/' + str(rule.id_regex) + '/'}: up to Build L{rule.level}")
 
 
 def register(app: typer.Typer) -> None:

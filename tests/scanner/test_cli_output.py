@@ -198,6 +198,15 @@ def test_messages_on_stderr_show_target_data_literally(hostile: Path) -> None:
     assert result.stderr.startswith(f"gpuprov: error: {hostile}/\\x1b[2Jnowhere: no such file")
 
 
+def test_verification_results_show_names_literally(golden: dict[str, Path], tmp_path: Path) -> None:
+    key = tmp_path / "vendor\x1b[2J:x:.pub"  # the signer is described by its key file's name
+    key.write_bytes(golden["pub"].read_bytes())
+    result = invoke("catalog", "verify", golden["catalog"], "--trust-key", key)
+    assert result.exit_code == 0, result.output
+    _harmless(result.stdout)
+    assert "signed by vendor\\x1b[2J:x:.pub" in result.stdout
+
+
 # --- progress -------------------------------------------------------------------------------
 
 
