@@ -12,7 +12,7 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,6 +26,9 @@ from scanner.cli_common import (
     usage_error,
 )
 from scanner.errors import ScannerError
+
+if TYPE_CHECKING:
+    from scanner.model import ScanResult
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -344,6 +347,7 @@ def scan(
             )
     except ScannerError as e:
         raise fail(str(e), EXIT_USAGE) from None
+    _require_included(include or [], result)
 
     text = ""
     if chosen is Format.TABLE:
@@ -385,6 +389,21 @@ def scan(
         code = code or pushed
     if code != EXIT_OK:
         raise typer.Exit(code)
+
+
+def _require_included(include: list[str], result: ScanResult) -> None:
+    """Refuse a host scan whose every --include path is missing: it scanned nothing, and a
+    typo must not pass as a clean host (one missing path among others is a skipped item)."""
+    from scanner.source.directory import INCLUDE_NOT_FOUND
+    from scanner.source.interface import normalize
+
+    missing = {s.path for s in result.skipped if s.reason == INCLUDE_NOT_FOUND}
+    if include and all(normalize(path) in missing for path in include):
+        raise fail(
+            f"--include: {', '.join(include)}: not found inside {result.asset.reference}; "
+            "nothing was scanned",
+            EXIT_USAGE,
+        )
 
 
 def _write(text: str, output: Path | None) -> None:

@@ -32,6 +32,8 @@ from scanner.source.interface import Node, RootView, Selector, normalize
 from scanner.source.layers import collect_candidates
 
 _PSEUDO = frozenset({"proc", "sys", "dev"})
+#: The skipped reason of an ``include`` path that the root does not have.
+INCLUDE_NOT_FOUND = "include path not found inside the root"
 #: One shared node for the many regular files that are neither candidates nor metadata: the
 #: tree only needs to know they exist (for symlink resolution); it saves an object per file.
 _PLAIN = Node("", NodeKind.FILE)
@@ -145,7 +147,7 @@ class _Walk:
         real = self.resolve(path, record=True)
         if real is None:
             if required:
-                self.skip(path, "include path not found inside the root")
+                self.skip(path, INCLUDE_NOT_FOUND)
             return
         parts = real.split("/")
         if len(parts) > 1 and parts[1] in _PSEUDO:

@@ -323,10 +323,18 @@ def test_host_include(world: sc.World, tmp_path: Path) -> None:
     assert got == included
     # the subtree's package database (conda-meta) is inside it: ownership is kept
     assert got[f"{sc.CONDA}/lib/libcurand.so.{sc.CURAND_VERSION}"].integrity == "verified"
-    missing = invoke([*args, "--include", "/no/such/dir"])
-    assert missing.exit_code == 0
-    assert json.loads(missing.stdout)["libraries"] == []
-    assert "/no/such/dir: include path not found" in missing.stderr
+    # one missing subtree among others is a skipped item; all missing scanned nothing: exit 2
+    partly = invoke([*args, "--include", sc.MIXED, "--include", "/no/such/dir"])
+    assert partly.exit_code == 0
+    assert set(libraries(partly.stdout)) == {p for p in world.expected if p.startswith(sc.MIXED)}
+    assert "/no/such/dir: include path not found" in partly.stderr
+    missing = invoke([*args, "--include", "/no/such/dir", "--include", "/usr/lbi"])
+    assert missing.exit_code == 2
+    assert missing.stdout == ""
+    assert missing.stderr.strip().endswith(
+        f"gpuprov: error: --include: /no/such/dir, /usr/lbi: not found inside {world.root}; "
+        "nothing was scanned"
+    )
 
 
 # --- bad input (issue 2, section 7) ---------------------------------------------------------
