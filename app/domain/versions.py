@@ -1,109 +1,20 @@
-"""Version normalization, sortable version keys and version-range filters.
+"""The service's view of version rules: the scanner's single copy (scanner/versions.py).
 
-A version key is four numeric components, each zero-padded to six digits: digit strings of one
-length sort the same in every collation, so range queries are plain index-backed comparisons.
+Kept as a module so the service's imports read as domain code; nothing is defined here.
 """
 
-from __future__ import annotations
+from scanner.versions import (
+    VersionFilter,
+    normalize_version,
+    parse_version_filter,
+    version_key,
+    version_matches,
+)
 
-import re
-from dataclasses import dataclass
-from functools import lru_cache
-
-_PARTS = 4
-_WIDTH = 6
-_MAX = 10**_WIDTH - 1
-_LEADING = re.compile(r"^(?:\d+:)?v?(\d+(?:\.\d+)*)")
-_OPERATORS = ("==", ">=", "<=", ">", "<")
-
-
-def normalize_version(raw: str | None) -> str | None:
-    """The leading dotted-numeric part of a version ("9.7.0.66-1" -> "9.7.0.66"), else ``raw``."""
-    if raw is None:
-        return None
-    raw = raw.strip()
-    if not raw:
-        return None
-    match = _LEADING.match(raw)
-    return match.group(1) if match else raw
-
-
-def _numbers(version: str) -> list[int] | None:
-    match = _LEADING.match(version.strip())
-    if match is None:
-        return None
-    return [min(int(p), _MAX) for p in match.group(1).split(".")][:_PARTS]
-
-
-def _encode(parts: list[int]) -> str:
-    padded = parts + [0] * (_PARTS - len(parts))
-    return "".join(f"{p:0{_WIDTH}d}" for p in padded)
-
-
-# ingest asks for every file of every report, and a fleet has few distinct versions
-@lru_cache(maxsize=4096)
-def version_key(version: str | None) -> str | None:
-    """The sortable key of a version, or None when it has no numeric prefix."""
-    if version is None:
-        return None
-    parts = _numbers(version)
-    return _encode(parts) if parts else None
-
-
-def _after_prefix(parts: list[int]) -> str:
-    # the smallest key above every version that starts with `parts` ("9.1" -> key of "9.2")
-    bumped = list(parts)
-    bumped[-1] = min(bumped[-1] + 1, _MAX)
-    return _encode(bumped)
-
-
-@dataclass(frozen=True, slots=True)
-class VersionFilter:
-    """Keys in ``[lower, upper)``, or an exact string for versions without a numeric prefix."""
-
-    lower: str | None = None
-    upper: str | None = None
-    exact: str | None = None
-
-
-def parse_version_filter(expression: str) -> VersionFilter:
-    """Parse ``9.1.0``, ``9.1.*``, ``>=9.0,<9.2`` and similar (comma means "and").
-
-    A bare version matches itself and every longer version it prefixes (``9.1.0`` matches
-    ``9.1.0.70``); ``<=X`` and ``>X`` treat X the same way. Raises ValueError on bad syntax.
-    """
-    expression = expression.strip()
-    if not expression:
-        raise ValueError("empty version expression")
-    lower: str | None = None
-    upper: str | None = None
-    for clause in (c.strip() for c in expression.split(",")):
-        operator = next((op for op in _OPERATORS if clause.startswith(op)), "")
-        value = clause[len(operator) :].strip().removesuffix(".*")
-        if not value:
-            raise ValueError(f"missing version in {clause!r}")
-        parts = _numbers(value)
-        if parts is None or normalize_version(value) != value.lstrip("v"):
-            if operator in ("", "==") and "," not in expression:
-                return VersionFilter(exact=value)
-            raise ValueError(f"{value!r} is not a numeric version (like 9.1.0)")
-        low, high = _encode(parts), _after_prefix(parts)
-        if operator in ("", "=="):
-            lower, upper = _max(lower, low), _min(upper, high)
-        elif operator == ">=":
-            lower = _max(lower, low)
-        elif operator == ">":
-            lower = _max(lower, high)
-        elif operator == "<":
-            upper = _min(upper, low)
-        else:  # "<="
-            upper = _min(upper, high)
-    return VersionFilter(lower=lower, upper=upper)
-
-
-def _max(a: str | None, b: str) -> str:
-    return b if a is None else max(a, b)
-
-
-def _min(a: str | None, b: str) -> str:
-    return b if a is None else min(a, b)
+__all__ = [
+    "VersionFilter",
+    "normalize_version",
+    "parse_version_filter",
+    "version_key",
+    "version_matches",
+]

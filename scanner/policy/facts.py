@@ -1,0 +1,143 @@
+"""Asset facts: the frozen input of policy evaluation, built from a scan or from a BOM.
+
+Evaluation never sees a ScanResult or a database row: the CLI builds facts from a scan
+(`facts_from_scan`) or a CycloneDX BOM (scanner/policy/bom_facts.py), the service from its
+inventory. A verdict that was never computed is None, so a rule can say "no verdict" instead
+of passing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from scanner.model import AssetKind, ScanResult
+
+#: Families whose version is the installed driver's version.
+DRIVER_FAMILIES = ("libcuda", "nvidia-ml")
+
+
+@dataclass(frozen=True, slots=True)
+class FileFact:
+    path: str
+    family: str
+    component: str
+    version: str | None
+    cuda_major: int | None
+    sha256: str | None
+    layer: str | None = None
+    #: "verified" | "modified" | "no-record" | "unowned"; None: no verdict (another tool's BOM)
+    integrity: str | None = None
+    integrity_reason: str = ""
+    #: "verified" | "conflict" | "unknown"; None: not evaluated (no reference catalog)
+    provenance: str | None = None
+    provenance_signer: str | None = None
+    provenance_reason: str = ""
+    owner: str | None = None  # owner package purl
+
+    def summary(self) -> dict[str, str | None]:
+        """The file as a reason lists it: path, family, version, sha256, layer."""
+        return {
+            "path": self.path,
+            "family": self.family,
+            "version": self.version,
+            "sha256": self.sha256,
+            "layer": self.layer,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ImageTrustFacts:
+    """What the image's signatures established; absent when no trust policy was applied."""
+
+    signer: str | None
+    slsa_level: int | None
+    builder: str | None = None
+    rejected: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AssetFacts:
+    kind: AssetKind
+    name: str
+    digest: str | None
+    scanned_at: datetime | None
+    files: tuple[FileFact, ...]
+    labels: tuple[tuple[str, str], ...] = ()
+    #: None: the scan applied no trust policy to the image, so signature and SLSA are unknown
+    image_trust: ImageTrustFacts | None = None
+    driver_version: str | None = None
+    findings: tuple[tuple[str, str], ...] = ()  # (kind, message)
+    #: who produced the facts: "gpuprov" or the BOM's tool ("syft 1.0", "trivy", ...)
+    producer: str = "gpuprov"
+
+    def label(self, key: str) -> str | None:
+        return dict(self.labels).get(key)
+
+    def subject(self) -> dict[str, object]:
+        """The subject of a gate decision (JSON)."""
+        return {
+            "kind": self.kind.value,
+            "name": self.name,
+            "digest": self.digest,
+            "scanned_at": self.scanned_at.isoformat() if self.scanned_at else None,
+            "labels": dict(self.labels),
+            "producer": self.producer,
+        }
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """An RFC 3339 time as an aware datetime (naive ones are UTC); None when absent or bad."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def driver_version_of(files: tuple[FileFact, ...]) -> str | None:
+    """The driver version the asset's own driver libraries state (libcuda, NVML)."""
+    versions = sorted({f.version for f in files if f.family in DRIVER_FAMILIES and f.version})
+    return versions[0] if versions else None
+
+
+def facts_from_scan(result: ScanResult) -> AssetFacts:
+    """The facts of a finished scan."""
+    files = tuple(
+        FileFact(
+            path=lib.ref.path,
+            family=lib.ident.family,
+            component=lib.ident.component,
+            version=lib.ident.version,
+            cuda_major=lib.ident.cuda_major,
+            sha256=lib.digests.sha256,
+            layer=lib.ref.layer,
+            integrity=lib.integrity.value,
+            integrity_reason=lib.integrity_reason,
+            provenance=lib.provenance,
+            provenance_signer=lib.provenance_signer,
+            provenance_reason=lib.provenance_reason,
+            owner=lib.owner.purl if lib.owner else None,
+        )
+        for lib in result.libraries
+    )
+    trust = result.image_trust
+    asset = result.asset
+    return AssetFacts(
+        kind=asset.kind,
+        name=asset.name,
+        digest=asset.digest or asset.config_digest or asset.machine_id,
+        scanned_at=parse_time(result.started_at),
+        files=files,
+        labels=asset.labels,
+        image_trust=(
+            ImageTrustFacts(trust.signer, trust.slsa_level, trust.builder, trust.rejected)
+            if trust is not None
+            else None
+        ),
+        driver_version=driver_version_of(files),
+        findings=tuple((f.kind, f.message) for f in result.findings),
+        producer=f"gpuprov {result.tool_version}",
+    )

@@ -1,0 +1,84 @@
+"""The controls catalog: loads, every rule's controls exist, wrong mappings are never cited."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import pytest
+import yaml
+
+from scanner.policy.controls import FORBIDDEN_CONTROLS, default_catalog, parse_catalog
+from scanner.policy.document import RULE_IDS, PolicyError
+from scanner.policy.drivers import default_drivers
+
+
+def _raw() -> dict[str, object]:
+    text = resources.files("scanner.policy").joinpath("data/controls.yaml").read_text()
+    doc = yaml.safe_load(text)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_catalog_loads_with_three_frameworks_and_sources() -> None:
+    catalog = default_catalog()
+    assert {f.id for f in catalog.frameworks} == {"slsa-v1.2", "cis-v8", "nist-csf-2.0"}
+    assert all(c.title and c.source for c in catalog.controls.values())
+    assert catalog.controls["CIS-2.6"].implementation_groups == (2, 3)
+    assert catalog.controls["ID.AM-02"].title.startswith("Inventories of software")
+    assert catalog.controls["SLSA_BUILD_LEVEL_3"].level == 3
+
+
+def test_every_rule_cites_existing_controls_and_never_the_wrong_ones() -> None:
+    catalog = default_catalog()
+    assert set(catalog.rules) == set(RULE_IDS)
+    for rule, ids in catalog.rules.items():
+        assert ids, rule
+        assert all(i in catalog.controls for i in ids), rule
+        assert not FORBIDDEN_CONTROLS & set(ids), rule
+    assert not FORBIDDEN_CONTROLS & set(catalog.controls)
+    # the issue's mappings
+    assert {"ID.RA-09", "PR.DS-01", "DE.CM-09", "CIS-2.5", "CIS-2.6"} <= set(
+        catalog.rules["integrity"]
+    )
+    assert {"CIS-2.3", "CIS-2.6", "PR.PS-05"} <= set(catalog.rules["ownership"])
+    assert {"CIS-2.2", "CIS-16.5", "PR.PS-02"} <= set(catalog.rules["versions"])
+    assert {"ID.AM-02", "CIS-2.1", "CIS-2.4", "CIS-16.4"} <= set(catalog.rules["scan_age"])
+
+
+def test_no_packaged_file_mentions_the_wrong_controls_as_a_citation() -> None:
+    doc = _raw()
+    cited = {c["id"] for c in doc["controls"]}  # type: ignore[index, union-attr]
+    assert not cited & FORBIDDEN_CONTROLS
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda d: d["rules"]["integrity"].append("PR.DS-99"), "unknown control 'PR.DS-99'"),
+        (
+            lambda d: d["controls"].append(
+                {"id": "PR.DS-10", "framework": "nist-csf-2.0", "title": "x"}
+            ),
+            "PR.DS-10 must not be cited",
+        ),
+        (lambda d: d["rules"].pop("parity"), "rules without controls: parity"),
+        (lambda d: d["rules"].update(signature=["ID.RA-09"]), "no such policy rule"),
+        (lambda d: d["controls"][0].update(framework="iso"), "unknown framework"),
+    ],
+)
+def test_a_broken_catalog_is_refused(change: object, expected: str) -> None:
+    doc = _raw()
+    assert callable(change)
+    change(doc)
+    with pytest.raises(PolicyError, match=expected):
+        parse_catalog(doc)
+
+
+def test_driver_table_is_sourced_data() -> None:
+    table = default_drivers()
+    assert table.minimum == {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+    assert "docs.nvidia.com" in table.source_url
+    assert table.satisfies("535.309.01", 12) is True
+    assert table.satisfies("470.256.02", 12) is False
+    assert table.satisfies("535.309.01", 13) is False
+    assert table.satisfies("535.309.01", 10) is None

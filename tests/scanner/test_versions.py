@@ -1,0 +1,35 @@
+"""version_matches: the service's version syntax as a predicate (scanner/versions.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+import app.domain.versions as app_versions
+from scanner import versions
+from scanner.versions import version_matches
+
+
+@pytest.mark.parametrize(
+    ("version", "expression", "expected"),
+    [
+        ("9.1.0.70", "9.1.0", True),
+        ("9.1.0.70", "9.1.*", True),
+        ("9.2.0", "9.1.*", False),
+        ("9.1.0", ">=9.0,<9.2", True),
+        ("9.2.0", ">=9.0,<9.2", False),
+        ("10.0", ">=9.1,<10", False),
+        ("12.4.127", ">=12.2", True),
+        ("11.8.89", ">=12.2", False),
+        ("9.7.0.66-1", "9.7.0", True),
+        (None, "9.1.0", False),
+        ("nightly", "nightly", True),
+        ("nightly", ">=9", False),
+    ],
+)
+def test_version_matches(version: str | None, expression: str, expected: bool) -> None:
+    assert version_matches(version, expression) is expected
+
+
+def test_the_service_uses_the_same_rule() -> None:
+    assert app_versions.parse_version_filter is versions.parse_version_filter
+    assert app_versions.version_key is versions.version_key
