@@ -6,7 +6,9 @@ imported only when a table is rendered.
 
 from __future__ import annotations
 
+import io
 import json
+import os
 from dataclasses import asdict
 from typing import Any, TextIO
 
@@ -137,6 +139,23 @@ def _layout(
     return {c: widths[c] for c in _ORDER if c in widths}
 
 
+def table_width(out: TextIO) -> int:
+    """``$COLUMNS`` when set, else the width of the terminal ``out`` is, else 80.
+
+    Decided here rather than by rich, which asks whichever standard stream is a terminal: a
+    table written to a file or a pipe from an interactive shell would take the shell's width.
+    """
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        if out.isatty():
+            return os.get_terminal_size(out.fileno()).columns or 80
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass
+    return 80
+
+
 def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = False) -> None:
     """Write a human-readable summary table of the GPU libraries found.
 
@@ -158,7 +177,7 @@ def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = F
         file=out,
         force_terminal=color,
         no_color=not color,
-        width=1 << 20 if wide else None,
+        width=1 << 20 if wide else table_width(out),
         markup=False,
         emoji=False,
         highlight=False,
