@@ -1,5 +1,5 @@
-"""The package a deployment installs works: the wheel is built from a copy of the checkout,
-installed into a fresh virtualenv outside it, and the installed `gpuprov` (run from a directory
+"""The package a deployment installs works: the wheel is built from the files git tracks (what a
+clean clone holds), installed into a fresh virtualenv outside the checkout, and the installed `gpuprov` (run from a directory
 outside the checkout) migrates a database, creates tokens, serves, takes a pushed report and
 answers a query. Every data file the code loads at run time must come from the installed
 package: the migrations, the pinned Sigstore roots, the CycloneDX schemas.
@@ -56,15 +56,24 @@ class Installed:
         return done
 
 
+def _tracked() -> list[str]:
+    """The files of a clean clone that the build reads (untracked files left around in this
+    checkout are not part of it)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", *SOURCES, *TREES],
+        cwd=CHECKOUT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [name for name in listed.split("\0") if name]
+
+
 def _build_wheel(tmp: Path) -> Path:
     source = tmp / "src"
-    source.mkdir()
-    for name in SOURCES:
+    for name in _tracked():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(CHECKOUT / name, source / name)
-    for tree in TREES:
-        shutil.copytree(
-            CHECKOUT / tree, source / tree, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
     wheels = tmp / "wheels"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
@@ -127,6 +136,10 @@ def test_the_wheel_carries_every_runtime_data_file(installed: Installed) -> None
     } | {
         f"app/storage/migrations/versions/{p.name}"
         for p in (CHECKOUT / "migrations" / "versions").glob("*.py")
+    }
+    # and whatever data file a package holds now or later (templates, schemas, roots, ...)
+    expected |= {
+        name for name in _tracked() if name.startswith(("scanner/", "app/")) and name[-3:] != ".py"
     }
     assert expected <= names, expected - names
     assert not [n for n in names if n.startswith("migrations/")]  # no top-level "migrations"
