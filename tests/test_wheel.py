@@ -1,8 +1,9 @@
 """The package a deployment installs works: the wheel is built from the files git tracks (what a
-clean clone holds), installed into a fresh virtualenv outside the checkout, and the installed `gpuprov` (run from a directory
-outside the checkout) migrates a database, creates tokens, serves, takes a pushed report and
-answers a query. Every data file the code loads at run time must come from the installed
-package: the migrations, the pinned Sigstore roots, the CycloneDX schemas.
+clean clone holds), installed into a fresh virtualenv outside the checkout, and the installed
+`gpuprov` (run from a directory outside the checkout) migrates a database, creates tokens,
+serves, takes a pushed report and answers a query. Every data file the code loads at run time
+must come from the installed package: the migrations, the pinned Sigstore roots, the CycloneDX
+schemas.
 
 The fresh venv gets the third-party dependencies through a ``.pth`` line naming this venv's
 site-packages: what is under test is gpuprov's own wheel, and ``.pth`` lines are not followed
