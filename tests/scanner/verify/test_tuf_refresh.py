@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from securesystemslib.signer import CryptoSigner
+from tuf.api.metadata import Root
 
 from scanner.errors import VerifyError
 from scanner.verify.trust import SigstoreRoot, cache_dir, refresh_public_good
@@ -216,3 +217,125 @@ def test_a_copy_others_may_write_is_refused(
 
 def test_the_cache_directory_is_the_documented_one(cache: Path) -> None:
     assert cache_dir() == cache
+
+
+def test_a_copy_owned_by_another_user_is_refused(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    target = _refreshed(repo, instance, tmp_path)
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    os.chown(target, 4242, -1)
+    with pytest.raises(VerifyError, match="owned by uid 4242"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+    os.chown(target, os.geteuid(), -1)
+    os.chown(target.parent, 4242, -1)
+    with pytest.raises(VerifyError, match="owned by uid 4242"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+
+
+def _state(cache: Path) -> Path:
+    return cache / "trust" / "public-good-tuf"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda s: (s / "timestamp.json").unlink(), "cannot read"),
+        (lambda s: (s / "snapshot.json").unlink(), "cannot read"),
+        (lambda s: (s / "targets.json").unlink(), "cannot read"),
+        (lambda s: (s / "snapshot.json").write_text("{}"), "does not verify"),
+    ],
+)
+def test_kept_metadata_must_be_complete(
+    repo: TufRepo,
+    instance: PrivateSigstore,
+    cache: Path,
+    tmp_path: Path,
+    damage: object,
+    message: str,
+) -> None:
+    _refreshed(repo, instance, tmp_path)
+    damage(_state(cache))  # type: ignore[operator]
+    with pytest.raises(VerifyError, match=message):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+
+
+def test_kept_metadata_versions_must_chain(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    """Each kept role must be the version the role above it signed for, and each kept root
+    the next version: swapping in other validly signed metadata is refused."""
+    raw = instance.trusted_root_json()
+    refresh_public_good(repo.publish(tmp_path / "v1", raw), pinned_tuf_root=repo.pinned)
+    state = _state(cache)
+    old_snapshot = (state / "snapshot.json").read_bytes()
+    old_targets = (state / "targets.json").read_bytes()
+    refresh_public_good(repo.publish(tmp_path / "v2", raw, version=2), pinned_tuf_root=repo.pinned)
+    assert SigstoreRoot.public_good(pinned_tuf_root=repo.pinned).raw == raw
+    (state / "snapshot.json").write_bytes(old_snapshot)
+    with pytest.raises(VerifyError, match="snapshot version 1 is not the version 2"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+    refresh_public_good(repo.publish(tmp_path / "v3", raw, version=3), pinned_tuf_root=repo.pinned)
+    (state / "targets.json").write_bytes(old_targets)
+    with pytest.raises(VerifyError, match="targets version 1 is not the version 3"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+
+
+def test_kept_roots_must_be_consecutive(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    repo.rotate("targets")  # roots 2 and 3, signed by the same root key as root 1
+    repo.rotate("targets")
+    _refreshed(repo, instance, tmp_path)
+    history = _state(cache) / "root_history"
+    assert SigstoreRoot.public_good(pinned_tuf_root=repo.pinned).raw
+    (history / "2.root.json").write_bytes(repo.roots[2])
+    with pytest.raises(VerifyError, match="2.root.json holds root version 3"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+
+
+def test_kept_root_rotation_must_be_signed_by_the_previous_root(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    repo.rotate("root")
+    _refreshed(repo, instance, tmp_path)
+    unauthorised = TufRepo()
+    unauthorised.signers, unauthorised.roots = dict(repo.signers), [repo.pinned]
+    unauthorised.root = Root.from_dict(json.loads(repo.pinned)["signed"])  # becomes root 2
+    unauthorised.rotate("root", signed_by_old=False)
+    history = _state(cache) / "root_history"
+    (history / "2.root.json").write_bytes(unauthorised.roots[1])
+    with pytest.raises(VerifyError, match="not signed by the trusted keys: root"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+
+
+def test_a_target_missing_from_the_metadata_is_refused(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    meta = repo.publish(tmp_path / "m", instance.trusted_root_json())
+    for f in (meta / "targets").iterdir():
+        f.unlink()
+    with pytest.raises(TufRejected, match="TUF verification .* failed"):
+        refresh_public_good(meta, pinned_tuf_root=repo.pinned)
+    assert not _pinned(cache).exists()
+
+
+def test_metadata_names_never_leave_the_directory(tmp_path: Path) -> None:
+    from tuf.api import exceptions
+
+    from scanner.verify.tuf_refresh import _DirectoryFetcher
+
+    (tmp_path / "meta").mkdir()
+    (tmp_path / "secret.json").write_text("{}")
+    (tmp_path / "meta" / "1.root.json").write_text("root")
+    fetcher = _DirectoryFetcher(tmp_path / "meta")
+    assert b"".join(fetcher.fetch("offline-tuf:/1.root.json")) == b"root"
+    for url in ("offline-tuf:/../secret.json", "offline-tuf:/a//b", "offline-tuf:/./x"):
+        with pytest.raises(exceptions.DownloadHTTPError):
+            b"".join(fetcher.fetch(url))
+    with pytest.raises(exceptions.DownloadError, match="unexpected URL"):
+        b"".join(fetcher.fetch("https://tuf-repo-cdn.sigstore.dev/1.root.json"))
+    (tmp_path / "meta" / "dir.json").mkdir()
+    with pytest.raises(exceptions.DownloadError, match="cannot read"):
+        b"".join(fetcher.fetch("offline-tuf:/dir.json"))
