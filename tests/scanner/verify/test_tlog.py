@@ -292,3 +292,51 @@ def test_verify_entry_rules(instance: PrivateSigstore) -> None:
         tlog.LogEntry.from_bundle(doc), [unknown, root], require_proof=True
     )
     assert found is root
+
+
+def _checkpoint_proof(note: str, name: str, hint: bytes, signature: bytes) -> tlog.InclusionProof:
+    envelope = f"{note}\n\u2014 {name} {b64(hint + signature)}\n"
+    size, root = int(note.split("\n")[1]), base64.b64decode(note.split("\n")[2])
+    return tlog.InclusionProof(0, root, size, (), envelope)
+
+
+def test_ed25519_checkpoint_key_hash() -> None:
+    """C2SP signed-note: an Ed25519 log signs with key hash SHA-256(name \\n 0x01 key)[:4]."""
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    from scanner.verify.trust import LogKey, TrustedKey
+
+    private = ed25519.Ed25519PrivateKey.generate()
+    key = TrustedKey.from_public_key(private.public_key())
+    log = LogKey(hashlib.sha256(key.spki_der).digest(), key, None, None, "https://log.test")
+    name = "log.test/origin"
+    raw = private.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    c2sp = hashlib.sha256(name.encode() + b"\n\x01" + raw).digest()[:4]
+    root_hash = b64(bytes(32))
+    note = f"{name}\n3\n{root_hash}\n"
+    signature = private.sign(note.encode())
+    tlog.verify_checkpoint(_checkpoint_proof(note, name, c2sp, signature), log)
+    tlog.verify_checkpoint(_checkpoint_proof(note, name, log.key_id[:4], signature), log)
+    for hint in (b"\x00\x00\x00\x00", hashlib.sha256(b"other\n\x01" + raw).digest()[:4]):
+        with pytest.raises(Rejected, match="checkpoint is not signed by the log key"):
+            tlog.verify_checkpoint(_checkpoint_proof(note, name, hint, signature), log)
+    with pytest.raises(Rejected, match="no checkpoint"):
+        tlog.verify_checkpoint(tlog.InclusionProof(0, b"", 1, (), None), log)
+
+
+def test_checkpoint_signature_lines() -> None:
+    note = "o\n1\nAAAA\n"
+    with pytest.raises(Rejected, match="malformed checkpoint signature line"):
+        tlog.Checkpoint.parse(note + "\nnot a signature line\n")
+    with pytest.raises(Rejected, match="malformed checkpoint signature"):
+        tlog.Checkpoint.parse(note + "\n\u2014 name !!!!\n")
+    with pytest.raises(Rejected, match="too short"):
+        tlog.Checkpoint.parse(note + "\n\u2014 name AQIDBA==\n")
+    with pytest.raises(Rejected, match="malformed checkpoint"):
+        tlog.Checkpoint.parse("o\nseven\nAAAA\n\n\u2014 n AQIDBAU=\n")
+    with pytest.raises(Rejected, match="malformed checkpoint"):
+        tlog.Checkpoint.parse("o\n7\n!!!!\n\n\u2014 n AQIDBAU=\n")
+    two = tlog.Checkpoint.parse(note + "\n\u2014 a AQIDBAU=\n\u2014 b BQQDAgE=\n")
+    assert [s[0] for s in two.signatures] == ["a", "b"] and two.signatures[1][2] == b"\x01"
