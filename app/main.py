@@ -22,6 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.domain.provenance import CatalogCache
 from app.http.api import router as api_router
+from app.http.body import IngestGate
 from app.http.docs import install_docs
 from app.http.errors import install_error_handlers
 from app.http.health import Counters
@@ -77,6 +78,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.catalogs = CatalogCache()
     app.state.counters = Counters()
+    app.state.ingest_gate = IngestGate(settings.max_concurrent_ingests)
     install_error_handlers(app, settings)
     app.include_router(health_router)
     app.include_router(api_router)

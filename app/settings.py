@@ -47,6 +47,14 @@ class Settings(BaseSettings):
     secret_key: str = _DEV_SECRET
     #: reject reports whose JSON nests deeper than this
     max_json_depth: int = Field(default=64, ge=8, le=512)
+    #: most components in one report, nested ones included (413 above)
+    max_report_components: int = Field(default=100_000, ge=1)
+    #: most properties on one component, or on the report's metadata (413 above)
+    max_component_properties: int = Field(default=1_000, ge=1)
+    #: how far ahead of the service's clock a report's metadata.timestamp may be (seconds)
+    max_clock_skew_seconds: int = Field(default=300, ge=0, le=86_400)
+    #: reports one process ingests at a time; one more answers 503 with Retry-After
+    max_concurrent_ingests: int = Field(default=8, ge=1, le=1_000)
 
     @field_validator("database_url")
     @classmethod

@@ -34,7 +34,9 @@ def _numbers(version: str) -> list[int] | None:
     match = _LEADING.match(version.strip())
     if match is None:
         return None
-    return [min(int(p), _MAX) for p in match.group(1).split(".")][:_PARTS]
+    # a part longer than the key's width saturates without int() (which refuses 4300+ digits)
+    parts = match.group(1).split(".")[:_PARTS]
+    return [min(int(p), _MAX) if len(p.lstrip("0")) <= _WIDTH else _MAX for p in parts]
 
 
 def _encode(parts: list[int]) -> str:

@@ -1,38 +1,64 @@
 """Parse and check one CycloneDX JSON report into the normalized values that ingest stores.
 
-Checks run in order and stop at the first failing step, each answering 422 with JSON pointers:
-JSON syntax and encoding, nesting depth and unstorable strings, CycloneDX identity and
-``specVersion`` (1.4-1.7), the schema of that version, duplicate ``bom-ref``s, then the
-``gpuprov:`` property contract (docs/bom-properties.md). Other tools' BOMs are recognized by
-purl and file name (`app.domain.recognize`).
+Checks run in order and stop at the first failing step, each answering 422 (413 for the size
+caps) with JSON pointers: UTF-8, JSON syntax and numbers, nesting depth and unstorable strings,
+CycloneDX identity and ``specVersion`` (1.4-1.7), the component and property caps, the schema of
+that version, duplicate ``bom-ref``s, then the ``gpuprov:`` property contract
+(docs/bom-properties.md), the timestamp's range, and every stored value against its column
+(`app.domain.columns`), so the database never sees a value it would refuse. Other tools' BOMs
+are recognized by purl and file name (`app.domain.recognize`).
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
+import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any, NoReturn
 from urllib.parse import parse_qs, unquote
 
+from app.domain.columns import ColumnLimit, limits_of, max_length, misfit
 from app.domain.recognize import Recognized, parse_purl, recognize_file, recognize_package
 from app.domain.schema import SCHEMA_VERSIONS, schema_problems
 from app.domain.versions import normalize_version
-from app.errors import InvalidReport
+from app.errors import InvalidReport, PayloadTooLarge
+from app.storage.base import Base
+from app.storage.tables import Artifact, Asset, AssetLabel, Package, Scan
 from scanner import vocabulary as v
 
 SUPPORTED_SPEC_VERSIONS = SCHEMA_VERSIONS
 MAX_PROBLEMS = 5
 _FAMILY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+\-]{0,63}$")
-_LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/\-]{0,127}$")
+_MAX_LABEL_KEY = max_length(AssetLabel, "key")
+_LABEL_KEY = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._/\-]{{0,{_MAX_LABEL_KEY - 1}}}$")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_MAX_NAME = 1024
-_MAX_LABEL_VALUE = 256
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+_MAX_NAME = max_length(Asset, "name")
+_MAX_IDENTITY = max_length(Asset, "identity")
+_MAX_LABEL_VALUE = max_length(AssetLabel, "value")
+#: the earliest report timestamp accepted: the Unix epoch, where an unset clock starts
+EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
+#: longest integer literal read (int() refuses more than 4300 digits); longer ones have no
+#: pointer, shorter ones too large for their column are refused with one
+_MAX_INT_DIGITS = 100
+
+
+@dataclass(frozen=True, slots=True)
+class ReportLimits:
+    """What one report may cost: the service's settings, checked before the schema runs."""
+
+    max_depth: int = 64
+    max_components: int = 100_000
+    max_properties: int = 1_000  # per component (and per metadata object)
+    max_clock_skew: timedelta = timedelta(minutes=5)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,12 +162,17 @@ def _fail(message: str, problems: Sequence[tuple[str, str]] = ()) -> NoReturn:
     raise InvalidReport(message, details=details)
 
 
-def parse_report(data: bytes, *, max_depth: int = 64) -> Report:
-    """Check a report and normalize it; raises `InvalidReport` (422) with pointers on failure."""
-    document = _load_json(data, max_depth)
+def parse_report(
+    data: bytes, limits: ReportLimits = ReportLimits(), *, now: datetime | None = None
+) -> Report:
+    """Check a report and normalize it; raises `InvalidReport` (422) with pointers on failure,
+    or `PayloadTooLarge` (413) over a size cap. With `now`, a timestamp more than the clock
+    skew ahead of it is refused."""
+    text = _decode(data)
+    document = _load_json(text, limits.max_depth)
     if isinstance(document, dict | list):
-        _check_depth(document, max_depth)
-    _check_strings(document, data)
+        _check_depth(document, limits.max_depth)
+    _check_strings(document, text)
     if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX":
         _fail(
             "not a CycloneDX BOM: the top level must be an object with bomFormat 'CycloneDX'",
@@ -154,23 +185,72 @@ def parse_report(data: bytes, *, max_depth: int = 64) -> Report:
             f"unsupported CycloneDX specVersion {spec!r}; supported: {supported}",
             [("/specVersion", f"expected one of {supported}")],
         )
-    _check_schema(document, data, spec)
+    _check_size(document, limits)
+    _check_schema(document, text, spec)
     _check_unique_bom_refs(document)
-    return _normalize(document, spec, hashlib.sha256(data).hexdigest())
+    report = _normalize(document, spec, hashlib.sha256(data).hexdigest())
+    _check_timestamp(report.timestamp, now, limits.max_clock_skew)
+    return report
 
 
-def _load_json(data: bytes, max_depth: int) -> Any:
+def _decode(data: bytes) -> str:
+    # RFC 8259 section 8.1: JSON exchanged between systems is UTF-8. Python's json would guess
+    # UTF-16/32 and let encoded surrogates through ("surrogatepass"); neither can be stored.
+    if data.startswith(codecs.BOM_UTF8):  # allowed, and ignored (RFC 8259 section 8.1)
+        data = data[len(codecs.BOM_UTF8) :]
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in data[:4]:
+        _fail(
+            "the body is UTF-16 or UTF-32; send the report as UTF-8 JSON",
+            [("", "not UTF-8")],
+        )
     try:
-        return json.loads(data)
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        _fail(f"the body is not UTF-8 JSON: {e.reason} at byte {e.start}")
+        _fail(
+            f"the body is not UTF-8 JSON: {e.reason} at byte {e.start} "
+            f"({data[e.start : e.start + 3].hex(' ')})",
+            [("", "not UTF-8")],
+        )
+
+
+class _BadNumber(ValueError):
+    pass
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal.lstrip("-")) > _MAX_INT_DIGITS:
+        raise _BadNumber(f"an integer of {len(literal)} digits is out of range")
+    return int(literal)
+
+
+def _parse_float(literal: str) -> float:
+    number = float(literal)
+    if not math.isfinite(number):
+        raise _BadNumber(f"the number {literal[:40]} is out of range")
+    return number
+
+
+def _parse_constant(name: str) -> Any:
+    raise _BadNumber(f"{name} is not a JSON number")
+
+
+def _load_json(text: str, max_depth: int) -> Any:
+    try:
+        return json.loads(
+            text,
+            parse_int=_parse_int,
+            parse_float=_parse_float,
+            parse_constant=_parse_constant,
+        )
     except json.JSONDecodeError as e:
         _fail(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}")
+    except _BadNumber as e:
+        _fail(f"malformed JSON: {e}")
     except RecursionError:
         _fail(f"JSON nesting deeper than {max_depth} levels")
 
 
-_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|d[89a-f])", re.IGNORECASE)
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|d[89a-f])", re.IGNORECASE)
 
 
 _CONTAINERS = (dict, list)
@@ -192,10 +272,10 @@ def _check_depth(document: Any, max_depth: int) -> None:
         level = children
 
 
-def _check_strings(document: Any, data: bytes) -> None:
-    # Strings no database column can hold verbatim (NUL, lone surrogates). JSON carries those
-    # only as \u escapes, so the walk runs only when such an escape is present.
-    if _SUSPECT_ESCAPE.search(data) is None:
+def _check_strings(document: Any, text: str) -> None:
+    # Strings no database column can hold verbatim (NUL, lone surrogates). Valid UTF-8 JSON
+    # carries those only as \u escapes, so the walk runs only when such an escape is present.
+    if _SUSPECT_ESCAPE.search(text) is None:
         return
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(document, ())]
     while stack:
@@ -220,8 +300,43 @@ def _check_string(text: str, path: tuple[str | int, ...]) -> None:
         )
 
 
-def _check_schema(document: Any, data: bytes, spec: str) -> None:
-    problems = schema_problems(document, data.decode("utf-8"), spec, MAX_PROBLEMS)
+def _check_size(document: dict[str, Any], limits: ReportLimits) -> None:
+    # before the schema: validating and normalizing cost time and memory per component
+    roots: list[tuple[Any, tuple[str | int, ...]]] = [(document.get("components"), ("components",))]
+    metadata = document.get("metadata")
+    if isinstance(metadata, dict):
+        _check_property_count(metadata, ("metadata",), limits)
+        root = metadata.get("component")
+        if isinstance(root, dict):
+            _check_property_count(root, ("metadata", "component"), limits)
+            roots.append((root.get("components"), ("metadata", "component", "components")))
+    count = 0
+    for components, path in roots:
+        for component, where in _walk_components(components, path):
+            count += 1
+            if count > limits.max_components:
+                raise PayloadTooLarge(
+                    f"the report lists more than {limits.max_components} components, the "
+                    "limit (GPUPROV_MAX_REPORT_COMPONENTS)",
+                    details=[{"pointer": _pointer(where), "message": "one too many"}],
+                )
+            _check_property_count(component, where, limits)
+
+
+def _check_property_count(
+    item: Mapping[str, Any], where: tuple[str | int, ...], limits: ReportLimits
+) -> None:
+    properties = item.get("properties")
+    if isinstance(properties, list) and len(properties) > limits.max_properties:
+        raise PayloadTooLarge(
+            f"{_pointer(where)} has {len(properties)} properties, more than the limit of "
+            f"{limits.max_properties} (GPUPROV_MAX_COMPONENT_PROPERTIES)",
+            details=[{"pointer": _pointer((*where, "properties")), "message": "too many"}],
+        )
+
+
+def _check_schema(document: Any, text: str, spec: str) -> None:
+    problems = schema_problems(document, text, spec, MAX_PROBLEMS)
     if problems:
         _fail(f"the BOM does not conform to the CycloneDX {spec} schema", problems)
 
@@ -279,7 +394,7 @@ def _first(props: Mapping[str, list[str]], name: str) -> str | None:
 
 def _sha256(component: Mapping[str, Any]) -> str | None:
     for entry in component.get("hashes") or ():
-        if entry.get("alg") == "SHA-256" and _SHA256.match(str(entry.get("content", ""))):
+        if entry.get("alg") == "SHA-256" and _SHA256.fullmatch(str(entry.get("content", ""))):
             return str(entry["content"]).lower()
     return None
 
@@ -305,28 +420,24 @@ def _normalize(document: dict[str, Any], spec: str, content_sha256: str) -> Repo
     metadata = document.get("metadata") or {}
     meta_props = _properties(metadata)
     tool, producer = _tool(metadata)
-    timestamp = None
-    if isinstance(metadata.get("timestamp"), str):
-        try:
-            timestamp = datetime.fromisoformat(metadata["timestamp"])
-        except ValueError:
-            _fail(
-                "metadata.timestamp is not an RFC 3339 date-time",
-                [("/metadata/timestamp", "unparseable")],
-            )
-        if timestamp.tzinfo is None:
-            _fail(
-                "metadata.timestamp needs a time zone offset",
-                [("/metadata/timestamp", "no offset")],
-            )
+    timestamp = _timestamp(metadata.get("timestamp"))
     asset = _asset(metadata, meta_props)
     libraries, packages, skipped = _libraries(document)
     if any(lib.family for lib in libraries if lib.kind == "file") and producer == "other":
         producer = "gpuprov" if _uses_vocabulary(document) else producer
+    serial_number = document.get("serialNumber")
+    bom_version = int(document.get("version", 1))
+    _check_column(Scan, "serial_number", serial_number, lambda _: "/serialNumber")
+    _check_column(Scan, "bom_version", bom_version, lambda _: "/version")
+    _check_column(Scan, "tool", tool, lambda _: "/metadata/tools")
+    findings = tuple(meta_props.get(v.SCAN_FINDING, ()))
+    skipped = tuple(meta_props.get(v.SCAN_SKIPPED, ())) + skipped
+    for name, values in (("findings", findings), ("skipped", skipped)):
+        _check_column(Scan, name, values, lambda bad: _origin(metadata, ("metadata",), bad, ()))
     return Report(
         spec_version=spec,
-        serial_number=document.get("serialNumber"),
-        bom_version=int(document.get("version", 1)),
+        serial_number=serial_number,
+        bom_version=bom_version,
         content_sha256=content_sha256,
         timestamp=timestamp,
         tool=tool,
@@ -334,8 +445,49 @@ def _normalize(document: dict[str, Any], spec: str, content_sha256: str) -> Repo
         asset=asset,
         libraries=libraries,
         packages=packages,
-        findings=tuple(meta_props.get(v.SCAN_FINDING, ())),
-        skipped=tuple(meta_props.get(v.SCAN_SKIPPED, ())) + skipped,
+        findings=findings,
+        skipped=skipped,
+    )
+
+
+def _timestamp(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        timestamp = datetime.fromisoformat(value)
+    except ValueError:
+        _fail(
+            "metadata.timestamp is not an RFC 3339 date-time",
+            [("/metadata/timestamp", "unparseable")],
+        )
+    if timestamp.tzinfo is None:
+        _fail("metadata.timestamp needs a time zone offset", [("/metadata/timestamp", "no offset")])
+    try:  # 0001-01-01T00:00+01:00 and 9999-12-31T23:00-05:00 have no UTC datetime
+        utc = timestamp.astimezone(UTC)
+    except OverflowError:
+        _fail(
+            f"metadata.timestamp {value!r} is out of range in UTC",
+            [("/metadata/timestamp", "out of range")],
+        )
+    if utc < EARLIEST_TIMESTAMP:
+        _fail(
+            f"metadata.timestamp {value!r} is before {EARLIEST_TIMESTAMP:%Y-%m-%d}",
+            [("/metadata/timestamp", "too early")],
+        )
+    return utc
+
+
+def _check_timestamp(timestamp: datetime | None, now: datetime | None, skew: timedelta) -> None:
+    # A report dated in the future would stay its asset's latest until that date, hiding every
+    # real report after it; the clocks of agent and service may differ by `skew`.
+    if timestamp is None or now is None or timestamp <= now + skew:
+        return
+    _fail(
+        f"metadata.timestamp {timestamp.isoformat()} is ahead of the service's clock "
+        f"({now.isoformat(timespec='seconds')}) by more than the accepted clock skew of "
+        f"{int(skew.total_seconds())} s (GPUPROV_MAX_CLOCK_SKEW_SECONDS); check the clock of "
+        "the host that made the report",
+        [("/metadata/timestamp", "in the future")],
     )
 
 
@@ -374,11 +526,10 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
             name = f"{name}:{tag}"
     if not name:
         _fail("metadata.component has no name", [("/metadata/component/name", "empty")])
-    if len(name) > _MAX_NAME:
-        _fail(
-            f"the asset name is longer than {_MAX_NAME} characters",
-            [("/metadata/component/name", "too long")],
-        )
+    where = ("metadata", "component")
+    _check_column(
+        Asset, "name", name, lambda bad: _origin(component, where, bad, ("name", v.HOST_HOSTNAME))
+    )
     details: dict[str, str] = {}
     purl = component.get("purl") if isinstance(component.get("purl"), str) else None
     if kind == "image":
@@ -421,15 +572,72 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
             key = prop_name[len(v.ASSET_LABEL_PREFIX) :]
             # labels in the BOM (an image's config labels, say) are kept when they fit; the
             # agent's own labels (query parameters) are checked strictly instead
-            if _LABEL_KEY.match(key) and len(values[0]) <= _MAX_LABEL_VALUE:
+            if _LABEL_KEY.fullmatch(key) and len(values[0]) <= _MAX_LABEL_VALUE:
                 labels[key] = values[0]
+    if len(identity) > _MAX_IDENTITY:
+        # never cut: two assets whose identities share a prefix would become one
+        source = ("name", v.HOST_MACHINE_ID, "aquasecurity:trivy:ImageID", "oci:image:Id")
+        _fail(
+            f"the asset's identity is longer than {_MAX_IDENTITY} characters: give the "
+            "image a digest or the host a machine id, or a shorter name",
+            [(_origin(component, where, identity.split(":", 1)[-1], source), "too long")],
+        )
+    details = {k: val for k, val in details.items() if val}
+    _check_column(Asset, "details", details, lambda bad: _origin(component, where, bad, ()))
+    trust_values: tuple[tuple[str, object], ...] = (
+        ("image_signer", trust.signer),
+        ("slsa_builder", trust.builder),
+        ("slsa_source_repo", trust.source_repo),
+        ("signature_rejected", trust.rejected),
+    )
+    for column, fact in trust_values:
+        _check_column(Scan, column, fact, lambda bad: _origin(component, where, bad, ()))
     return ReportAsset(
         kind=kind,
-        identity=identity[:255],
+        identity=identity,
         name=name,
         labels=labels,
-        details={k: val for k, val in details.items() if val},
+        details=details,
         trust=trust,
+    )
+
+
+def _origin(
+    item: Mapping[str, Any], where: tuple[str | int, ...], bad: object, sources: Sequence[str]
+) -> str:
+    """The JSON pointer of the value `bad` came from: the first of `sources` (a field of
+    `item`, or a property name) whose value holds it; with no `sources`, any property. Only
+    called for a refused value, so it may search."""
+    needle = str(bad)
+    properties = item.get("properties")
+    for source in sources:
+        value = item.get(source)
+        if isinstance(value, str) and needle in value:
+            return _pointer((*where, source))
+    for i, prop in enumerate(properties if isinstance(properties, list) else ()):
+        if not isinstance(prop, dict) or (sources and prop.get("name") not in sources):
+            continue
+        if needle in str(prop.get("value", "")):
+            return _pointer((*where, "properties", i, "value"))
+    return _pointer(where)
+
+
+def _check_column(
+    model: type[Base], column: str, value: object, pointer: Callable[[object], str]
+) -> None:
+    """Refuse a value its column cannot hold; `pointer` names where the offending value is."""
+    found = misfit(limits_of(model)[column], value)
+    if found is not None:
+        _refuse_misfit(column, found, pointer(found[0]))
+
+
+def _refuse_misfit(column: str, found: tuple[object, str], where: str) -> NoReturn:
+    bad, why = found
+    shown = repr(bad) if len(str(bad)) <= 40 else f"{str(bad)[:40]!r}..."
+    _fail(
+        f"{where or '/'}: the {column.replace('_', ' ')} {shown} {why}, more than the service "
+        "stores",
+        [(where, f"{column} {why}")],
     )
 
 
@@ -454,13 +662,18 @@ def _image_trust(props: Mapping[str, list[str]]) -> ImageTrustFacts:
 
 def check_label(key: str, value: str, pointer: str = "") -> None:
     """Refuse label keys and values that cannot be stored or filtered on."""
-    if not _LABEL_KEY.match(key):
+    if not _LABEL_KEY.fullmatch(key):
         _fail(
             f"label key {key!r} must be 1-128 characters of letters, digits, '.', '_', '/', '-'",
             [(pointer, "bad label key")],
         )
     if len(value) > _MAX_LABEL_VALUE:
         _fail(f"label {key!r} is longer than {_MAX_LABEL_VALUE} characters", [(pointer, "long")])
+    if _CONTROL.search(value) or _SURROGATE.search(value):
+        _fail(
+            f"label {key!r} holds a control character or an unpaired surrogate",
+            [(pointer, "bad label value")],
+        )
 
 
 def _image_digest(
@@ -486,18 +699,76 @@ def _purl_qualifier(purl: str | None, key: str) -> str | None:
     return values[0] if values else None
 
 
-def _bounded(value: str | None, limit: int, what: str, path: Sequence[str | int]) -> str | None:
-    if value is not None and len(value) > limit:
-        _fail(f"{what} is longer than {limit} characters", [(_pointer(path), "too long")])
-    return value
+# Where each stored field of a library or package comes from, to point at a refused value: a
+# component field or a property name, first match wins (see `_origin`).
+_FILE_SOURCES: dict[str, tuple[str, ...]] = {}  # a file recognized by name: all from "name"
+_VOCABULARY_SOURCES = {
+    "name": (v.FILE_PATH, "name"),
+    "path": (v.FILE_PATH, "name"),
+    "family": (v.LIBRARY_FAMILY,),
+    "component": (v.LIBRARY_COMPONENT,),
+    "version": (v.LIBRARY_VERSION,),
+    "cuda_major": (v.LIBRARY_CUDA_MAJOR,),
+    "arch": (v.LIBRARY_ARCH,),
+    "integrity_reason": (v.INTEGRITY_REASON,),
+    "provenance_signer": (v.PROVENANCE_SIGNER,),
+    "provenance_catalog": (v.PROVENANCE_CATALOG,),
+    "provenance_reason": (v.PROVENANCE_REASON,),
+    "layer": (v.LAYER,),
+    "owner_purl": (v.OWNER_PURL,),
+    "soname": (v.LIBRARY_SONAME,),
+    "aliases": (v.FILE_ALIASES,),
+    "notes": (v.NOTE,),
+}
+_TRIVY_PATH, _SYFT_PATH = "aquasecurity:trivy:FilePath", "syft:location:0:path"
+_TRIVY_LAYER, _SYFT_LAYER = "aquasecurity:trivy:LayerDigest", "syft:location:0:layerID"
+_PACKAGE_LIBRARY_SOURCES = {
+    "name": ("name", "purl"),
+    "path": (_TRIVY_PATH, _SYFT_PATH),
+    "version": ("purl", "version"),
+    "cuda_major": ("purl", "name", "version"),
+    "owner_purl": ("purl",),
+}
+_PACKAGE_SOURCES = {
+    "name": ("name", "purl"),
+    "purl": ("purl",),
+    "manager": (v.PACKAGE_MANAGER, "purl"),
+    "version": ("version",),
+    "bom_ref": ("bom-ref",),
+}
+
+
+@cache
+def _stored_fields(model: type[Base]) -> tuple[tuple[str, ColumnLimit], ...]:
+    # the fields of ReportLibrary / ReportPackage are named after their table's columns
+    limits = limits_of(model)
+    kind = ReportPackage if model is Package else ReportLibrary
+    return tuple((f.name, limits[f.name]) for f in fields(kind) if f.name in limits)
+
+
+def _check_row(
+    row: ReportLibrary | ReportPackage,
+    model: type[Base],
+    component: Mapping[str, Any],
+    where: tuple[str | int, ...],
+    sources: Mapping[str, tuple[str, ...]],
+) -> None:
+    """Refuse a library or package with a value its table's column cannot hold."""
+    for name, limit in _stored_fields(model):
+        found = misfit(limit, getattr(row, name))
+        if found is not None:
+            pointer = _origin(component, where, found[0], sources.get(name, ("name",)))
+            _refuse_misfit(name, found, pointer)
 
 
 def _libraries(
     document: Mapping[str, Any],
 ) -> tuple[tuple[ReportLibrary, ...], tuple[ReportPackage, ...], tuple[str, ...]]:
     files: list[ReportLibrary] = []
-    gpu_packages: list[tuple[ReportPackage, Recognized, Mapping[str, list[str]]]] = []
-    packages: dict[str, ReportPackage] = {}
+    gpu_packages: list[
+        tuple[ReportPackage, Recognized, Mapping[str, Any], tuple[str | int, ...]]
+    ] = []
+    packages: dict[str, tuple[ReportPackage, Mapping[str, Any], tuple[str | int, ...]]] = {}
     skipped: list[str] = []
     for component, path in _walk_components(document.get("components"), ("components",)):
         props = _properties(component)
@@ -505,28 +776,30 @@ def _libraries(
         ctype = component.get("type")
         purl = component.get("purl") if isinstance(component.get("purl"), str) else None
         if v.LIBRARY_FAMILY in props:
-            files.append(_vocabulary_file(component, props, path))
+            library = _vocabulary_file(component, props, path)
+            _check_row(library, Artifact, component, path, _VOCABULARY_SOURCES)
+            files.append(library)
             continue
         if ctype == "file":
-            found = recognize_file(name)
+            found = _recognized(recognize_file, component, path, name)
             if found is None:
                 continue
             sha256 = _sha256(component)
             if sha256 is None:
-                skipped.append(f"ingest: {name}: file component without a SHA-256 hash")
+                skipped.append(f"ingest: {name[:1024]}: file component without a SHA-256 hash")
                 continue
-            files.append(
-                ReportLibrary(
-                    kind="file",
-                    name=name.rsplit("/", 1)[-1],
-                    path=name if name.startswith("/") else None,
-                    family=found.family,
-                    component=found.component,
-                    version=found.version,
-                    cuda_major=found.cuda_major,
-                    sha256=sha256,
-                )
+            library = ReportLibrary(
+                kind="file",
+                name=name.rsplit("/", 1)[-1],
+                path=name if name.startswith("/") else None,
+                family=found.family,
+                component=found.component,
+                version=found.version,
+                cuda_major=found.cuda_major,
+                sha256=sha256,
             )
+            _check_row(library, Artifact, component, path, _FILE_SOURCES)
+            files.append(library)
             continue
         version = component.get("version") if isinstance(component.get("version"), str) else None
         package = ReportPackage(
@@ -537,36 +810,50 @@ def _libraries(
             version=version,
             bom_ref=component.get("bom-ref"),
         )
+        found = _recognized(recognize_package, component, path, purl, name, version)
         if purl:
-            packages.setdefault(purl, package)
-        found = recognize_package(purl, name, version)
+            packages.setdefault(purl, (package, component, path))
         if found is not None:
-            gpu_packages.append((package, found, props))
+            gpu_packages.append((package, found, component, path))
     owners = {f.owner_purl for f in files if f.owner_purl}
     libraries = list(files)
-    for package, found, package_props in gpu_packages:
+    for package, found, source, where in gpu_packages:
         if package.purl in owners:
             continue  # its files are listed one by one
-        libraries.append(
-            ReportLibrary(
-                kind="package",
-                name=package.name,
-                path=_first(package_props, "aquasecurity:trivy:FilePath")
-                or _first(package_props, "syft:location:0:path"),
-                family=found.family,
-                component=found.component,
-                version=found.version,
-                cuda_major=found.cuda_major,
-                layer=_layer(
-                    _first(package_props, "aquasecurity:trivy:LayerDigest")
-                    or _first(package_props, "syft:location:0:layerID")
-                ),
-                owner_purl=package.purl,
-            )
+        package_props = _properties(source)
+        library = ReportLibrary(
+            kind="package",
+            name=package.name,
+            path=_first(package_props, _TRIVY_PATH) or _first(package_props, _SYFT_PATH),
+            family=found.family,
+            component=found.component,
+            version=found.version,
+            cuda_major=found.cuda_major,
+            layer=_layer(_first(package_props, _TRIVY_LAYER) or _first(package_props, _SYFT_LAYER)),
+            owner_purl=package.purl,
         )
-    gpu_purls = {package.purl for package, _, _ in gpu_packages}
-    kept = tuple(p for purl, p in packages.items() if purl in owners or purl in gpu_purls)
-    return tuple(libraries), kept, tuple(skipped)
+        _check_row(library, Artifact, source, where, _PACKAGE_LIBRARY_SOURCES)
+        libraries.append(library)
+    gpu_purls = {package.purl for package, _, _, _ in gpu_packages}
+    kept = []
+    for purl, (package, source, where) in packages.items():
+        if purl in owners or purl in gpu_purls:  # only these are stored
+            _check_row(package, Package, source, where, _PACKAGE_SOURCES)
+            kept.append(package)
+    return tuple(libraries), tuple(kept), tuple(skipped)
+
+
+def _recognized(
+    recognize: Callable[..., Recognized | None],
+    component: Mapping[str, Any],
+    where: tuple[str | int, ...],
+    *args: Any,
+) -> Recognized | None:
+    try:
+        return recognize(*args)
+    except ValueError as e:  # a number in a name or purl that no column holds
+        pointer = _origin(component, where, e.args[1], ("purl", "name", "version"))
+        _fail(f"{pointer}: {e.args[0]}", [(pointer, "number out of range")])
 
 
 def _layer(value: str | None) -> str | None:
@@ -584,7 +871,7 @@ def _vocabulary_file(
         _fail(f"{pointer} ({name!r}): {message}", [(f"{pointer}/{field}", detail)])
 
     family = _first(props, v.LIBRARY_FAMILY) or ""
-    if not _FAMILY.match(family):
+    if not _FAMILY.fullmatch(family):
         fail(
             f"{v.LIBRARY_FAMILY} {family[:80]!r} is not a library family name",
             "properties",
@@ -618,19 +905,16 @@ def _vocabulary_file(
             )
         cuda_major = int(cuda_text)
     path = _first(props, v.FILE_PATH) or name
-    props_path = (*where, "properties")
     aliases = _first(props, v.FILE_ALIASES)
     return ReportLibrary(
         kind="file",
         name=path.rsplit("/", 1)[-1] or name,
         path=path,
         family=family,
-        component=_bounded(_first(props, v.LIBRARY_COMPONENT), 128, "component", props_path),
-        version=normalize_version(
-            _bounded(_first(props, v.LIBRARY_VERSION), 128, "version", props_path)
-        ),
+        component=_first(props, v.LIBRARY_COMPONENT),
+        version=normalize_version(_first(props, v.LIBRARY_VERSION)),
         cuda_major=cuda_major,
-        arch=_bounded(_first(props, v.LIBRARY_ARCH), 32, "arch", props_path),
+        arch=_first(props, v.LIBRARY_ARCH),
         sha256=sha256,
         integrity=integrity,
         integrity_reason=_first(props, v.INTEGRITY_REASON),
@@ -638,7 +922,7 @@ def _vocabulary_file(
         provenance_signer=_first(props, v.PROVENANCE_SIGNER),
         provenance_catalog=_first(props, v.PROVENANCE_CATALOG),
         provenance_reason=_first(props, v.PROVENANCE_REASON),
-        layer=_bounded(_first(props, v.LAYER), 80, "layer", props_path),
+        layer=_first(props, v.LAYER),
         owner_purl=_first(props, v.OWNER_PURL),
         soname=_first(props, v.LIBRARY_SONAME),
         aliases=tuple(a for a in (aliases or "").split(",") if a),

@@ -2,7 +2,10 @@
 
 The asset row is upserted and locked first, so reports for one asset are applied one at a time;
 the scan with the latest (scanned_at, id) is the asset's latest, whatever order reports arrive
-in (a spooled old report delivered late joins the history without replacing current state).
+in (a spooled old report delivered late joins the history without replacing current state; of
+two reports with the same timestamp the one stored last wins). Parsing refuses timestamps ahead
+of the service's clock; a latest scan stored before that rule, dated beyond any accepted skew,
+gives way to the next report instead of holding the asset forever.
 The scan insert itself is the idempotency check (``ON CONFLICT (dedup_key) DO NOTHING``).
 Once the service holds reference catalogs, library files get its own provenance verdicts (the
 service is the system of record); until then they keep the verdicts their report carries.
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
@@ -24,6 +27,10 @@ from app.domain.versions import version_key
 from app.errors import Conflict, Forbidden
 from app.storage.repositories import assets, scans
 from app.storage.tables import Scan
+
+#: beyond the largest clock skew the settings accept: a latest scan dated this far ahead of
+#: now was stored before future timestamps were refused
+_FUTURE = timedelta(days=1, minutes=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +119,7 @@ def ingest(
         if asset.latest_scan_id is not None and asset.latest_scanned_at is not None
         else None
     )
-    latest = previous is None or (scanned_at, scan_id) >= previous
+    latest = previous is None or (scanned_at, scan_id) >= previous or previous[0] > now + _FUTURE
     _store_contents(session, scan_id, asset.id, report, raw, latest, active)
     if not latest:
         assets.set_latest(session, asset.id, {"last_seen": now})

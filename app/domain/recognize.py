@@ -3,7 +3,8 @@
 Two small data tables: shared-library file names (``libcudnn_ops.so.9.1.0``) and package names
 per ecosystem (``pkg:pypi/nvidia-cudnn-cu12``, ``pkg:deb/.../libcudnn9-cuda-12``,
 ``pkg:rpm/.../libnccl``, ``pkg:conda/cudnn``). Our own scanner's BOMs do not need this: they carry
-family and version as properties.
+family and version as properties. A number read from a name has at most nine digits, so it fits
+the 32-bit column it is stored in (`_number` raises ValueError beyond).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def recognize_file(file_name: str) -> Recognized | None:
             ver = match.group("ver")
             major = None
             if family in _CUDA_MAJOR_FROM_SONAME and ver:
-                major = int(ver.split(".")[0])
+                major = _number(ver.split(".")[0])
             component = "libcuda" if family == "libcuda" else expected
             return Recognized(family, component, _full_version(ver), major)
     return None
@@ -154,13 +155,13 @@ def recognize_package(purl: str | None, name: str | None, version: str | None) -
     base = lowered
     suffix = _CUDA_SUFFIX.search(lowered)
     if suffix:
-        major = int(suffix.group("major") or suffix.group("major2"))
+        major = _number(suffix.group("major") or suffix.group("major2"))
         base = lowered[: suffix.start()]
     for pattern, family in _OS_PACKAGES:
         if pattern.match(base):
             if major is None and version:
                 built = _BUILT_FOR_CUDA.search(version)
-                major = int(built.group("major")) if built else None
+                major = _number(built.group("major")) if built else None
             if family == "cudart" and major is None and version:
                 major = _leading_int(version)
             return Recognized(family, family, normalize_version(version), major)
@@ -171,16 +172,29 @@ def _recognize_pypi(name: str, version: str | None) -> Recognized | None:
     match = _PYPI_NAME.match(name)
     if match and match.group("lib") in _PYPI:
         family = _PYPI[match.group("lib")]
-        return Recognized(family, family, normalize_version(version), int(match.group("major")))
+        major = _number(match.group("major"))
+        return Recognized(family, family, normalize_version(version), major)
     trt = _PYPI_TENSORRT.match(name)
     if trt:
-        major = trt.group("major")
+        digits = trt.group("major")
         return Recognized(
-            "nvinfer", "nvinfer", normalize_version(version), int(major) if major else None
+            "nvinfer", "nvinfer", normalize_version(version), _number(digits) if digits else None
         )
     return None
 
 
 def _leading_int(version: str) -> int | None:
     match = re.match(r"\d+", version)
-    return int(match.group(0)) if match else None
+    return _number(match.group(0)) if match else None
+
+
+_MAX_DIGITS = 9  # every 9-digit number fits a 32-bit column
+
+
+def _number(digits: str) -> int:
+    """A number read from a name or version; raises ValueError(message, digits) past nine digits
+    (no CUDA major is that large, and int() refuses thousands of digits)."""
+    if len(digits.lstrip("0")) > _MAX_DIGITS:
+        shown = digits if len(digits) <= 24 else digits[:24] + "..."
+        raise ValueError(f"the number {shown} ({len(digits)} digits) is out of range", digits)
+    return int(digits)

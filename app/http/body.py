@@ -1,18 +1,72 @@
-"""Reading a report body: content type, optional gzip, and size limits before and after
-decompression (a small gzip body can expand to gigabytes)."""
+"""Reading a report body: a slot among the reports ingested at once, content type and charset,
+optional gzip, and size limits before and after decompression (a small gzip body can expand to
+gigabytes; it is inflated at most one byte past the limit)."""
 
 from __future__ import annotations
 
+import threading
 import zlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.errors import BadRequest, InvalidReport, PayloadTooLarge, UnsupportedMediaType
+from app.errors import (
+    BadRequest,
+    InvalidReport,
+    PayloadTooLarge,
+    ServiceUnavailable,
+    UnsupportedMediaType,
+)
 from app.http.deps import SettingsDep
 
 ACCEPTED_MEDIA_TYPES = ("application/vnd.cyclonedx+json", "application/json")
+
+
+class IngestGate:
+    """Counts the reports a process is ingesting and admits at most `limit` at once.
+
+    Refusing beats queueing: each report in flight holds its body and parsed document in memory
+    (several times its size), so a burst of large reports answers 503 with Retry-After and the
+    agents spool and retry, instead of the process growing until it is killed.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._active = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        """Take a slot; False when all are taken."""
+        with self._lock:
+            if self._active >= self.limit:
+                return False
+            self._active += 1
+            return True
+
+    def leave(self) -> None:
+        """Give a slot back."""
+        with self._lock:
+            self._active -= 1
+
+
+async def ingest_slot(request: Request, settings: SettingsDep) -> AsyncIterator[None]:
+    """Hold one of the process's ingest slots for the request, or answer 503."""
+    gate: IngestGate = request.app.state.ingest_gate
+    if not gate.enter():
+        raise ServiceUnavailable(
+            f"the service is already ingesting {gate.limit} reports "
+            "(GPUPROV_MAX_CONCURRENT_INGESTS); retry later",
+            settings.retry_after_seconds,
+        )
+    try:
+        yield
+    finally:
+        gate.leave()
+
+
+IngestSlot = Annotated[None, Depends(ingest_slot, scope="function")]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +111,17 @@ def gunzip(data: bytes, limit: int) -> bytes:
 async def read_report(request: Request, settings: SettingsDep) -> ReceivedReport:
     """Check the headers and stream the body with a size cap (`ReceivedReport.decompressed`
     then checks the decompressed size)."""
-    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    content_type = request.headers.get("content-type", "")
+    media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type not in ACCEPTED_MEDIA_TYPES:
         raise UnsupportedMediaType(
             f"Content-Type {media_type or '(none)'!r} is not accepted; send CycloneDX JSON as "
             + " or ".join(ACCEPTED_MEDIA_TYPES)
+        )
+    charset = _charset(content_type)
+    if charset not in (None, "utf-8", "utf8"):
+        raise UnsupportedMediaType(
+            f"charset {charset!r} is not accepted; send the report as UTF-8 JSON (RFC 8259)"
         )
     encoding = request.headers.get("content-encoding", "identity").strip().lower() or "identity"
     if encoding not in ("identity", "gzip"):
@@ -84,6 +144,14 @@ async def read_report(request: Request, settings: SettingsDep) -> ReceivedReport
 
 
 ReportBody = Annotated[ReceivedReport, Depends(read_report)]
+
+
+def _charset(content_type: str) -> str | None:
+    for parameter in content_type.split(";")[1:]:
+        key, _, value = parameter.partition("=")
+        if key.strip().lower() == "charset":
+            return value.strip().strip('"').lower()
+    return None
 
 
 async def read_limited(request: Request, limit: int, accepted: tuple[str, ...], what: str) -> bytes:

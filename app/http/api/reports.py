@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import gzip
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.domain.bom import parse_report
+from app.domain.bom import ReportLimits, parse_report
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory import label_filters
-from app.http.body import ACCEPTED_MEDIA_TYPES, ReportBody
+from app.http.body import ACCEPTED_MEDIA_TYPES, IngestSlot, ReportBody
 from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
 from app.http.schemas import ErrorResponse, IngestAnswer
+from app.settings import Settings
 from app.storage.base import utcnow
 
 router = APIRouter(tags=["reports"])
@@ -20,16 +22,30 @@ router = APIRouter(tags=["reports"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     code: {"model": ErrorResponse, "description": text}
     for code, text in (
-        (400, "bad gzip body"),
+        (400, "bad gzip body, or a bad label parameter"),
         (401, "missing or invalid token"),
         (403, "token lacks report:write or may not report for this asset"),
         (409, "serial number reused with different content"),
-        (413, "report larger than the configured limit"),
-        (415, "not CycloneDX JSON, or an unsupported Content-Encoding"),
-        (422, "not a valid CycloneDX report; details carry JSON pointers"),
-        (503, "database unavailable; retry after Retry-After seconds"),
+        (413, "report larger than a configured limit (bytes, components, properties)"),
+        (415, "not CycloneDX JSON, a charset other than UTF-8, or an unsupported encoding"),
+        (
+            422,
+            "not a valid CycloneDX report, or a value the service cannot store; details "
+            "carry JSON pointers",
+        ),
+        (503, "database unavailable or too many reports at once; retry after Retry-After"),
     )
 }
+
+
+def report_limits(settings: Settings) -> ReportLimits:
+    """The report limits the settings give."""
+    return ReportLimits(
+        max_depth=settings.max_json_depth,
+        max_components=settings.max_report_components,
+        max_properties=settings.max_component_properties,
+        max_clock_skew=timedelta(seconds=settings.max_clock_skew_seconds),
+    )
 
 
 @router.post(
@@ -50,6 +66,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 )
 def post_report(
     principal: ReportWriter,
+    _slot: IngestSlot,
     body: ReportBody,
     db: DatabaseDep,
     settings: SettingsDep,
@@ -61,18 +78,23 @@ def post_report(
         Query(description="asset label KEY=VALUE (repeatable); overrides gpuprov:label:KEY"),
     ] = None,
 ) -> IngestAnswer:
-    """Store a report once: a repeated delivery answers 200 with the stored scan's id."""
+    """Store a report once: a repeated delivery answers 200 with the stored scan's id.
+
+    A plain function: FastAPI runs it in its thread pool, so decompressing, parsing and checking
+    a large report happen off the event loop, and `IngestSlot` bounds how many run at once.
+    """
+    now = utcnow()
     data = body.decompressed()
     # query parameters: checked as the label filters are (400, the rules of stored labels)
     labels = dict(label_filters(label or []))
-    report = parse_report(data, max_depth=settings.max_json_depth)
+    report = parse_report(data, report_limits(settings), now=now)
     # the stored copy: the gzip stream as received, else compressed at a fast level
     stored = body.gzip_data or gzip.compress(data, compresslevel=1)
     raw = RawReport(body.media_type, len(data), stored)
     # the transaction is opened here, not by a dependency: a sync dependency costs two more
     # worker-thread hops per report (enter and exit); it commits before the answer is sent
     with db.transaction(write=True) as session:
-        result = ingest(session, report, raw, principal, labels, utcnow(), catalogs)
+        result = ingest(session, report, raw, principal, labels, now, catalogs)
     response.status_code = 201 if result.created else 200
     request.app.state.counters.bump("created" if result.created else "duplicate")
     url = f"/api/v1/assets/{result.asset_id}"
