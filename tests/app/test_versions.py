@@ -64,3 +64,10 @@ def test_filter(expression: str, version: str, expected: bool) -> None:
 def test_bad_filter(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_version_filter(bad)
+
+
+@pytest.mark.parametrize("digits", [7, 20, 5000])
+def test_long_version_parts_saturate(digits: int) -> None:
+    # int() refuses strings of more than 4300 digits; a key part is at most six digits anyway
+    assert version_key("9" * digits + ".1") == "999999000001" + "0" * 12
+    assert version_key("0000001.2") == version_key("1.2")
