@@ -279,7 +279,16 @@ def scan(
         is_registry,
         "to registry: targets",
     )
-    _check_applicable({"--attestation": bool(attestation)}, image is not False, "to image targets")
+    _check_applicable(
+        {
+            "--attestation": bool(attestation),
+            "--max-ratio": max_ratio is not None,
+            "--max-layer-size": max_layer_size is not None,
+            "--max-size": max_size is not None,
+        },
+        image is not False,
+        "to image targets",
+    )
     _check_applicable(
         {
             "--server": server is not None,

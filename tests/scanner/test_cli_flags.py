@@ -129,6 +129,8 @@ def test_unsigned_on_an_image_with_a_key_is_evaluated(
         (["--username", "u"], "--username only applies to registry: targets"),
         (["--insecure", "--ca-file", "ca.pem"], "--ca-file, --insecure only apply to registry"),
         (["--attestation", "a.json"], "--attestation only applies to image targets"),
+        (["--max-ratio", "5", "--max-size", "1G"], "--max-ratio, --max-size only apply to image"),
+        (["--max-layer-size", "1G"], "--max-layer-size only applies to image targets"),
     ],
 )
 def test_options_this_scan_would_ignore_are_refused(
