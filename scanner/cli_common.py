@@ -154,10 +154,19 @@ def show_usage_error(e: click.ClickException) -> None:
     error(e.format_message())
 
 
+class _Typer(typer.Typer):
+    """A Typer whose commands are `StrictCommand` unless told otherwise, so a command added
+    later cannot silently take the last of two values again."""
+
+    def command(self, *args: Any, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
+        return super().command(*args, cls=cls or StrictCommand, **kwargs)
+
+
 def typer_app(**kwargs: Any) -> typer.Typer:
-    """A Typer (sub)app with gpuprov's group class and without Typer's extra suggestions."""
+    """A Typer (sub)app with gpuprov's group class, strict commands and without Typer's extra
+    suggestions."""
     kwargs.setdefault("no_args_is_help", True)
-    return typer.Typer(
+    return _Typer(
         cls=Group,
         suggest_commands=False,
         add_completion=False,

@@ -250,3 +250,24 @@ def sc_small_root(base: Path) -> Path:
         lib.mkdir(parents=True)
         build_cudnn_library(lib, "cudnn_graph", filename="libcudnn_graph.so.9.1.0")
     return root
+
+
+def test_a_command_added_later_is_strict_too() -> None:
+    """Commands get `StrictCommand` by default, so a new one cannot reintroduce "last wins"."""
+    import typer
+
+    from scanner.cli_common import typer_app
+
+    later = typer_app(name="gpuprov")
+
+    @later.command("gate")
+    def gate(policy: str = typer.Option("p", "--policy", help="policy name")) -> None:
+        typer.echo(policy)
+
+    @later.command("other")
+    def other() -> None: ...
+
+    result = CliRunner().invoke(later, ["gate", "--policy", "a", "--policy", "b"])
+    assert result.exit_code == 2
+    assert "gpuprov: error: --policy was given 2 times; it takes one value" in result.stderr
+    assert CliRunner().invoke(later, ["gate", "--policy", "a"]).stdout == "a\n"
