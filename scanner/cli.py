@@ -440,10 +440,11 @@ def register_all(argv: list[str]) -> None:
     words = [a for a in argv[1:] if not a.startswith("-")]
     if words[:1] == ["scan"] or any(c.name == "push" for c in app.registered_commands):
         return
-    from scanner import cli_agent, cli_provenance
+    from scanner import cli_agent, cli_gate, cli_provenance
 
     cli_agent.register(app)
     cli_provenance.register(app)
+    cli_gate.register(app)
 
 
 def main() -> None:

@@ -162,6 +162,7 @@ def _verify_plain_envelope(raw: bytes, policy: TrustPolicy, subject: object) -> 
     """A DSSE envelope signed with --key: its in-toto statement must name the artifact."""
     import hashlib
 
+    from scanner.policy.vsa import VSA_PREDICATE, check_vsa
     from scanner.verify.intoto import Statement
     from scanner.verify.sigstore_bundles import ArtifactDigest, verify_envelope_with_keys
 
@@ -171,7 +172,11 @@ def _verify_plain_envelope(raw: bytes, policy: TrustPolicy, subject: object) -> 
     else:
         assert isinstance(subject, bytes)
         digest = hashlib.sha256(subject).hexdigest()
-    Statement.from_bytes(envelope.payload).require_subject(digest)
+    statement = Statement.from_bytes(envelope.payload)
+    statement.require_subject(digest)
+    if statement.predicate_type == VSA_PREDICATE:
+        # a gate's VSA: signed and about this artifact is not enough, it must say PASSED
+        return f"{signer.describe()}; {check_vsa(statement)}"
     return signer.describe()
 
 

@@ -1,0 +1,309 @@
+"""`gpuprov gate`: scan or BOM in, decision out (text, JSON, SARIF, JUnit), exit codes, VSA."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from scanner.cli import app as cli_app
+from scanner.cli import register_all
+from tests.fixtures import keys
+from tests.scanner import scenarios as sc
+
+SARIF_SCHEMA = Path(__file__).resolve().parents[3] / ".." / "shared/fixtures/sarif"
+HEAD = "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: prod\n"
+PROD = (
+    HEAD
+    + """rules:
+  integrity: {}
+  ownership: {allow_unowned: ["/opt/app/**"]}
+  mixed_cudnn: {action: warn}
+  image_signature: {}
+  scan_age: {max_hours: 24}
+"""
+)
+LENIENT = HEAD + "rules:\n  scan_age: {max_hours: 24}\n  cuda_pairing: {}\n  slsa: {action: warn}\n"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUPROV_CACHE_DIR", str(tmp_path_factory.mktemp("gpuprov-cache")))
+
+
+@pytest.fixture(scope="module")
+def app() -> typer.Typer:
+    register_all(["gpuprov"])
+    return cli_app
+
+
+def run(app: typer.Typer, *args: object) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _policy(tmp_path: Path, text: str, name: str = "policy.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def host_bom(
+    app: typer.Typer, policy_world: sc.World, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    out = tmp_path_factory.mktemp("bom") / "host.cdx.json"
+    code, _, err = run(app, "scan", policy_world.root, "-f", "cyclonedx", "-o", out, "--no-cache")
+    assert code == 0, err
+    return out
+
+
+def test_gate_scans_the_target_with_scan_options_and_denies(
+    app: typer.Typer, policy_world: sc.World, tmp_path: Path
+) -> None:
+    policy = _policy(tmp_path, PROD)
+    code, out, err = run(
+        app, "gate", policy_world.root, "--policy-file", policy, "--no-cache", "-f", "json"
+    )
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["decision"] == "deny"
+    assert doc["policy"]["name"] == "prod" and len(doc["policy"]["sha256"]) == 64
+    assert doc["subject"]["kind"] == "host" and doc["subject"]["name"] == sc.HOSTNAME
+    assert [r["rule"] for r in doc["reasons"]] == ["integrity", "ownership", "mixed_cudnn"]
+    assert doc["controls"]["CIS-2.6"] == "fail" and doc["controls"]["ID.AM-02"] == "pass"
+    assert doc["controls"]["PR.DS-01"] == "fail"  # integrity fails, image_signature n/a
+    # a scan option reaches the scan: --include narrows the walk to the clean CUDA tree
+    code, out, err = run(
+        app,
+        "gate",
+        policy_world.root,
+        "--include",
+        sc.CUDA_DIR,
+        "--policy-file",
+        policy,
+        "--no-cache",
+        "-f",
+        "json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["decision"] == "allow"
+
+
+def test_gate_refuses_scan_output_options_and_bad_input(
+    app: typer.Typer, policy_world: sc.World, tmp_path: Path
+) -> None:
+    policy = _policy(tmp_path, PROD)
+    code, _, err = run(app, "gate", policy_world.root, "--policy-file", policy, "--fail-on", "x")
+    assert code == 2 and "not a gate option: --fail-on" in err
+    code, _, err = run(app, "gate", policy_world.root, "--policy-file", policy, "--bogus")
+    assert code == 2 and "--bogus" in err
+    code, _, err = run(app, "gate", tmp_path / "missing", "--policy-file", policy)
+    assert code == 2
+    bad = _policy(tmp_path, HEAD + "rules: {slsa: {min_level: 9}}\n", "bad.yaml")
+    code, _, err = run(app, "gate", "--bom", tmp_path / "x.json", "--policy-file", bad)
+    assert code == 2 and "rules.slsa.min_level" in err
+    code, _, err = run(app, "gate", "--policy-file", policy)
+    assert code == 2 and "TARGET" in err
+    (tmp_path / "x.json").write_text("{}")
+    code, _, err = run(app, "gate", "--bom", tmp_path / "x.json", "--policy-file", policy)
+    assert code == 2 and "not a CycloneDX" in err
+
+
+def test_gate_bom_of_ours_matches_the_scan(
+    app: typer.Typer, host_bom: Path, tmp_path: Path
+) -> None:
+    code, out, _ = run(app, "gate", "--bom", host_bom, "--policy-file", _policy(tmp_path, PROD))
+    assert code == 1
+    assert out.startswith("decision: DENY")
+    assert "FAIL  integrity (deny)" in out and "n/a   image_signature" in out
+    assert "warn" in out  # mixed_cudnn is a warn rule
+
+
+def _syft_like(host_bom: Path) -> bytes:
+    """Our BOM's GPU files as Syft writes files: name, SHA-256, no gpuprov properties."""
+    ours = json.loads(host_bom.read_text())
+    files = [
+        {
+            "bom-ref": f"file-{n}",
+            "type": "file",
+            "name": next(p["value"] for p in c["properties"] if p["name"] == "gpuprov:file:path"),
+            "hashes": c["hashes"],
+        }
+        for n, c in enumerate(ours["components"])
+        if c["type"] == "file"
+    ]
+    doc = {
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.6",
+        "version": 1,
+        "metadata": {
+            "timestamp": ours["metadata"]["timestamp"],
+            "tools": {"components": [{"type": "application", "name": "syft", "version": "1.4.1"}]},
+            "component": {"type": "file", "name": "/host"},
+        },
+        "components": files,
+    }
+    return json.dumps(doc).encode()
+
+
+def test_gate_foreign_bom_says_verdicts_are_missing(
+    app: typer.Typer, host_bom: Path, tmp_path: Path
+) -> None:
+    foreign = tmp_path / "syft.cdx.json"
+    foreign.write_bytes(_syft_like(host_bom))
+    policy = _policy(
+        tmp_path, HEAD + "rules:\n  integrity: {}\n  versions: {minimum: {cudart: '12'}}\n"
+    )
+    code, out, _ = run(app, "gate", "--bom", foreign, "--policy-file", policy, "-f", "json")
+    assert code == 1
+    doc = json.loads(out)
+    reason, versions = doc["reasons"]
+    assert reason["rule"] == "integrity" and reason["missing_input"] is True
+    assert "syft 1.4.1" in reason["message"] and "no integrity verdict" in reason["message"]
+    # Syft names no version for libcudart.so.12 (a bare ABI major): the rule says so
+    assert versions["rule"] == "versions" and versions["missing_input"] is True
+    assert "version of" in versions["message"] and "unknown" in versions["message"]
+
+
+def test_sarif_is_valid_and_junit_well_formed(
+    app: typer.Typer, host_bom: Path, tmp_path: Path
+) -> None:
+    policy = _policy(tmp_path, PROD)
+    sarif = tmp_path / "gate.sarif"
+    code, _, _ = run(
+        app, "gate", "--bom", host_bom, "--policy-file", policy, "-f", "sarif", "-o", sarif
+    )
+    assert code == 1
+    doc = json.loads(sarif.read_text())
+    schema_file = SARIF_SCHEMA / "sarif-schema-2.1.0.json"
+    if not schema_file.is_file():
+        pytest.skip("../shared/fixtures/sarif is absent")
+    import jsonschema
+
+    jsonschema.validate(doc, json.loads(schema_file.read_text()))
+    results = doc["runs"][0]["results"]
+    assert [r["ruleId"] for r in results] == ["integrity", "ownership", "mixed_cudnn"]
+    assert results[0]["level"] == "error" and results[2]["level"] == "warning"
+    assert "CIS-2.6" in results[0]["properties"]["controls"]
+    junit = tmp_path / "gate.xml"
+    code, _, _ = run(
+        app, "gate", "--bom", host_bom, "--policy-file", policy, "-f", "junit", "-o", junit
+    )
+    assert code == 1
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert list(cases) == ["integrity", "ownership", "mixed_cudnn", "image_signature", "scan_age"]
+    assert cases["integrity"].find("failure") is not None
+    assert cases["image_signature"].find("skipped") is not None
+    assert cases["mixed_cudnn"].find("failure") is None  # warn: reported, not failed
+    assert suite.get("failures") == "2" and suite.get("skipped") == "1"
+
+
+@pytest.fixture(scope="module")
+def image_bom(
+    app: typer.Typer, policy_world: sc.World, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, str]:
+    target, _ = policy_world.image_target("oci")
+    out = tmp_path_factory.mktemp("img") / "image.cdx.json"
+    code, _, err = run(app, "scan", target, "-f", "cyclonedx", "-o", out, "--no-cache")
+    assert code == 0, err
+    component = json.loads(out.read_text())["metadata"]["component"]
+    digest = next(
+        p["value"] for p in component["properties"] if p["name"] == "gpuprov:image:digest"
+    )
+    return out, digest
+
+
+def test_vsa_is_signed_on_allow_and_verify_checks_it(
+    app: typer.Typer, image_bom: tuple[Path, str], tmp_path: Path
+) -> None:
+    bom, digest = image_bom
+    key, pub = keys.write_keypair(tmp_path / "keys", "gate", keys.generate("ecdsa"))
+    vsa = tmp_path / "vsa.json"
+    policy = _policy(tmp_path, LENIENT)
+    code, out, err = run(
+        app,
+        "gate",
+        "--bom",
+        bom,
+        "--policy-file",
+        policy,
+        "--vsa-key",
+        key,
+        "--vsa-out",
+        vsa,
+        "--policy-uri",
+        "https://policies.example/prod.yaml",
+    )
+    assert code == 0, err
+    assert out.startswith("decision: WARN")  # slsa warns: the scan checked no provenance
+    envelope = json.loads(vsa.read_text())
+    statement = json.loads(base64.b64decode(envelope["payload"]))
+    assert statement["predicateType"] == "https://slsa.dev/verification_summary/v1"
+    assert statement["subject"][0]["digest"]["sha256"] == digest.removeprefix("sha256:")
+    predicate = statement["predicate"]
+    assert predicate["verificationResult"] == "PASSED"
+    assert predicate["verifiedLevels"] == ["SLSA_BUILD_LEVEL_0"]
+    assert predicate["policy"]["uri"] == "https://policies.example/prod.yaml"
+    assert (
+        predicate["policy"]["digest"]["sha256"]
+        == json.loads(run(app, "gate", "--bom", bom, "--policy-file", policy, "-f", "json")[1])[
+            "policy"
+        ]["sha256"]
+    )
+    assert predicate["resourceUri"].endswith("@" + digest)
+
+    code, out, err = run(app, "verify", digest, "--bundle", vsa, "--key", pub)
+    assert code == 0, err
+    assert "VSA PASSED" in out and "https://policies.example/prod.yaml" in out
+    # another artifact, another key, a tampered payload: rejected
+    other = "sha256:" + "0" * 64
+    assert run(app, "verify", other, "--bundle", vsa, "--key", pub)[0] == 1
+    _, other_pub = keys.write_keypair(tmp_path / "k2", "x", keys.generate("ecdsa"))
+    assert run(app, "verify", digest, "--bundle", vsa, "--key", other_pub)[0] == 1
+    forged = dict(statement, predicate=dict(predicate, verifiedLevels=["SLSA_BUILD_LEVEL_3"]))
+    envelope["payload"] = base64.b64encode(json.dumps(forged).encode()).decode()
+    vsa.write_text(json.dumps(envelope))
+    assert run(app, "verify", digest, "--bundle", vsa, "--key", pub)[0] == 1
+
+
+def test_no_vsa_on_deny_and_none_for_a_host(
+    app: typer.Typer, host_bom: Path, tmp_path: Path
+) -> None:
+    key, _ = keys.write_keypair(tmp_path / "keys", "gate", keys.generate("ed25519"))
+    vsa = tmp_path / "vsa.json"
+    code, _, err = run(
+        app,
+        "gate",
+        "--bom",
+        host_bom,
+        "--policy-file",
+        _policy(tmp_path, PROD),
+        "--vsa-key",
+        key,
+        "--vsa-out",
+        vsa,
+    )
+    assert code == 1 and not vsa.exists() and "no VSA" in err
+    code, _, err = run(
+        app,
+        "gate",
+        "--bom",
+        host_bom,
+        "--policy-file",
+        _policy(tmp_path, LENIENT, "l.yaml"),
+        "--vsa-key",
+        key,
+        "--vsa-out",
+        vsa,
+    )
+    assert code == 2 and not vsa.exists() and "sha256 digest" in err
