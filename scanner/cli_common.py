@@ -73,10 +73,10 @@ def usage_error(message: str, option: str | None = None) -> NoReturn:
 
 def split_list(values: Iterable[str] | None) -> list[str]:
     """Values of a repeatable option, each also split at commas (``--x a,b --x c``)."""
-    out: list[str] = []
+    parts: list[str] = []
     for value in values or ():
-        out.extend(part.strip() for part in value.split(","))
-    return out
+        parts.extend(part.strip() for part in value.split(","))
+    return parts
 
 
 class StrictCommand(TyperCommand):
