@@ -41,7 +41,6 @@ _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
-_MAX_NAME = max_length(Asset, "name")
 _MAX_IDENTITY = max_length(Asset, "identity")
 _MAX_LABEL_VALUE = max_length(AssetLabel, "value")
 #: the earliest report timestamp accepted: the Unix epoch, where an unset clock starts
