@@ -24,7 +24,7 @@ from app.domain.provenance import CatalogCache
 from app.http.api import router as api_router
 from app.http.body import IngestGate
 from app.http.docs import install_docs
-from app.http.errors import install_error_handlers
+from app.http.errors import ContainErrors, install_error_handlers
 from app.http.health import Counters
 from app.http.health import router as health_router
 from app.http.params import strict_query
@@ -74,6 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
+    app.add_middleware(ContainErrors)
     app.add_middleware(SecurityHeaders)
     app.state.settings = settings
     app.state.catalogs = CatalogCache()

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import AppError
 from app.settings import Settings
@@ -77,6 +78,37 @@ def safe_description(exc: SQLAlchemyError) -> str:
 
 def _pointer(location: tuple[Any, ...] | list[Any]) -> str:
     return "".join(f"/{part}" for part in location)
+
+
+class ContainErrors:
+    """Answers an unexpected exception with the JSON 500 here, so it never reaches the server.
+
+    Starlette's outermost middleware re-raises after answering, and uvicorn then closes the
+    connection: a client's next keep-alive request on it would fail too. Only an answer that
+    already started (a stream cut short) still propagates: that connection cannot be reused.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            if started:
+                raise
+            log.error("unhandled error", exc_info=exc)
+            await error_response(500, "internal error")(scope, receive, send)
 
 
 def install_error_handlers(app: FastAPI, settings: Settings) -> None:

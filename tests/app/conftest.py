@@ -167,7 +167,7 @@ def free_port() -> int:
 class LiveServer:
     """uvicorn serving the app on a loopback port, in a thread."""
 
-    def __init__(self, settings: Settings, port: int) -> None:
+    def __init__(self, settings: Settings, port: int, app: Any = None) -> None:
         import uvicorn
 
         self.port = port
@@ -177,7 +177,11 @@ class LiveServer:
         # as `gpuprov serve` runs it, less the logging set-up (pytest captures the logs)
         options = {**uvicorn_options(), "log_config": None}
         config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=port, log_level="warning", **options
+            app or create_app(settings),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            **options,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, daemon=True)

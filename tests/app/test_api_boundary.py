@@ -157,6 +157,26 @@ def test_bad_integers_keep_the_connection_usable(database_url: str) -> None:
         conn.close()
 
 
+def test_an_unexpected_error_keeps_the_connection_usable(sqlite_url: str) -> None:
+    settings = Settings(database_url=sqlite_url, environment="test")
+    app = create_app(settings)
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("a bug")
+
+    with LiveServer(settings, free_port(), app) as server:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        conn.request("GET", "/boom")
+        answer = conn.getresponse()
+        assert answer.status == 500
+        assert b'"internal error"' in answer.read()
+        assert answer.getheader("x-content-type-options") == "nosniff"
+        conn.request("GET", "/healthz")  # the same connection
+        assert conn.getresponse().status == 200
+        conn.close()
+
+
 def test_security_headers(service: Service, every_scope: str) -> None:
     for answer in (
         service.client.get("/healthz"),
