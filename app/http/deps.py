@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from app.domain.provenance import CatalogCache
 from app.domain.tokens import Principal, Scope, authenticate, record_use, use_is_due
 from app.errors import Forbidden, Unauthorized
+from app.http.errors import safe_description
 from app.settings import Settings
 from app.storage.base import utcnow
 from app.storage.session import Database
@@ -94,7 +95,9 @@ def current_principal(
             with db.transaction(write=True) as session:
                 record_use(session, principal, now)
         except SQLAlchemyError as e:  # bookkeeping only: never fail a request over it
-            log.warning("could not record the use of token %s: %s", principal.token_id, e)
+            log.warning(
+                "could not record the use of token %s: %s", principal.token_id, safe_description(e)
+            )
     return principal
 
 
