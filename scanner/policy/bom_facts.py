@@ -25,6 +25,8 @@ from scanner.policy.facts import (
 )
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+#: development, documentation and static packages are no runtime libraries (libcudnn9-dev-cuda-12)
+_NOT_RUNTIME = re.compile(r"-(?:dev|devel|doc|static)(?:-|$)")
 _CUDA_SUFFIX = re.compile(r"-cu(?:da-?)?(\d+)\b")
 #: Other tools' properties naming a file's path and layer.
 _PATH_PROPS = ("aquasecurity:trivy:FilePath", "syft:location:0:path")
@@ -113,7 +115,7 @@ def _foreign_file(component: dict[str, Any], props: dict[str, list[str]]) -> Fil
 def _foreign_package(component: dict[str, Any], props: dict[str, list[str]]) -> FileFact | None:
     name = str(component.get("name", ""))
     purl = str(component.get("purl", ""))
-    if not name or name.endswith(("-dev", "-devel", "-doc", "-static")):
+    if not name or _NOT_RUNTIME.search(name):
         return None
     for classifier in CLASSIFIERS:
         if package_matches(classifier, name):

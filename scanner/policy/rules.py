@@ -95,6 +95,11 @@ def _paths(files: Iterable[FileFact], limit: int = 3) -> str:
     return ", ".join(items[:limit]) + more
 
 
+def signer_name(identity: str | None) -> str | None:
+    """The trust policy's signer name in a recorded identity ("release-key (ecdsa ...)")."""
+    return identity.split(" (", 1)[0] if identity else None
+
+
 def _no_files(ctx: Context) -> Outcome | None:
     if not ctx.facts.files:
         return _na("the asset holds no GPU library file")
@@ -220,7 +225,7 @@ def provenance(rule: D.ProvenanceRule, ctx: Context) -> Outcome:
         foreign = [
             f
             for f in files
-            if f.provenance == "verified" and f.provenance_signer not in rule.signers
+            if f.provenance == "verified" and signer_name(f.provenance_signer) not in rule.signers
         ]
         if foreign:
             return _fail(
@@ -454,7 +459,7 @@ def image_signature(rule: D.ImageSignatureRule, ctx: Context) -> Outcome:
             + ("; ".join(trust.rejected) or "none found"),
             rejected="; ".join(trust.rejected) or None,
         )
-    if rule.signers and trust.signer not in rule.signers:
+    if rule.signers and signer_name(trust.signer) not in rule.signers:
         return _fail(
             f"the image is signed by {trust.signer}, not by {', '.join(rule.signers)}",
             signer=trust.signer,

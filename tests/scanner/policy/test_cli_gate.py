@@ -307,3 +307,46 @@ def test_no_vsa_on_deny_and_none_for_a_host(
         vsa,
     )
     assert code == 2 and not vsa.exists() and "sha256 digest" in err
+
+
+PARITY = HEAD + "rules:\n  parity: {label: env, baseline: staging, target: prod}\n"
+
+
+def test_parity_with_baseline_boms(
+    app: typer.Typer, host_bom: Path, image_bom: tuple[Path, str], tmp_path: Path
+) -> None:
+    policy = _policy(tmp_path, PARITY)
+    # the image runs exactly what the host runs: every version has run in "staging"
+    image, _ = image_bom
+    code, out, err = run(
+        app, "gate", "--bom", image, "--policy-file", policy, "--baseline", host_bom, "-f", "json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["decision"] == "allow"
+    # a candidate running a version staging never ran (cuDNN 9.3.0 of /opt/mixed) against a
+    # staging fleet without it
+    staging = json.loads(host_bom.read_text())
+    staging["components"] = [
+        c
+        for c in staging["components"]
+        if not any(p.get("value", "").startswith("/opt/mixed") for p in c.get("properties", []))
+    ]
+    baseline = tmp_path / "staging.cdx.json"
+    baseline.write_text(json.dumps(staging))
+    code, out, _ = run(
+        app,
+        "gate",
+        "--bom",
+        host_bom,
+        "--policy-file",
+        policy,
+        "--baseline",
+        baseline,
+        "-f",
+        "json",
+    )
+    assert code == 1
+    (reason,) = json.loads(out)["reasons"]
+    assert "never ran in env=staging" in reason["message"] and "cudnn 9.3.0" in reason["message"]
+    code, out, _ = run(app, "gate", "--bom", host_bom, "--policy-file", policy, "-f", "json")
+    assert code == 1 and json.loads(out)["reasons"][0]["missing_input"] is True

@@ -1,0 +1,90 @@
+"""Asset facts from other tools' CycloneDX BOMs: GPU libraries recognized, verdicts None."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scanner.model import AssetKind
+from scanner.policy.bom_facts import BomError, facts_from_bom
+
+DIGEST = "sha256:" + "c" * 64
+
+
+def _bom(components: list[dict[str, object]], **component: object) -> bytes:
+    return json.dumps(
+        {
+            "bomFormat": "CycloneDX",
+            "specVersion": "1.5",
+            "metadata": {
+                "timestamp": "2026-11-30T10:00:00Z",
+                "tools": [{"vendor": "aquasecurity", "name": "trivy", "version": "0.57.0"}],
+                "component": component,
+            },
+            "components": components,
+        }
+    ).encode()
+
+
+def test_trivy_packages_become_libraries_without_verdicts() -> None:
+    raw = _bom(
+        [
+            {
+                "type": "library",
+                "name": "nvidia-cudnn-cu12",
+                "version": "9.1.0.70",
+                "purl": "pkg:pypi/nvidia-cudnn-cu12@9.1.0.70",
+                "properties": [
+                    {"name": "aquasecurity:trivy:FilePath", "value": "usr/lib/python3/x/METADATA"},
+                    {"name": "aquasecurity:trivy:LayerDigest", "value": DIGEST},
+                ],
+            },
+            {"type": "library", "name": "libcudnn9-dev-cuda-12", "version": "9.1.0.70-1"},
+            {"type": "library", "name": "requests", "version": "2.32.0"},
+        ],
+        type="container",
+        name="ml/train:1",
+        purl=f"pkg:oci/train@{DIGEST.replace(':', '%3A')}",
+    )
+    facts = facts_from_bom(raw)
+    assert facts.kind is AssetKind.IMAGE and facts.digest == DIGEST
+    assert facts.producer == "trivy 0.57.0"
+    assert facts.scanned_at is not None and facts.scanned_at.year == 2026
+    (lib,) = facts.files
+    assert (lib.family, lib.version, lib.cuda_major, lib.layer) == ("cudnn", "9.1.0.70", 12, DIGEST)
+    assert lib.integrity is None and lib.provenance is None
+    assert facts.image_trust is None
+
+
+def test_syft_files_get_versions_only_from_complete_names() -> None:
+    sha = "d" * 64
+    raw = _bom(
+        [
+            {
+                "type": "file",
+                "name": "/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9.7.0",
+                "hashes": [{"alg": "SHA-256", "content": sha}],
+            },
+            {"type": "file", "name": "/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9"},
+            {"type": "file", "name": "/usr/local/cuda/lib64/libcudart.so.12.4.127"},
+            {"type": "file", "name": "/etc/passwd"},
+        ],
+        type="container",
+        name="ml/train",
+        version=DIGEST,
+    )
+    facts = facts_from_bom(raw)
+    assert facts.digest == DIGEST
+    by_path = {f.path: f for f in facts.files}
+    assert by_path["/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9.7.0"].version == "9.7.0"
+    assert by_path["/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9.7.0"].sha256 == sha
+    assert by_path["/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9"].version is None
+    assert by_path["/usr/local/cuda/lib64/libcudart.so.12.4.127"].cuda_major == 12
+    assert "/etc/passwd" not in by_path
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[]", b'{"bomFormat": "SPDX"}'])
+def test_not_a_bom(raw: bytes) -> None:
+    with pytest.raises(BomError):
+        facts_from_bom(raw)
