@@ -46,6 +46,7 @@ def test_refined_by_the_most_precise_agreeing_claim() -> None:
     truth = claim("9.1", HIGH, 0)
     assert resolved([truth, claim("9.1.0.70", LOW, 7)]) == "9.1.0.70"
     assert resolved([truth, claim("9.2.0.70", LOW, 7)]) == "9.1"  # disagrees: ignored
+    assert resolved([truth, claim("9.0.9.70", LOW, 7)]) == "9.1"  # an older one too
     assert resolved([truth, claim("9.1.0", LOW, 7), claim("9.1.0.70", LOW, 8)]) == "9.1.0.70"
     # Equally precise refinements: confidence, then rank decide.
     assert resolved([truth, claim("9.1.1", LOW, 2), claim("9.1.0", MEDIUM, 7)]) == "9.1.0"
