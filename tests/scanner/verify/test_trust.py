@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import dsa, ec, rsa
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from scanner.errors import VerifyError
 from scanner.verify.trust import (
     PUBLIC_GOOD,
+    CertificateAuthority,
     IdentityRule,
+    LogKey,
+    Rejected,
+    Scope,
     SigstoreRoot,
     TrustedKey,
     TrustPolicy,
@@ -278,3 +285,103 @@ def test_invalid_roots_rejected(
     mutate(doc)
     with pytest.raises(VerifyError, match="invalid|no transparency log"):
         SigstoreRoot.from_bytes(json.dumps(doc).encode(), "broken")
+
+
+# -- the primitives every signature check relies on -------------------------------------------
+
+
+def test_scope() -> None:
+    scope = Scope(("cudnn", "NCCL"), ("nvcr.io/nvidia/*",))
+    assert scope.allows_family("cuDNN") and scope.allows_family("nccl")
+    assert not scope.allows_family("cublas") and not scope.allows_family(None)
+    assert Scope(("*",)).allows_family(None) and Scope(("*",)).allows_family("x")
+    assert not Scope().allows_family("cudnn")
+    assert scope.allows_image("nvcr.io/nvidia/pytorch")
+    assert not scope.allows_image("NVCR.IO/nvidia/pytorch")  # repositories are case-sensitive
+    assert not scope.allows_image("nvcr.io/nvidia")
+    assert not Scope(("*",)).allows_image("any/repo")
+
+
+def test_identity_rule_construction() -> None:
+    with pytest.raises(VerifyError, match="exactly one of subject, subject_regex"):
+        IdentityRule("https://issuer")
+    with pytest.raises(VerifyError, match="exactly one of subject, subject_regex"):
+        IdentityRule("https://issuer", "a", "b")
+    with pytest.raises(VerifyError, match="needs an OIDC issuer"):
+        IdentityRule("", "a")
+    with pytest.raises(VerifyError, match="bad subject_regex"):
+        IdentityRule("https://issuer", subject_regex="(")
+    rule = IdentityRule("https://issuer", subject_regex="a.c")
+    assert rule.matches("https://issuer", ["x", "abc"]) and not rule.matches("https://issuer", [])
+    assert rule.describe() == "/a.c/ (issuer https://issuer)"
+    assert IdentityRule("i", "s").describe() == "s (issuer i)"
+    assert not IdentityRule("i", "s").matches(None, ["s"])
+
+
+@pytest.mark.parametrize("kind", [*keys.KINDS, "p384"])
+def test_trusted_key_signatures(kind: str) -> None:
+    private = ec.generate_private_key(ec.SECP384R1()) if kind == "p384" else keys.shared(kind)
+    key = TrustedKey.from_pem(keys.public_pem(private))
+    data = b"signed bytes"
+    digest = hashlib.sha256(data).digest()
+    if kind == "ed25519":
+        signature = private.sign(data)
+    elif kind == "rsa":
+        signature = private.sign(data, padding.PKCS1v15(), hashes.SHA256())
+    else:
+        algorithm = hashes.SHA384() if kind == "p384" else hashes.SHA256()
+        signature = private.sign(data, ec.ECDSA(algorithm))
+    assert key.verify(signature, data)
+    assert not key.verify(signature, data + b"!")
+    assert not key.verify(b"\x00" * len(signature), data)
+    if kind == "ed25519":
+        with pytest.raises(Rejected, match="give the file, not its digest"):
+            key.verify_digest(signature, digest)
+    elif kind != "p384":  # digests are SHA-256; P-384 keys sign SHA-384
+        assert key.verify_digest(signature, digest)
+        assert not key.verify_digest(signature, hashlib.sha256(b"other").digest())
+    der = key.spki_der
+    assert key.key_id == hashlib.sha256(der).hexdigest()
+    assert TrustedKey.from_der(der) == key
+    assert key.describe() == f"{key.algorithm.value} key sha256:{key.key_id[:16]}"
+
+
+def test_rsa_pss_signatures_verify() -> None:
+    private = keys.shared("rsa")
+    key = TrustedKey.from_pem(keys.public_pem(private))
+    pss = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.MAX_LENGTH)
+    assert key.verify(private.sign(b"data", pss, hashes.SHA256()), b"data")
+    digest = hashlib.sha256(b"data").digest()
+    signature = private.sign(digest, padding.PKCS1v15(), Prehashed(hashes.SHA256()))
+    assert key.verify_digest(signature, digest)
+    assert not key.verify(private.sign(b"data", pss, hashes.SHA256()), b"other")
+
+
+def test_trusted_key_from_a_certificate_and_garbage() -> None:
+    private = keys.shared("ecdsa")
+    _key, cert = PrivateSigstore(name="certkey").issue("a@b.test", email=True)
+    pem = cert.public_bytes(serialization.Encoding.PEM)
+    assert TrustedKey.from_pem(pem).spki_der == cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    for garbage in (b"not a key", b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----"):
+        with pytest.raises(VerifyError, match="not a PEM public key"):
+            TrustedKey.from_pem(garbage)
+    with pytest.raises(VerifyError, match="not a DER public key"):
+        TrustedKey.from_der(b"\x30\x00")
+    assert TrustedKey.from_pem(keys.public_pem(private)).algorithm.value == "ecdsa-p256"
+
+
+def test_validity_windows_are_closed_intervals() -> None:
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    end = datetime(2025, 12, 31, tzinfo=UTC)
+    key = TrustedKey.from_pem(keys.public_pem(keys.shared("ecdsa")))
+    log = LogKey(b"id", key, start, end, "u")
+    ca = CertificateAuthority((), start, end, "u")
+    for window in (log, ca):
+        assert window.valid_at(start) and window.valid_at(end)
+        assert not window.valid_at(start - timedelta(microseconds=1))
+        assert not window.valid_at(end + timedelta(microseconds=1))
+    assert LogKey(b"id", key, None, None, "u").valid_at(start)
+    assert CertificateAuthority((), None, end, "u").valid_at(start - timedelta(days=999))
+    assert not CertificateAuthority((), start, None, "u").valid_at(start - timedelta(days=1))
