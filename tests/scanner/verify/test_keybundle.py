@@ -252,3 +252,92 @@ def test_verify_entry_requires_a_proof_when_asked(
     with pytest.raises(Rejected, match="no inclusion proof"):
         tlog.verify_entry(entry, [root], require_proof=True)
     assert tlog.verify_entry(entry, [root], require_proof=False)[2] is not None
+
+
+def _material(b: dict[str, Any]) -> dict[str, Any]:
+    material: dict[str, Any] = b["verificationMaterial"]
+    return material
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda b: b.pop("verificationMaterial"), "no verificationMaterial"),
+        (lambda b: b.update(verificationMaterial=[]), "no verificationMaterial"),
+        (lambda b: _material(b).update(tlogEntries={}), "exactly one transparency log entry"),
+        (lambda b: _material(b).update(tlogEntries=[]), "exactly one transparency log entry"),
+        (lambda b: b.pop("messageSignature"), "exactly one of messageSignature"),
+        (
+            lambda b: _entry(b)["inclusionProof"].pop("checkpoint"),
+            "no inclusion proof with a checkpoint",
+        ),
+        (lambda b: _entry(b).pop("inclusionPromise"), "neither a signed entry timestamp"),
+        (lambda b: b["messageSignature"].pop("signature"), "messageSignature has no signature"),
+        (lambda b: b.update(messageSignature="sig"), "messageSignature has no signature"),
+        (lambda b: b["messageSignature"].update(signature="!!"), "not base64"),
+        (
+            lambda b: b["messageSignature"].update(messageDigest="x"),
+            "messageDigest is not an object",
+        ),
+        (
+            lambda b: b["messageSignature"]["messageDigest"].update(algorithm="SHA2_384"),
+            "unsupported message digest algorithm SHA2_384",
+        ),
+        (
+            lambda b: _entry(b).update(kindVersion={"kind": "dsse", "version": "0.0.1"}),
+            "body is hashedrekord/0.0.1",
+        ),
+    ],
+)
+def test_bundle_shape_rejections(
+    instance: PrivateSigstore, root: SigstoreRoot, mutate: Any, reason: str
+) -> None:
+    key = keys.shared("ecdsa")
+    bundle = copy.deepcopy(instance.key_bundle(key, data=DATA))
+    mutate(bundle)
+    with pytest.raises(Rejected, match=reason):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+def test_v01_and_v02_bundles(instance: PrivateSigstore, root: SigstoreRoot) -> None:
+    """v0.1 needs a signed entry timestamp and no proof; v0.2 and later need the proof, and a
+    signed entry timestamp or a signed timestamp."""
+    key = keys.shared("ecdsa")
+    policy = key_policy(root, key)
+    for media in (
+        "application/vnd.dev.sigstore.bundle+json;version=0.1",
+        "application/vnd.dev.sigstore.bundle+json;version=0.2",
+        "application/vnd.dev.sigstore.bundle+json;version=0.3",
+    ):
+        bundle = copy.deepcopy(instance.key_bundle(key, data=DATA))
+        bundle["mediaType"] = media
+        assert verify_bundle(_raw(bundle), policy, artifact=DATA).signed_at is not None
+        no_proof = copy.deepcopy(bundle)
+        _entry(no_proof).pop("inclusionProof")
+        if media.endswith("0.1"):
+            verify_bundle(_raw(no_proof), policy, artifact=DATA)
+            no_set = copy.deepcopy(bundle)
+            _entry(no_set).pop("inclusionPromise")
+            with pytest.raises(Rejected, match="v0.1 bundle must carry a signed entry timestamp"):
+                verify_bundle(_raw(no_set), policy, artifact=DATA)
+        else:
+            with pytest.raises(Rejected, match="no inclusion proof"):
+                verify_bundle(_raw(no_proof), policy, artifact=DATA)
+    stamped = copy.deepcopy(instance.key_bundle(key, data=DATA))
+    _entry(stamped).pop("inclusionPromise")
+    _material(stamped)["timestampVerificationData"] = {"rfc3161Timestamps": [{}]}
+    result = verify_bundle(_raw(stamped), policy, artifact=DATA)
+    assert result.signed_at is None  # the integrated time is bound by no signature
+
+
+def test_message_digest_is_optional_but_checked(
+    instance: PrivateSigstore, root: SigstoreRoot
+) -> None:
+    key = keys.shared("ecdsa")
+    bundle = copy.deepcopy(instance.key_bundle(key, data=DATA))
+    bundle["messageSignature"].pop("messageDigest")
+    verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+    digest_only = ArtifactDigest(hashlib.sha256(DATA).digest())
+    verify_bundle(_raw(bundle), key_policy(root, key), artifact=digest_only)
+    with pytest.raises(Rejected, match="does not verify with a trusted key"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA + b"!")
