@@ -143,3 +143,68 @@ def test_signature_over_the_raw_payload_is_rejected(kind: str) -> None:
     raw = Envelope(INTOTO_PAYLOAD_TYPE, payload, (Signature(_key_sign(key, payload)),))
     with pytest.raises(Rejected, match="no DSSE signature verifies"):
         verify_envelope(raw, [TrustedKey.from_pem(keys.public_pem(key))])
+
+
+def test_envelope_fields() -> None:
+    doc = {
+        "payloadType": "t/x",
+        "payload": base64.b64encode(b"p").decode(),
+        "signatures": [
+            {"sig": "AQI=", "keyid": "k1"},
+            {"sig": "AwQ=", "keyid": 7},
+            {"sig": "BQ=="},
+        ],
+    }
+    env = Envelope.from_dict(doc)
+    assert (env.payload_type, env.payload) == ("t/x", b"p")
+    assert env.signatures == (
+        Signature(b"\x01\x02", "k1"),
+        Signature(b"\x03\x04"),
+        Signature(b"\x05"),
+    )
+    assert env.pae() == pae("t/x", b"p")
+    again = Envelope.from_json(env.to_json())
+    assert again == env and env.to_json().endswith("}\n")
+    assert json.loads(env.to_json())["signatures"][0] == {"keyid": "k1", "sig": "AQI="}
+    for bad in (
+        dict(doc, payloadType=""),
+        dict(doc, payloadType=5),
+        dict(doc, payload=5),
+        dict(doc, signatures={}),
+        dict(doc, signatures=["AQI="]),
+    ):
+        with pytest.raises(Rejected):
+            Envelope.from_dict(bad)
+    with pytest.raises(Rejected, match="base64 value is not a string"):
+        b64decode(5)  # type: ignore[arg-type]
+
+
+def test_p384_envelopes_use_sha384() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    private = ec.generate_private_key(ec.SECP384R1())
+    env = sign_envelope("t/x", b"payload", private)
+    public = private.public_key()
+    public.verify(env.signatures[0].sig, env.pae(), ec.ECDSA(hashes.SHA384()))
+    assert verify_envelope(env, [TrustedKey.from_public_key(public)])
+
+
+def test_rsa_envelopes_use_pss_and_other_keys_are_refused() -> None:
+    from cryptography.hazmat.primitives.asymmetric import dsa
+
+    private = keys.shared("rsa")
+    env = sign_envelope("t/x", b"payload", private, keyid="rsa-1")
+    assert env.signatures[0].keyid == "rsa-1"
+    pss = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
+    private.public_key().verify(env.signatures[0].sig, env.pae(), pss, hashes.SHA256())
+    with pytest.raises(Rejected, match="unsupported signing key type"):
+        sign_envelope("t/x", b"payload", dsa.generate_private_key(key_size=2048))  # type: ignore[arg-type]
+
+
+def test_every_signature_is_tried_with_every_key() -> None:
+    """keyid is only a hint: a valid signature after an invalid one, or for the second key."""
+    first, second = keys.shared("ecdsa"), keys.shared("ed25519")
+    good = sign_envelope("t/x", b"payload", second).signatures[0]
+    env = Envelope("t/x", b"payload", (Signature(b"\x00" * 64, "wrong"), good))
+    trusted = [TrustedKey.from_pem(keys.public_pem(k)) for k in (first, second)]
+    assert verify_envelope(env, trusted) == trusted[1]
