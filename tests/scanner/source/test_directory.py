@@ -280,3 +280,52 @@ def test_include_through_a_link_that_climbs_stays_inside(tmp_path: Path) -> None
     inside = scan(root, include=["/opt/gpu"])
     found = {c.ref.path: c.host_path for c in inside.candidates}
     assert found["/outside/lib/libcudnn.so.9"] == f"{root}/outside/lib/libcudnn.so.9"
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("gpu-node-7\n", "gpu-node-7"),
+        ("  gpu-node-7  \nsecond line\n", "gpu-node-7"),
+        ("\n\n  node-after-blank-lines\n", "node-after-blank-lines"),
+        ("", None),
+        ("   \n", None),
+    ],
+)
+def test_hostname_first_line(tmp_path: Path, content: str, expected: str | None) -> None:
+    root = make_root(tmp_path / "root")
+    (root / "etc/hostname").write_text(content)
+    assert scan(root, include=["/usr"]).info.name == (expected or str(root))
+
+
+def test_hostname_that_is_not_a_small_regular_file(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root")
+    (root / "etc/hostname").unlink()
+    os.mkfifo(root / "etc/hostname")  # never opened: a read would block
+    assert scan(root, include=["/usr"]).info.name == str(root)
+    (root / "etc/hostname").unlink()
+    (root / "etc/hostname").mkdir()
+    assert scan(root, include=["/usr"]).info.name == str(root)
+
+
+def test_include_of_special_files_and_link_chains(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root")
+    lib = "/usr/lib/x86_64-linux-gnu"
+    view = scan(root, include=[f"{lib}/libcudart.so.12"])  # a FIFO named like a library
+    assert view.nodes[f"{lib}/libcudart.so.12"].kind is NodeKind.OTHER and not view.candidates
+    chain = root / "chain"
+    chain.mkdir()
+    for i in range(44):
+        (chain / f"l{i}").symlink_to(f"l{i + 1}")
+    (chain / "l44").symlink_to("libcudnn_graph.so.9.1.0")
+    (chain / "libcudnn_graph.so.9.1.0").write_bytes(LIB)
+    (chain / "libcudnn.so.9").symlink_to("l6")  # 40 links to follow: the limit
+    (chain / "libcudnn_ops.so.9").symlink_to("l5")  # 41: too many
+    found = scan(root, include=["/chain/libcudnn.so.9"]).candidates
+    assert [c.ref.path for c in found] == ["/chain/libcudnn_graph.so.9.1.0"]
+    far = scan(root, include=["/chain/libcudnn_ops.so.9"])
+    assert far.candidates == [] and "not found" in far.skipped[0].reason
+    (root / "etc/passwd").write_text("root:x:0:0\n")
+    through_file = scan(root, include=["/etc/passwd/x"])  # a file is not a directory
+    reasons = {s.path: s.reason for s in through_file.skipped}
+    assert through_file.candidates == [] and "not found" in reasons["/etc/passwd/x"]
