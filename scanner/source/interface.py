@@ -136,6 +136,9 @@ def resolve_in_tree(nodes: dict[str, Node], path: str, max_hops: int = 40) -> st
                 done = []
             todo = rest + todo
             continue
+        if todo and node.kind is not NodeKind.DIR:
+            # As the kernel answers ENOTDIR: `file/..` is no way back up (the host resolver agrees).
+            return None
         done.append(part)
     return "/" + "/".join(done)
 

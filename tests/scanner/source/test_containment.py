@@ -58,6 +58,7 @@ NODES = tree(
     ("/loop/b", "a"),
     ("/dangling", "/nowhere"),
     ("/etc/file-as-dir", "passwd/x"),
+    ("/etc/through-file", "passwd/../abs"),
 )
 
 
@@ -78,6 +79,8 @@ NODES = tree(
         ("/dangling", None),
         ("/missing", None),
         ("/etc/file-as-dir", None),
+        ("/etc/through-file", None),  # ENOTDIR, as on a host: never `passwd/..` = /etc
+        ("/etc/passwd/..", "/etc"),  # a path as written is normalized first
     ],
 )
 def test_resolve_in_tree(path: str, expected: str | None) -> None:

@@ -329,3 +329,7 @@ def test_include_of_special_files_and_link_chains(tmp_path: Path) -> None:
     through_file = scan(root, include=["/etc/passwd/x"])  # a file is not a directory
     reasons = {s.path: s.reason for s in through_file.skipped}
     assert through_file.candidates == [] and "not found" in reasons["/etc/passwd/x"]
+    # As the kernel says ENOTDIR for `passwd/..`, a link through a file resolves to nothing.
+    (root / "etc/libcudnn_via.so").symlink_to("passwd/../shadow")
+    via = scan(root, include=["/etc/libcudnn_via.so"])
+    assert via.candidates == [] and "not found" in via.skipped[0].reason
