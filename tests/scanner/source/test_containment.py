@@ -25,6 +25,8 @@ from scanner.source.interface import Node, RootView, normalize, resolve_in_tree
         ("/../../etc/passwd", "/etc/passwd"),
         ("a/b/../../../c", "/c"),
         ("/a/..b/c", "/a/..b/c"),  # a name that starts with dots is a name
+        ("/a/-/+/!/b", "/a/-/+/!/b"),  # names that sort before "." and ".." are names
+        ("/a/.../b", "/a/.../b"),
     ],
 )
 def test_normalize(path: str, expected: str) -> None:
@@ -59,7 +61,12 @@ NODES = tree(
     ("/dangling", "/nowhere"),
     ("/etc/file-as-dir", "passwd/x"),
     ("/etc/through-file", "passwd/../abs"),
+    ("/-/x", None),
+    ("/-/link", "../-/x"),
+    ("/hard/libx.so", None),
 )
+# A hard-link record: a file that names another path. It is a file, never followed.
+NODES["/hard/libx.so"] = Node("/hard/libx.so", NodeKind.FILE, link="/etc/passwd")
 
 
 @pytest.mark.parametrize(
@@ -81,10 +88,20 @@ NODES = tree(
         ("/etc/file-as-dir", None),
         ("/etc/through-file", None),  # ENOTDIR, as on a host: never `passwd/..` = /etc
         ("/etc/passwd/..", "/etc"),  # a path as written is normalized first
+        ("/-/x", "/-/x"),
+        ("/-/link", "/-/x"),
+        ("/hard/libx.so", "/hard/libx.so"),
     ],
 )
 def test_resolve_in_tree(path: str, expected: str | None) -> None:
     assert resolve_in_tree(NODES, path) == expected
+
+
+def test_default_hop_limit_is_40() -> None:
+    chain = tree(*[(f"/l{i}", f"/l{i + 1}") for i in range(41)], ("/l41", None))
+    view = RootView(AssetInfo(AssetKind.IMAGE, "x", "oci:x"), chain, {}, [])
+    assert resolve_in_tree(chain, "/l1") == view.resolve("/l1") == "/l41"  # 40 links
+    assert resolve_in_tree(chain, "/l0") is None and view.resolve("/l0") is None  # 41
 
 
 def test_hop_limit() -> None:
