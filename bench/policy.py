@@ -1,7 +1,8 @@
 """Benchmark: policy evaluation of one asset of 60 GPU library files (goal p95 <= 5 ms).
 
-Prints JSON figures. The facts are built in memory (the evaluation never touches a file), with
-every rule of the issue's example policy set, so each rule's work is measured.
+Prints JSON figures: wall-clock and this thread's CPU time per evaluation. The facts are
+built in memory (the evaluation never touches a file), with every rule of the issue's
+example policy set, so each rule's work is measured.
 """
 
 from __future__ import annotations
@@ -72,12 +73,14 @@ def main() -> None:
     asset = facts()
     baseline = baseline_of("env", "staging", [asset])
     evaluate(asset, policy, catalog, baseline=baseline)  # warm caches (version filters)
-    times = []
+    times, cpu = [], []
     for _ in range(2000):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         evaluate(asset, policy, catalog, baseline=baseline)
+        cpu.append((time.thread_time() - c0) * 1000)
         times.append((time.perf_counter() - t0) * 1000)
     times.sort()
+    cpu.sort()
     print(
         json.dumps(
             {
@@ -88,6 +91,9 @@ def main() -> None:
                 "p50_ms": round(statistics.median(times), 3),
                 "p95_ms": round(times[int(len(times) * 0.95)], 3),
                 "max_ms": round(times[-1], 3),
+                # CPU time of this thread: what the evaluation costs, whoever else runs
+                "cpu_p50_ms": round(statistics.median(cpu), 3),
+                "cpu_p95_ms": round(cpu[int(len(cpu) * 0.95)], 3),
                 "goal_p95_ms": 5.0,
             }
         )

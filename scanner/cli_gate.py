@@ -141,8 +141,9 @@ def gate(
     text = _render(fmt, evaluation, ref, subject, catalog, uri)
     _write(text, output)
     if vsa_key is not None and vsa_out is not None:
-        if evaluation.decision is Decision.DENY:
-            say(f"no VSA: the decision is deny ({vsa_out} not written)")
+        if evaluation.decision is not Decision.ALLOW:
+            # a VSA says PASSED: only an allow earns it (a warn still names failing rules)
+            say(f"no VSA: the decision is {evaluation.decision.value} ({vsa_out} not written)")
         else:
             _write_vsa(facts, loaded.policy.name, ref["sha256"], uri, vsa_key, vsa_out, now)
     if evaluation.decision is Decision.DENY:

@@ -28,7 +28,8 @@ PROD = (
   scan_age: {max_hours: 24}
 """
 )
-LENIENT = HEAD + "rules:\n  scan_age: {max_hours: 24}\n  cuda_pairing: {}\n  slsa: {action: warn}\n"
+LENIENT = HEAD + "rules:\n  scan_age: {max_hours: 24}\n  cuda_pairing: {}\n"
+WARNING = LENIENT + "  slsa: {action: warn}\n"
 
 
 @pytest.fixture(autouse=True)
@@ -245,7 +246,7 @@ def test_vsa_is_signed_on_allow_and_verify_checks_it(
         "https://policies.example/prod.yaml",
     )
     assert code == 0, err
-    assert out.startswith("decision: WARN")  # slsa warns: the scan checked no provenance
+    assert out.startswith("decision: ALLOW")
     envelope = json.loads(vsa.read_text())
     statement = json.loads(base64.b64decode(envelope["payload"]))
     assert statement["predicateType"] == "https://slsa.dev/verification_summary/v1"
@@ -276,8 +277,8 @@ def test_vsa_is_signed_on_allow_and_verify_checks_it(
     assert run(app, "verify", digest, "--bundle", vsa, "--key", pub)[0] == 1
 
 
-def test_no_vsa_on_deny_and_none_for_a_host(
-    app: typer.Typer, host_bom: Path, tmp_path: Path
+def test_no_vsa_on_deny_or_warn_and_none_for_a_host(
+    app: typer.Typer, host_bom: Path, image_bom: tuple[Path, str], tmp_path: Path
 ) -> None:
     key, _ = keys.write_keypair(tmp_path / "keys", "gate", keys.generate("ed25519"))
     vsa = tmp_path / "vsa.json"
@@ -294,6 +295,20 @@ def test_no_vsa_on_deny_and_none_for_a_host(
         vsa,
     )
     assert code == 1 and not vsa.exists() and "no VSA" in err
+    # warn: exit 0 but no VSA (a VSA says PASSED; a warning names a failing rule)
+    code, _, err = run(
+        app,
+        "gate",
+        "--bom",
+        image_bom[0],
+        "--policy-file",
+        _policy(tmp_path, WARNING, "w.yaml"),
+        "--vsa-key",
+        key,
+        "--vsa-out",
+        vsa,
+    )
+    assert code == 0 and not vsa.exists() and "no VSA: the decision is warn" in err
     code, _, err = run(
         app,
         "gate",

@@ -1,0 +1,50 @@
+"""docs/policy.md and the CI examples stay true: every rule and control documented, every
+option the examples pass to `gpuprov gate` / `gpuprov scan` exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import typer
+import yaml
+
+from scanner.cli import app, register_all
+from scanner.policy.controls import default_catalog
+from scanner.policy.document import RULE_IDS
+
+DOCS = Path(__file__).resolve().parents[3] / "docs"
+EXAMPLES = ("gate-github-actions.yml", "gate-gitlab-ci.yml")
+
+
+def test_policy_doc_names_every_rule_and_control() -> None:
+    text = (DOCS / "policy.md").read_text()
+    for rule in RULE_IDS:
+        assert f"| `{rule}` |" in text, rule
+    catalog = default_catalog()
+    for cid in catalog.controls:
+        short = cid if not cid.startswith("SLSA_") else "SLSA_BUILD_LEVEL_1"
+        assert short in text, cid
+
+
+def _options(name: str) -> set[str]:
+    register_all(["gpuprov"])
+    group = typer.main.get_command(app)
+    assert isinstance(group, click.Group)
+    return {o for p in group.commands[name].params for o in getattr(p, "opts", [])}
+
+
+def test_ci_examples_are_yaml_and_use_real_options() -> None:
+    gate = _options("gate")
+    scan = _options("scan")
+    for name in EXAMPLES:
+        text = (DOCS / "examples" / name).read_text()
+        assert yaml.safe_load(text)
+        assert (DOCS / "policy.md").read_text().count(f"examples/{name}") >= 1
+        commands = re.findall(r"gpuprov (gate|scan)((?:[^\n]*\\\n|[^\n]*\n\s+--)*[^\n]*)", text)
+        assert commands, name
+        for command, rest in commands:
+            allowed = gate | scan if command == "gate" else scan
+            for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest):
+                assert option in allowed, (name, command, option)
