@@ -13,13 +13,18 @@ import tempfile
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
 
 from scanner.cli_common import fail, say, show_usage_error
 from scanner.errors import ScannerError
+
+if TYPE_CHECKING:  # the policy modules load only when the command runs
+    from scanner.policy.controls import ControlsCatalog
+    from scanner.policy.evaluate import Evaluation
+    from scanner.policy.facts import AssetFacts
 
 EXIT_ALLOW = 0
 EXIT_DENY = 1
@@ -145,55 +150,42 @@ def gate(
             # a VSA says PASSED: only an allow earns it (a warn still names failing rules)
             say(f"no VSA: the decision is {evaluation.decision.value} ({vsa_out} not written)")
         else:
-            _write_vsa(facts, loaded.policy.name, ref["sha256"], uri, vsa_key, vsa_out, now)
+            _write_vsa(facts, loaded.policy.name, loaded.sha256, uri, vsa_key, vsa_out, now)
     if evaluation.decision is Decision.DENY:
         raise typer.Exit(EXIT_DENY)
 
 
 def _render(
     fmt: GateFormat,
-    evaluation: object,
-    ref: dict[str, object],
-    subject: dict[str, object],
-    catalog: object,
+    evaluation: Evaluation,
+    ref: dict[str, Any],
+    subject: dict[str, Any],
+    catalog: ControlsCatalog,
     uri: str,
 ) -> str:
     from scanner.policy import formats
-    from scanner.policy.controls import ControlsCatalog
-    from scanner.policy.evaluate import Evaluation
+    from scanner.terminal import printable
 
-    assert isinstance(evaluation, Evaluation) and isinstance(catalog, ControlsCatalog)
     if fmt is GateFormat.JSON:
         return formats.to_json(evaluation, ref, subject)
     if fmt is GateFormat.SARIF:
         return formats.to_sarif(evaluation, ref, subject, catalog, uri)
     if fmt is GateFormat.JUNIT:
         return formats.to_junit(evaluation, ref, subject)
-    from scanner.terminal import printable
-
     # target data (paths, names) reaches a terminal: escape control characters
-    return "\n".join(
-        printable(line) for line in formats.to_text(evaluation, ref, subject).split("\n")
-    )
+    text = formats.to_text(evaluation, ref, subject)
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def _write_vsa(
-    facts: object,
-    name: str,
-    sha256: object,
-    uri: str,
-    key: Path,
-    dest: Path,
-    now: datetime,
+    facts: AssetFacts, name: str, sha256: str, uri: str, key: Path, dest: Path, now: datetime
 ) -> None:
-    from scanner.policy.facts import AssetFacts
     from scanner.policy.vsa import sign_vsa, vsa_statement
     from scanner.verify.trust import Rejected
 
-    assert isinstance(facts, AssetFacts)
     try:
         statement = vsa_statement(
-            facts, policy_uri=uri, policy_sha256=str(sha256), policy_name=name, time_verified=now
+            facts, policy_uri=uri, policy_sha256=sha256, policy_name=name, time_verified=now
         )
         envelope = sign_vsa(statement, _read(key, "VSA key"))
     except Rejected as e:
@@ -220,4 +212,7 @@ def register(app: typer.Typer) -> None:
     app.command(
         "gate",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        options_metavar="[OPTIONS] [TARGET [SCAN OPTIONS]]",
+        epilog="TARGET is scanned with every `gpuprov scan` option given (see gpuprov scan "
+        "--help), except --format, --output, --spec-version, --wide and --fail-on.",
     )(gate)

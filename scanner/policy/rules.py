@@ -338,24 +338,28 @@ def mixed_cudnn(rule: D.EmptyRule, ctx: Context) -> Outcome:
     groups: dict[str, list[FileFact]] = defaultdict(list)
     for f in cudnn:
         groups[_directory(f.path)].append(f)
+    mixed: list[str] = []
+    unknown: list[str] = []
+    bad: list[FileFact] = []
     for directory, group in sorted(groups.items()):
         releases = sorted({_release(f.version) for f in group if f.version})
-        unknown = [f for f in group if not f.version]
         if len(releases) > 1:
-            return _fail(
+            mixed.append(
                 f"cuDNN sub-libraries in {directory} are at different versions "
                 f"({', '.join(releases)}): "
-                + ", ".join(f"{f.component} {f.version}" for f in group),
-                group,
-                directory=directory,
+                + ", ".join(f"{f.component} {f.version}" for f in group)
             )
-        if unknown and len(group) > 1:
-            return _missing(
-                f"the version of {len(unknown)} cuDNN sub-library(ies) in {directory} is "
-                f"unknown, so they cannot be shown to match: {_paths(unknown)}",
-                unknown,
-                directory=directory,
+            bad.extend(group)
+        elif len(group) > 1 and (nameless := [f for f in group if not f.version]):
+            unknown.append(
+                f"the version of {len(nameless)} cuDNN sub-library(ies) in {directory} is "
+                f"unknown, so they cannot be shown to match: {_paths(nameless)}"
             )
+            bad.extend(nameless)
+    if mixed:
+        return _fail("; ".join(mixed + unknown), bad)
+    if unknown:
+        return _missing("; ".join(unknown), bad)
     return _pass(f"cuDNN sub-libraries agree in each of {len(groups)} directory(ies)")
 
 
@@ -386,14 +390,20 @@ def duplicates(rule: D.EmptyRule, ctx: Context) -> Outcome:
         groups[(where, f.component, f.version.split(".")[0])].append(f)
     if not groups:
         return _na("no GPU library with a known version in the asset")
+    found: list[str] = []
+    bad: list[FileFact] = []
     for (where, component, _major), group in sorted(groups.items()):
         releases = sorted({_release(f.version or "") for f in group})
         if len(releases) > 1:
-            return _fail(
+            found.append(
                 f"{component} is present at {len(releases)} versions ({', '.join(releases)}) "
-                f"on {where}: which one loads depends on symlinks and search order",
-                group,
+                f"on {where}"
             )
+            bad.extend(group)
+    if found:
+        return _fail(
+            "; ".join(found) + ": which one loads depends on symlinks and search order", bad
+        )
     return _pass("no library is present at two versions on one loader path")
 
 

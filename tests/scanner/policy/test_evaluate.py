@@ -306,3 +306,23 @@ def test_evaluation_is_pure(world_facts: AssetFacts) -> None:
 def test_every_rule_cites_controls(rule: str, clean_facts: AssetFacts) -> None:
     _, result = only(clean_facts, rule, {})
     assert result.controls
+
+
+def test_every_mixed_directory_and_duplicate_is_named(
+    world_facts: AssetFacts, duplicate_facts: AssetFacts
+) -> None:
+    mixed = [f for f in world_facts.files if f.path.startswith("/opt/mixed/")]
+    copies = tuple(
+        dataclasses.replace(f, path=f.path.replace("/opt/mixed/", "/srv/m/")) for f in mixed
+    )
+    two = dataclasses.replace(world_facts, files=world_facts.files + copies)
+    result = assert_deny_and_warn(two, "mixed_cudnn", {})
+    assert "/opt/mixed/lib" in result.message and "/srv/m/lib" in result.message
+    assert len(result.files) == 2 * len(mixed)
+    moved = tuple(
+        dataclasses.replace(f, path="/usr/lib64/" + f.path.rsplit("/", 1)[1])
+        for f in duplicate_facts.files
+    )
+    both = dataclasses.replace(duplicate_facts, files=duplicate_facts.files + moved)
+    result = assert_deny_and_warn(both, "duplicates", {})
+    assert "on /opt/vendor/lib" in result.message and "on the default loader path" in result.message
