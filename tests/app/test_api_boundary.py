@@ -101,6 +101,16 @@ def test_parameters_that_cannot_match_are_400(
     assert fragment in body["message"] + str(body["details"]), body
 
 
+def test_a_nul_label_on_a_report_is_refused(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    """SQLite stored it while the docs said NUL is refused; PostgreSQL answered 500."""
+    for label in ("env=pr\x00od", "e\x00nv=prod"):
+        answer = post_report(boms.encode(boms.gpuprov_bom()), label=[label])
+        _refused(answer, "label holds a NUL")
+    assert service.count("asset_label") == 0 and service.count("scan") == 0
+
+
 def test_label_filters_are_capped(service: Service, every_scope: str) -> None:
     cap = service.settings.max_filter_values
     labels = [f"k{i}=v" for i in range(cap)]
