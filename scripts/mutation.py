@@ -8,6 +8,7 @@ each survivor. Figures go to .mutation/NAME.json; the summary to stdout. Not a C
 
     python scripts/mutation.py [NAME ...]          # default: every module, smallest first
     python scripts/mutation.py --again NAME ...    # only the last run's survivors
+    python scripts/mutation.py --report            # the last figures as a Markdown table
 """
 
 from __future__ import annotations
@@ -240,8 +241,31 @@ def mutate(
     return figures
 
 
+def report(modules: list[Module]) -> str:
+    """The figures of the last run of each module, as the Markdown table of docs/mutation.md."""
+    rows = [
+        "| module | mutants run | killed | survived | equivalent (skipped) | killed % |",
+        "|---|---|---|---|---|---|",
+    ]
+    for module in modules:
+        path = WORK / f"{module.name}.json"
+        if not path.is_file():
+            rows.append(f"| {module.name} | not run | | | | |")
+            continue
+        f = json.loads(path.read_text())
+        run_count = f["killed"] + f["survived"]
+        rows.append(
+            f"| {module.name} | {run_count} | {f['killed']} | {f['survived']} | "
+            f"{f['equivalent']} | {f['killed_percent']} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str]) -> int:
     modules, equivalents = load()
+    if argv == ["--report"]:
+        sys.stdout.write(report(modules))
+        return 0
     unknown = set(argv) - {m.name for m in modules} - {"--again"}
     if unknown:
         sys.stderr.write(f"unknown module(s): {', '.join(sorted(unknown))}\n")
