@@ -46,6 +46,16 @@ class Equivalent:
     operator: str
     code: str  # the mutated line, stripped
     reason: str
+    #: which of this operator's mutants on that line (0 = first), when only some are equivalent
+    index: int | None = None
+
+
+def _line_index(item_mutation: Any, seen: dict[tuple[str, int], int]) -> int:
+    """The mutant's rank among the same operator's mutants on its line (work items come in
+    source order), a key that survives edits elsewhere in the module."""
+    key = (item_mutation.operator_name, item_mutation.start_pos[0])
+    seen[key] = seen.get(key, -1) + 1
+    return seen[key]
 
 
 def load() -> tuple[list[Module], list[Equivalent]]:
@@ -165,7 +175,10 @@ def mutate(
     if module.functions and len(ranges) < len(module.functions):
         raise SystemExit(f"{module.name}: some of {module.functions} are not in {module.path}")
     pattern = re.compile(module.line_regex) if module.line_regex else None
-    known = {(e.operator, e.code): e.reason for e in equivalents if e.module == module.name}
+    known = {
+        (e.operator, e.code, e.index): e.reason for e in equivalents if e.module == module.name
+    }
+    seen: dict[tuple[str, int], int] = {}
     typed = annotations(source) if "from __future__ import annotations" in source else []
     equivalent: list[dict[str, object]] = []
     previous: dict[str, Any] = {}
@@ -182,7 +195,10 @@ def mutate(
             inside = any(a <= line <= b for a, b in ranges)
             if inside and pattern is not None:
                 inside = pattern.search(code) is not None
-            reason = known.get((mutation.operator_name, code))
+            index = _line_index(mutation, seen)
+            reason = known.get((mutation.operator_name, code, None)) or known.get(
+                (mutation.operator_name, code, index)
+            )
             start = tuple(mutation.start_pos)
             if any(a <= start < b for a, b in typed):
                 reason = (
@@ -201,6 +217,11 @@ def mutate(
                 WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=reason or "outside"),
             )
     run(cosmic_ray("exec", str(config), str(session)), tree)
+    indices: dict[str, int] = {}
+    seen = {}
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in db.work_items:
+            indices[item.job_id] = _line_index(item.mutations[0], seen)
     killed: int = previous.get("killed", 0)
     incompetent: int = previous.get("incompetent", 0)
     survivors: list[dict[str, Any]] = []
@@ -219,6 +240,7 @@ def mutate(
                         "line": mutation.start_pos[0],
                         "operator": mutation.operator_name,
                         "occurrence": mutation.occurrence,
+                        "index": indices[item.job_id],
                         "code": lines[mutation.start_pos[0] - 1].strip(),
                         "diff": result.diff,
                     }

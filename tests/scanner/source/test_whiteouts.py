@@ -58,3 +58,14 @@ def test_opaque_directory_and_reserved_prefix(tmp_path: Path) -> None:
     assert "/d" in view.nodes  # an opaque whiteout keeps its directory
     # `.wh..wh.` names are reserved for the runtime, never a whiteout of `.wh.plnk` or of `e`.
     assert "/e/wh" in view.nodes and not [p for p in view.nodes if ".wh." in p]
+
+
+def test_only_plain_names_take_the_regular_file_shortcut(tmp_path: Path) -> None:
+    """The reader's shortcut for regular files must leave whiteouts, names that climb out of
+    the root and the root itself to the full path, which records or ignores them."""
+    layer = Layer([file("../../etc/libcudnn.so.9", "x"), Member("./"), file("usr/lib/ok", "y")])
+    view = scan(tmp_path, [layer])
+    reasons = {s.path: s.reason for s in view.skipped}
+    assert "climbs above the root" in reasons["/etc/libcudnn.so.9"]
+    assert "/usr/lib/ok" in view.nodes and "/etc/libcudnn.so.9" in view.nodes
+    assert "/" not in view.nodes or view.nodes["/"].kind.value == "dir"
