@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from scanner.model import Digests, FileFacts, NodeKind, OciDigest, Sha256
 from scanner.source import open_source
 from scanner.source.interface import RootView
+from scanner.source.layers import LayerYield, Tree
 from tests.fixtures.images import (
     Image,
     Layer,
@@ -69,3 +71,27 @@ def test_only_plain_names_take_the_regular_file_shortcut(tmp_path: Path) -> None
     assert "climbs above the root" in reasons["/etc/libcudnn.so.9"]
     assert "/usr/lib/ok" in view.nodes and "/etc/libcudnn.so.9" in view.nodes
     assert "/" not in view.nodes or view.nodes["/"].kind.value == "dir"
+
+
+def _yield(digest: str, files: list[str], **parts: list[str]) -> LayerYield:
+    entries = [(p, NodeKind.FILE, 1, 0o644, None, None) for p in files]
+    return LayerYield(OciDigest(digest), entries, candidates=list(files), **parts)
+
+
+def test_tree_index_stays_exact_through_whiteouts() -> None:
+    """The child index that makes subtree whiteouts cheap must stay exactly the tree's: a
+    stale entry would be dropped again (or kept alive) by a later opaque whiteout."""
+    tree = Tree()
+    tree.apply(_yield("sha256:" + "1" * 64, ["/d/a", "/d/b", "/d/sub/c", "/e/f"]))
+    tree.facts["/d/a"] = tree.facts["/d/sub/c"] = FileFacts(Digests(1, Sha256("0" * 64)))
+    tree.metadata["/d/sub/c"] = b"x"
+    tree.apply(LayerYield(OciDigest("sha256:" + "2" * 64), whiteouts=["/d/a", "/d/sub"]))
+    assert set(tree.nodes) == {"/d", "/d/b", "/e", "/e/f"}
+    assert tree.children["/d"] == {"/d/b"} and "/d/sub" not in tree.children
+    assert tree.candidates == {"/d/b", "/e/f"}  # whited-out files are no candidates
+    assert not tree.facts and not tree.metadata
+    tree.apply(LayerYield(OciDigest("sha256:" + "3" * 64), opaque=["/d", "/nowhere"]))
+    assert set(tree.nodes) == {"/d", "/e", "/e/f"} and tree.children["/d"] == set()
+    assert "/nowhere" not in tree.children
+    tree.apply(_yield("sha256:" + "4" * 64, ["/top"], whiteouts=["/e/f", "/missing"]))
+    assert tree.children["/"] == {"/d", "/e", "/top"} and tree.children["/e"] == set()
