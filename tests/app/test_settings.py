@@ -23,3 +23,20 @@ def test_production_needs_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
         Settings()
     monkeypatch.setenv("GPUPROV_SECRET_KEY", "s3cret-from-a-vault")
     assert Settings().environment == "production"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("GPUPROV_DATABASE_STATEMENT_TIMEOUT", "0"),
+        ("GPUPROV_DATABASE_POOL_TIMEOUT", "-1"),
+        ("GPUPROV_MAX_FILTER_VALUES", "0"),
+        ("GPUPROV_MAX_FILTER_VALUES", "100000"),
+    ],
+)
+def test_limits_that_would_disable_a_bound_are_refused(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValidationError, match=variable.removeprefix("GPUPROV_").lower()):
+        Settings()
