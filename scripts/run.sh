@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make run`: start the service on SQLite, scan this machine and a demo image (once each: the
-# table is printed, the CycloneDX report pushed and saved as the service stored it), and print
-# commands that work as printed.
+# table is printed, the CycloneDX report pushed and saved as the service stored it), gate the
+# demo image's report under docs/examples/demo-policy.yaml, and print commands that work as
+# printed.
 #
 # GPUPROV_PORT: the port to use (fails when taken); unset: 8000, or a free port when 8000 is
 # taken. GPUPROV_RUN_DIR: where the run keeps everything (default: .gpuprov-run for the state,
@@ -88,6 +89,17 @@ scan_push_save / "$OUT/host.cdx.json" "${includes[@]}"
 echo "== demo image oci:$DEMO:demo ==" >&2
 scan_push_save "oci:$DEMO:demo" "$OUT/demo-image.cdx.json"
 rm -f "$RUN/push.err"
+
+# 3. May the demo image be promoted? Its report, gated offline under the demo policy. A deny
+#    (exit 1) is an answer to print; only an error (exit 2) stops the run.
+echo "== gate: demo image under docs/examples/demo-policy.yaml ==" >&2
+gate=0
+"$BIN/gpuprov" gate --bom "$OUT/demo-image.cdx.json" \
+  --policy-file "$ROOT/docs/examples/demo-policy.yaml" || gate=$?
+if [ "$gate" -ge 2 ]; then
+  echo "make run: gating the demo image failed (above)" >&2
+  exit 1
+fi
 
 q() { printf '%q' "$1"; }
 cat >&2 <<MSG

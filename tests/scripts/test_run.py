@@ -174,6 +174,9 @@ def test_make_run_on_a_free_port_and_its_printed_commands(tmp_path: Path) -> Non
             bom = json.loads((run_dir / "reports" / name).read_text())
             assert bom["bomFormat"] == "CycloneDX"
         assert message.count("delivered: scan") == 2  # one scan and one push per target
+        # the demo image is gated: its unowned CUDA runtime copy denies it, with the controls
+        assert "decision: DENY" in done.stdout, done.stdout
+        assert "FAIL  ownership (deny)" in done.stdout and "CIS-2.3" in done.stdout
         # The printed commands, run as printed, from another directory, in a clean shell.
         block = message[message.index("To use this run's service") :]
         commands = [line[2:] for line in block.splitlines() if line.startswith("  ")]

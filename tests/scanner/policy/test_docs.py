@@ -48,3 +48,12 @@ def test_ci_examples_are_yaml_and_use_real_options() -> None:
             allowed = gate | scan if command == "gate" else scan
             for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest):
                 assert option in allowed, (name, command, option)
+
+
+def test_example_policies_load() -> None:
+    from scanner.policy.document import load_policy
+
+    assert load_policy((DOCS / "examples" / "demo-policy.yaml").read_bytes()).policy.name == "demo"
+    text = (DOCS / "policy.md").read_text()
+    block = text[text.index("```yaml\napiVersion") + len("```yaml\n") :]
+    assert load_policy(block[: block.index("```")].encode()).policy.name == "prod"
