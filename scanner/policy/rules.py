@@ -113,22 +113,24 @@ def integrity(rule: D.IntegrityRule, ctx: Context) -> Outcome:
     if (na := _no_files(ctx)) is not None:
         return na
     unknown = [f for f in ctx.facts.files if f.integrity is None]
-    if unknown:
-        return _missing(
-            f"{len(unknown)} GPU library file(s) have no integrity verdict (the BOM comes from "
-            f"{ctx.facts.producer}, which does not compare files with their packages): "
-            f"{_paths(unknown)}; scan with gpuprov to gate integrity",
-            unknown,
-        )
+    # a file known to be bad is the headline; files without a verdict are named after it
     bad = [f for f in ctx.facts.files if f.integrity in rule.forbid]
     if bad:
         kinds = sorted({f.integrity or "" for f in bad})
         return _fail(
             f"{len(bad)} GPU library file(s) have a forbidden integrity verdict "
             f"({', '.join(kinds)}): {_paths(bad)}; "
-            + "; ".join(f"{f.path}: {f.integrity_reason}" for f in bad[:3] if f.integrity_reason),
-            bad,
+            + "; ".join(f"{f.path}: {f.integrity_reason}" for f in bad[:3] if f.integrity_reason)
+            + (f"; {len(unknown)} more have no verdict" if unknown else ""),
+            bad + unknown,
             forbid=",".join(rule.forbid),
+        )
+    if unknown:
+        return _missing(
+            f"{len(unknown)} GPU library file(s) have no integrity verdict (the facts come from "
+            f"{ctx.facts.producer}, which does not compare files with their packages): "
+            f"{_paths(unknown)}; scan with gpuprov to gate integrity",
+            unknown,
         )
     return _pass(
         f"all {len(ctx.facts.files)} GPU library files avoid {', '.join(rule.forbid)}",
@@ -164,20 +166,21 @@ def ownership(rule: D.OwnershipRule, ctx: Context) -> Outcome:
     if (na := _no_files(ctx)) is not None:
         return na
     unknown = [f for f in ctx.facts.files if f.integrity is None]
-    if unknown:
-        return _missing(
-            f"{len(unknown)} GPU library file(s) have no owner verdict (the BOM comes from "
-            f"{ctx.facts.producer}): {_paths(unknown)}",
-            unknown,
-        )
     unowned = [f for f in ctx.facts.files if f.integrity == "unowned"]
     bad = [f for f in unowned if not any(_glob(g).fullmatch(f.path) for g in rule.allow_unowned)]
     if bad:
         return _fail(
             f"{len(bad)} GPU library file(s) belong to no package and no allow_unowned glob "
-            f"matches them: {_paths(bad)}",
-            bad,
+            f"matches them: {_paths(bad)}"
+            + (f"; {len(unknown)} more have no owner verdict" if unknown else ""),
+            bad + unknown,
             allow_unowned=",".join(rule.allow_unowned) or None,
+        )
+    if unknown:
+        return _missing(
+            f"{len(unknown)} GPU library file(s) have no owner verdict (the facts come from "
+            f"{ctx.facts.producer}): {_paths(unknown)}",
+            unknown,
         )
     allowed = len(unowned)
     return _pass(

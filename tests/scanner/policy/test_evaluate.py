@@ -73,12 +73,22 @@ def test_integrity_denies_the_tampered_deb_file_and_wheel_file(world_facts: Asse
 
 
 def test_integrity_allows_untampered_files_and_fails_without_verdicts(
-    clean_facts: AssetFacts, old_driver_facts: AssetFacts
+    clean_facts: AssetFacts, old_driver_facts: AssetFacts, world_facts: AssetFacts
 ) -> None:
     assert_allow(clean_facts, "integrity", {"forbid": ["modified"]})
     result = assert_deny_and_warn(_no_verdicts(clean_facts), "integrity", {})
     assert result.missing_input and "no integrity verdict" in result.message
     assert "syft" in result.message
+    partial = dataclasses.replace(
+        world_facts,
+        files=tuple(
+            dataclasses.replace(f, integrity=None) if f.integrity == "verified" else f
+            for f in world_facts.files
+        ),
+    )
+    both = assert_deny_and_warn(partial, "integrity", {})
+    assert not both.missing_input and "forbidden integrity verdict (modified)" in both.message
+    assert "more have no verdict" in both.message
     empty = dataclasses.replace(old_driver_facts, files=())
     assert_not_applicable(empty, "integrity", {}, "no GPU library file")
 
