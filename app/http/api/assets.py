@@ -17,12 +17,15 @@ from scanner import vocabulary as v
 router = APIRouter(tags=["inventory"])
 
 # String filters are bounded by the columns they are compared with (asset.name, artifact.family,
-# artifact.version), so a value no row can hold is refused the same way on both databases.
+# artifact.version), so a value no row can hold is refused the same way on both databases; an
+# empty one is refused too (it would otherwise select nothing less: a filter silently ignored).
 Labels = Annotated[
     list[str] | None,
     Query(description="KEY=VALUE, repeatable (all must match; at most max_filter_values)"),
 ]
-Family = Annotated[str | None, Query(max_length=64, description="library family, e.g. cudnn")]
+Family = Annotated[
+    str | None, Query(min_length=1, max_length=64, description="library family, e.g. cudnn")
+]
 Version = Annotated[
     str | None,
     Query(max_length=128, description="9.1.0, 9.1.*, >=9.0,<9.2 (any family unless given)"),
@@ -57,7 +60,8 @@ def list_assets(
     session: SessionDep,
     kind: Literal["image", "host"] | None = None,
     name: Annotated[
-        str | None, Query(max_length=1024, description="exact name, or a pattern with *")
+        str | None,
+        Query(min_length=1, max_length=1024, description="exact name, or a pattern with *"),
     ] = None,
     label: Labels = None,
     family: Family = None,
