@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from app.domain.tokens import Scope, create_token
 from app.http.server import log_config
@@ -341,6 +342,26 @@ def test_statement_timeout_interrupts_a_slow_query(database_url: str) -> None:
         assert "statement timeout of 0.2 s" in answer.json()["error"]["message"]
         assert answer.headers["retry-after"] == "4"
         # the connection goes back to the pool usable: the next query runs
+        assert client.get("/readyz").status_code == 200
+
+
+def test_an_exhausted_pool_answers_503_after_the_pool_timeout(database_url: str) -> None:
+    settings = Settings(database_url=database_url, database_pool_size=1, database_pool_timeout=0.2)
+    with TestClient(create_app(settings)) as client:
+        engine = client.app.state.db.engine  # type: ignore[attr-defined]
+        held = []
+        try:
+            while True:  # take every connection the pool will give
+                try:
+                    held.append(engine.connect())
+                except PoolTimeout:
+                    break
+            answer = client.get("/api/v1/assets", headers=auth("gpv_anything"))
+            assert answer.status_code == 503, answer.text
+            assert "retry later" in answer.json()["error"]["message"]
+        finally:
+            for conn in held:
+                conn.close()
         assert client.get("/readyz").status_code == 200
 
 
