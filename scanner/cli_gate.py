@@ -47,7 +47,7 @@ def _read(path: Path, what: str) -> bytes:
         raise fail(f"cannot read {what} {path}: {e.strerror}", EXIT_ERROR) from None
 
 
-def _scan_to_bom(args: list[str]) -> bytes:
+def _scan_to_bom(ctx: click.Context, args: list[str]) -> bytes:
     """Run `gpuprov scan ARGS` into a temporary CycloneDX file and return its bytes."""
     refused = [a for a in args if a.split("=", 1)[0] in _REFUSED]
     if refused:
@@ -56,11 +56,13 @@ def _scan_to_bom(args: list[str]) -> bytes:
             f"not a gate option: {refused[0]}",
             EXIT_ERROR,
         )
-    from scanner.cli import app
-
-    command = typer.main.get_command(app)
-    assert isinstance(command, click.Group)
-    scan = command.commands["scan"]
+    # The scan command of the group this gate was registered in (no import of scanner.cli:
+    # the CLI module registers the gate, never the other way round).
+    root = ctx.find_root()
+    group = root.command
+    scan = group.get_command(root, "scan") if isinstance(group, click.Group) else None
+    if scan is None:
+        raise fail("this CLI has no scan command to gate a TARGET; give --bom FILE", EXIT_ERROR)
     with tempfile.TemporaryDirectory(prefix="gpuprov-gate-") as tmp:
         report = Path(tmp) / "scan.cdx.json"
         try:
@@ -125,7 +127,7 @@ def gate(
         raise fail("give a TARGET to scan (with any scan option) or --bom FILE", EXIT_ERROR)
     try:
         loaded = load_policy(_read(policy_file, "policy"))
-        raw = _read(bom, "BOM") if bom is not None else _scan_to_bom(scan_args)
+        raw = _read(bom, "BOM") if bom is not None else _scan_to_bom(ctx, scan_args)
         facts = facts_from_bom(raw)
         rule = loaded.policy.rules.parity
         fleet = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -365,3 +366,21 @@ def test_parity_with_baseline_boms(
     assert "never ran in env=staging" in reason["message"] and "cudnn 9.3.0" in reason["message"]
     code, out, _ = run(app, "gate", "--bom", host_bom, "--policy-file", policy, "-f", "json")
     assert code == 1 and json.loads(out)["reasons"][0]["missing_input"] is True
+
+
+def test_console_script_gates_a_scan(policy_world: sc.World, tmp_path: Path) -> None:
+    """Through the installed entry point (app/cli.py composes the CLIs): exit 1 on deny."""
+    import subprocess
+    import sys
+
+    script = Path(sys.executable).parent / "gpuprov"
+    policy = _policy(tmp_path, PROD)
+    done = subprocess.run(
+        [script, "gate", policy_world.root, "--policy-file", policy, "--no-cache", "-f", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "GPUPROV_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["decision"] == "deny"
