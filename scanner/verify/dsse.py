@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
+from scanner.errors import VerifyError
 from scanner.verify.trust import Rejected, TrustedKey
 
 #: The payload type of in-toto statements.
@@ -124,16 +125,23 @@ def verify_envelope(envelope: Envelope, keys: Sequence[TrustedKey]) -> TrustedKe
 def sign_envelope(
     payload_type: str, payload: bytes, private_key: PrivateKeyTypes, keyid: str = ""
 ) -> Envelope:
-    """Sign `payload` with a PEM-loaded private key (ECDSA, Ed25519 or RSA-PSS)."""
+    """Sign `payload` with a PEM-loaded private key (ECDSA, Ed25519 or RSA-PSS).
+
+    Only keys that verification accepts (`TrustedKey`) may sign: an envelope signed with a
+    P-521 or a 1024-bit RSA key would be refused by every verifier, so it is refused here.
+    """
     message = pae(payload_type, payload)
+    try:
+        TrustedKey.from_public_key(private_key.public_key())
+    except VerifyError as e:
+        raise Rejected(f"cannot sign with this key: {e}") from e
     if isinstance(private_key, ec.EllipticCurvePrivateKey):
         digest = hashes.SHA384() if private_key.curve.name == "secp384r1" else hashes.SHA256()
         sig = private_key.sign(message, ec.ECDSA(digest))
     elif isinstance(private_key, ed25519.Ed25519PrivateKey):
         sig = private_key.sign(message)
-    elif isinstance(private_key, rsa.RSAPrivateKey):
+    else:
+        assert isinstance(private_key, rsa.RSAPrivateKey)  # the one kind TrustedKey has left
         pss = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
         sig = private_key.sign(message, pss, hashes.SHA256())
-    else:
-        raise Rejected(f"unsupported signing key type {type(private_key).__name__}")
     return Envelope(payload_type, payload, (Signature(sig, keyid),))

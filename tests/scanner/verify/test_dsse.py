@@ -42,7 +42,7 @@ def test_base64_both_alphabets_padding_optional(text: str) -> None:
     assert b64decode(text) == expected
 
 
-@pytest.mark.parametrize("text", ["not base64!", "ab$d", "a"])
+@pytest.mark.parametrize("text", ["not base64!", "ab$d", "a", "ab$cd", "YW Jj", "YWJj\n", "YW=Jj"])
 def test_base64_garbage_rejected(text: str) -> None:
     with pytest.raises(Rejected):
         b64decode(text)
@@ -197,7 +197,7 @@ def test_rsa_envelopes_use_pss_and_other_keys_are_refused() -> None:
     assert env.signatures[0].keyid == "rsa-1"
     pss = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
     private.public_key().verify(env.signatures[0].sig, env.pae(), pss, hashes.SHA256())
-    with pytest.raises(Rejected, match="unsupported signing key type"):
+    with pytest.raises(Rejected, match="unsupported public key type"):
         sign_envelope("t/x", b"payload", dsa.generate_private_key(key_size=2048))  # type: ignore[arg-type]
 
 
@@ -208,3 +208,27 @@ def test_every_signature_is_tried_with_every_key() -> None:
     env = Envelope("t/x", b"payload", (Signature(b"\x00" * 64, "wrong"), good))
     trusted = [TrustedKey.from_pem(keys.public_pem(k)) for k in (first, second)]
     assert verify_envelope(env, trusted) == trusted[1]
+
+
+def test_keys_that_no_verifier_accepts_cannot_sign() -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+    for weak in (
+        ec.generate_private_key(ec.SECP521R1()),
+        rsa.generate_private_key(public_exponent=65537, key_size=1024),
+    ):
+        with pytest.raises(Rejected, match="cannot sign with this key"):
+            sign_envelope("t/x", b"payload", weak)
+
+
+def test_envelopes_are_immutable_values_with_a_stable_json_form() -> None:
+    import dataclasses
+
+    env = sign_envelope("t/x", b"payload", keys.shared("ed25519"), keyid="k")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        env.payload = b"changed"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        env.signatures[0].sig = b"changed"  # type: ignore[misc]
+    assert not hasattr(env, "__dict__") and not hasattr(env.signatures[0], "__dict__")
+    assert env.to_json().startswith('{\n  "payloadType": "t/x",\n  "payload": ')
+    assert env.to_json().endswith("\n    }\n  ]\n}\n")
