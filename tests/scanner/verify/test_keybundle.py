@@ -11,9 +11,9 @@ import pytest
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from scanner.verify import tlog
+from scanner.verify import keybundle, tlog
 from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
-from scanner.verify.trust import Rejected, SigstoreRoot
+from scanner.verify.trust import Rejected, SigstoreRoot, TrustedKey
 from tests.fixtures import keys
 from tests.fixtures.sigstore_private import PrivateSigstore, audit_path, b64, mth, statement
 from tests.scanner.verify.conftest import key_policy
@@ -341,3 +341,18 @@ def test_message_digest_is_optional_but_checked(
     verify_bundle(_raw(bundle), key_policy(root, key), artifact=digest_only)
     with pytest.raises(Rejected, match="does not verify with a trusted key"):
         verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA + b"!")
+
+
+def test_results_are_frozen(instance: PrivateSigstore, root: SigstoreRoot) -> None:
+    import dataclasses
+
+    key = keys.shared("ecdsa")
+    result = keybundle.verify_key_bundle(
+        instance.key_bundle(key, data=DATA),
+        artifact=DATA,
+        digest=None,
+        keys=[TrustedKey.from_pem(keys.public_pem(key))],
+        roots=[root],
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.root = "other"  # type: ignore[misc]

@@ -340,3 +340,9 @@ def test_checkpoint_signature_lines() -> None:
         tlog.Checkpoint.parse("o\n7\n!!!!\n\n\u2014 n AQIDBAU=\n")
     two = tlog.Checkpoint.parse(note + "\n\u2014 a AQIDBAU=\n\u2014 b BQQDAgE=\n")
     assert [s[0] for s in two.signatures] == ["a", "b"] and two.signatures[1][2] == b"\x01"
+
+
+@pytest.mark.parametrize("cls", [tlog.InclusionProof, tlog.LogEntry, tlog.Checkpoint])
+def test_log_values_are_frozen(cls: type) -> None:
+    """What was verified cannot be changed afterwards."""
+    assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
