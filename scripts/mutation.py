@@ -263,6 +263,24 @@ def mutate(
     return figures
 
 
+def partial(session: Path) -> str:
+    """Counts of a run that did not finish (interrupted, or still going)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+
+    killed = survived = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        pending = sum(1 for _ in db.pending_work_items)
+        for _item, result in db.completed_work_items:
+            if result.worker_outcome == WorkerOutcome.SKIPPED:
+                continue
+            if result.test_outcome == TestOutcome.KILLED:
+                killed += 1
+            elif result.test_outcome == TestOutcome.SURVIVED:
+                survived += 1
+    return f"unfinished: {killed} killed, {survived} survived, {pending} not run"
+
+
 def report(modules: list[Module]) -> str:
     """The figures of the last run of each module, as the Markdown table of docs/mutation.md."""
     rows = [
@@ -271,6 +289,10 @@ def report(modules: list[Module]) -> str:
     ]
     for module in modules:
         path = WORK / f"{module.name}.json"
+        session = WORK / f"{module.name}.sqlite"
+        if not path.is_file() and session.is_file():
+            rows.append(f"| {module.name} | {partial(session)} | | | | |")
+            continue
         if not path.is_file():
             rows.append(f"| {module.name} | not run | | | | |")
             continue
