@@ -356,3 +356,43 @@ def test_results_are_frozen(instance: PrivateSigstore, root: SigstoreRoot) -> No
     )
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.root = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("kind", ["dsse", "intoto"])
+def test_message_signature_logged_as_another_kind(
+    instance: PrivateSigstore, root: SigstoreRoot, kind: str
+) -> None:
+    """A validly logged entry of another kind (sorting before or after hashedrekord) proves
+    nothing about a message signature."""
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    envelope = {"payload": b64(b"{}"), "payloadType": "t", "signatures": []}
+    build = instance.dsse_body if kind == "dsse" else instance.intoto_body
+    body = build(envelope, b"{}", [(b"sig", keys.public_pem(key))])
+    bundle["verificationMaterial"]["tlogEntries"] = [instance.log_entry(body, kind=kind)]
+    with pytest.raises(
+        Rejected, match=f"message signature logged as {kind}, expected hashedrekord"
+    ):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+@pytest.mark.parametrize("declared", [b"\x00" * 32, b"\xff" * 32])
+def test_declared_message_digest_must_equal(
+    instance: PrivateSigstore, root: SigstoreRoot, declared: bytes
+) -> None:
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    bundle["messageSignature"]["messageDigest"]["digest"] = b64(declared)
+    with pytest.raises(Rejected, match="message digest does not match"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+@pytest.mark.parametrize("algorithm", ["SHA2_384", "SHA2_1"])
+def test_declared_digest_algorithm_must_be_sha256(
+    instance: PrivateSigstore, root: SigstoreRoot, algorithm: str
+) -> None:
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    bundle["messageSignature"]["messageDigest"]["algorithm"] = algorithm
+    with pytest.raises(Rejected, match=f"unsupported message digest algorithm {algorithm}"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
