@@ -339,3 +339,25 @@ def test_metadata_names_never_leave_the_directory(tmp_path: Path) -> None:
     (tmp_path / "meta" / "dir.json").mkdir()
     with pytest.raises(exceptions.DownloadError, match="cannot read"):
         b"".join(fetcher.fetch("offline-tuf:/dir.json"))
+
+
+def test_only_the_verified_metadata_is_kept(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    repo.rotate("root")
+    _refreshed(repo, instance, tmp_path)
+    trust = cache / "trust"
+    assert sorted(p.name for p in trust.iterdir()) == ["public-good-tuf", "public-good.json"]
+    state = _state(cache)
+    assert sorted(p.name for p in state.iterdir()) == [
+        "root.json",
+        "root_history",
+        "snapshot.json",
+        "targets.json",
+        "timestamp.json",
+    ]
+    assert sorted(p.name for p in (state / "root_history").iterdir()) == [
+        "1.root.json",
+        "2.root.json",
+    ]
+    assert (trust / "public-good.json").stat().st_mode & 0o777 == 0o600
