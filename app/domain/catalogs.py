@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.domain.columns import limits_of, misfit
 from app.domain.provenance import (
     ActiveCatalogs,
     CatalogRef,
@@ -30,7 +31,7 @@ from app.domain.provenance import (
 from app.domain.tokens import Principal
 from app.errors import AppError, Conflict, NotFound
 from app.storage.repositories import provenance as repo
-from app.storage.tables import ReferenceCatalog, TrustPolicyVersion
+from app.storage.tables import CatalogEntryRow, ReferenceCatalog, TrustPolicyVersion
 from scanner.errors import ScannerError
 from scanner.refcatalog.model import CatalogEntry
 from scanner.refcatalog.signing import load_catalog
@@ -40,7 +41,6 @@ from scanner.verify.trust import TrustPolicy
 #: largest trust policy document accepted (keys and roots are inline, so allow some room)
 MAX_POLICY_BYTES = 1024 * 1024
 _POLICY_SOURCE = "the trust policy"
-_LIMITS = (("family", 64), ("component", 128), ("version", 128), ("arch", 32))
 
 
 class Unprocessable(AppError):
@@ -164,6 +164,11 @@ def _reverify(
         _update(catalog, {**values, "active": False, "rejected_reason": str(e)})
         return was_active
     entries = _entry_rows(verified)
+    _check_storable(
+        ReferenceCatalog,
+        {"name": verified.name, "signer": verified.signer},
+        f"catalog {verified.name[:120]!r}",
+    )
     stored = [tuple(r) for r in repo.entries_of(session, [catalog.id])]
     same_entries = stored == [_row_tuple(catalog.id, e) for e in entries]
     if not same_entries:
@@ -254,13 +259,9 @@ def _entry_rows(verified: VerifiedCatalog) -> list[dict[str, Any]]:
 def _entry_row(position: int, entry: CatalogEntry) -> dict[str, Any]:
     basename = entry.name.rsplit("/", 1)[-1]
     where = f"catalog entry {position} ({entry.name[:120]!r})"
-    if not basename or len(basename) > 255:
-        raise Unprocessable(f"{where}: the file name must be 1-255 characters")
-    for field, limit in _LIMITS:
-        value = getattr(entry, field)
-        if value is not None and len(value) > limit:
-            raise Unprocessable(f"{where}: {field} is longer than {limit} characters")
-    return {
+    if not basename:
+        raise Unprocessable(f"{where}: the file name must not be empty")
+    row = {
         "position": position,
         "name": entry.name,
         "basename": basename,
@@ -272,6 +273,33 @@ def _entry_row(position: int, entry: CatalogEntry) -> dict[str, Any]:
         "arch": entry.arch,
         "package": entry.package,
     }
+    # A signed catalog is trusted for what it vouches for, not for fitting the columns: the
+    # same table-derived limits as report ingest, the same on SQLite and PostgreSQL.
+    _check_storable(CatalogEntryRow, row, where)
+    return row
+
+
+def _check_storable(
+    model: type[CatalogEntryRow | ReferenceCatalog], row: dict[str, Any], where: str
+) -> None:
+    """Refuse (422) a value its column cannot hold: too long, out of range, or a string no
+    database stores verbatim (NUL, lone surrogates)."""
+    limits = limits_of(model)
+    for column, value in row.items():
+        if isinstance(value, str) and not _encodable(value):
+            raise Unprocessable(f"{where}: {column} holds a NUL or an unpaired surrogate")
+        if column in limits and (found := misfit(limits[column], value)) is not None:
+            raise Unprocessable(f"{where}: {column} {found[1]}")
+
+
+def _encodable(value: str) -> bool:
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _format(raw: bytes) -> str:
@@ -306,6 +334,11 @@ def import_catalog(
         )
         raise Unprocessable(f"catalog rejected: {verified.name}: {what}")
     entries = _entry_rows(verified)
+    _check_storable(
+        ReferenceCatalog,
+        {"name": verified.name, "signer": verified.signer},
+        f"catalog {verified.name[:120]!r}",
+    )
     # Stored verdicts reflect the active catalogs only once one exists (before, they are the
     # reports' own, or "no trusted catalog"): then a full pass, else an incremental one.
     first = not active_refs(session)

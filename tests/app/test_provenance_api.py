@@ -496,3 +496,27 @@ def test_keyless_catalog_under_an_inline_private_root(api: Api) -> None:
     assert refused.status_code == 422 and "https://git.example.test/x (issuer" in refused.text
     assert "is not trusted" in refused.text
     assert api.get("/api/v1/catalogs")["total"] == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"cuda_major": 2**31}, "cuda_major is outside the range"),
+        ({"version": "9." + "1" * 200}, "version is longer than 128 characters"),
+        ({"arch": "x" * 33}, "arch is longer than 32 characters"),
+        ({"family": "cudnn\x00evil"}, "family holds a NUL"),
+        ({"package": "pkg:pypi/x@\ud800"}, "package holds a NUL or an unpaired surrogate"),
+        ({"name": "lib/" + "a" * 300}, "basename is longer than 255 characters"),
+    ],
+)
+def test_signed_catalog_values_the_columns_cannot_hold_are_refused(
+    api: Api, change: dict[str, Any], fragment: str
+) -> None:
+    """A trusted signer vouches for bytes, not for fitting the columns: 422, nothing stored."""
+    catalog = golden_cudnn()
+    entries = [replace(catalog.entries[0], **change), *catalog.entries[1:]]
+    assert api.put_policy(policy_yaml(("nvidia", NVIDIA))).status_code == 201
+    answer = api.post_catalog(signed(replace(catalog, entries=tuple(entries)), NVIDIA))
+    assert answer.status_code == 422, answer.text
+    assert fragment in answer.json()["error"]["message"]
+    assert api.service.count("reference_catalog") == api.service.count("catalog_entry") == 0
