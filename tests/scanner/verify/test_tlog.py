@@ -346,3 +346,16 @@ def test_checkpoint_signature_lines() -> None:
 def test_log_values_are_frozen(cls: type) -> None:
     """What was verified cannot be changed afterwards."""
     assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def test_index_zero_and_malformed_bodies(instance: PrivateSigstore) -> None:
+    doc = entry_doc(instance)
+    zero = dict(doc, logIndex="0", inclusionProof=dict(doc["inclusionProof"], logIndex="0"))
+    entry = tlog.LogEntry.from_bundle(zero)
+    assert entry.log_index == 0 and entry.proof is not None and entry.proof.log_index == 0
+    bad_sig = dsse_body()
+    bad_sig["spec"]["signatures"][0]["signature"] = "!!"
+    assert (dsse_matches(bad_sig) or "").startswith("malformed dsse log entry")
+    single_b64 = intoto_body()  # payload base64-encoded once, not twice as intoto/0.0.2 does
+    single_b64["spec"]["content"]["envelope"]["payload"] = b64(PAYLOAD)
+    assert dsse_matches(single_b64) == "log entry records another in-toto payload"
