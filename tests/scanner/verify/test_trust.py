@@ -385,3 +385,22 @@ def test_validity_windows_are_closed_intervals() -> None:
     assert LogKey(b"id", key, None, None, "u").valid_at(start)
     assert CertificateAuthority((), None, end, "u").valid_at(start - timedelta(days=999))
     assert not CertificateAuthority((), start, None, "u").valid_at(start - timedelta(days=1))
+
+
+def test_rsa_key_sizes() -> None:
+    def pem(bits: int) -> bytes:
+        key = rsa.generate_private_key(public_exponent=65537, key_size=bits)
+        return key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+
+    assert TrustedKey.from_pem(pem(3072)).algorithm.value == "rsa"
+    with pytest.raises(VerifyError, match="RSA key of 2047 bits is too small"):
+        TrustedKey.from_pem(pem(2047))
+
+
+def test_issuer_is_compared_by_value() -> None:
+    """Issuers come out of certificates as new strings: equal text is the same issuer."""
+    rule = IdentityRule("https://issuer.test", "s")
+    issuer = "".join(["https://", "issuer.test"])
+    assert issuer is not rule.issuer and rule.matches(issuer, ["s"])
