@@ -333,3 +333,10 @@ def test_include_of_special_files_and_link_chains(tmp_path: Path) -> None:
     (root / "etc/libcudnn_via.so").symlink_to("passwd/../shadow")
     via = scan(root, include=["/etc/libcudnn_via.so"])
     assert via.candidates == [] and "not found" in via.skipped[0].reason
+
+
+def test_include_of_the_root_is_the_whole_walk(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root")
+    whole, included = scan(root), scan(root, include=["/", "/usr/.."])
+    assert set(included.nodes) == set(whole.nodes) and "/" not in included.nodes
+    assert [c.ref.path for c in included.candidates] == [c.ref.path for c in whole.candidates]
