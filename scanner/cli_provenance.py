@@ -244,7 +244,7 @@ def catalog_sign(
     keyid: Annotated[str, typer.Option("--keyid", help="DSSE keyid hint.")] = "",
 ) -> None:
     """Sign a catalog with a key: writes a DSSE envelope."""
-    from scanner.refcatalog.signing import load_private_key, sign_catalog
+    from scanner.verify.catalogs import load_private_key, sign_catalog
 
     raw = _read(statement)
     try:
@@ -263,7 +263,7 @@ def catalog_verify(
     ] = None,
 ) -> None:
     """Verify signed catalogs against a trust policy; exit 1 if any is rejected."""
-    from scanner.refcatalog.signing import load_catalog_file
+    from scanner.verify.catalogs import load_catalog_file
 
     policy = _policy(trust, trust_key)
     failed = False

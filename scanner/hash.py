@@ -102,6 +102,17 @@ def hash_stream(stream: IO[bytes], size: int, *, md5: bool = False) -> Digests:
     return Digests(size=size, sha256=Sha256(sha.hexdigest()), md5=m.hexdigest() if m else None)
 
 
+def hash_reader(stream: IO[bytes]) -> Digests:
+    """SHA-256 and size of everything left in ``stream``, read to its end in chunks (a vendor
+    archive, a wheel member: inputs whose size is not known or not trusted in advance)."""
+    sha = hashlib.sha256()
+    size = 0
+    while chunk := stream.read(CHUNK):
+        sha.update(chunk)
+        size += len(chunk)
+    return Digests(size=size, sha256=Sha256(sha.hexdigest()))
+
+
 class SpoolingHasher:
     """Hashes a stream while copying it to a private spool file, overlapping the two with the
     producer: the caller's thread keeps decompressing while a worker hashes and writes.

@@ -34,7 +34,7 @@ from app.storage.repositories import provenance as repo
 from app.storage.tables import CatalogEntryRow, ReferenceCatalog, TrustPolicyVersion
 from scanner.errors import ScannerError
 from scanner.refcatalog.model import CatalogEntry
-from scanner.refcatalog.signing import load_catalog
+from scanner.verify.catalogs import load_catalog
 from scanner.verify.provenance import VerifiedCatalog
 from scanner.verify.trust import TrustPolicy
 

@@ -1,5 +1,6 @@
-"""Reference catalogs: signed in-toto statements listing known-good GPU library files.
+"""Reference catalogs: in-toto statements listing known-good GPU library files.
 
-Builders (`wheel`, `redist`, `scan`) make unsigned catalogs; `signing` signs them and turns a
-signed catalog into a `VerifiedCatalog` that the provenance verdict uses.
+`model` is the catalog format; the builders (`wheel`, `redist`, `scan`) make unsigned catalogs
+from vendor artifacts. Signing and verifying a catalog is the verify stage's job
+(`scanner.verify.catalogs`): this package imports nothing from `scanner.verify`.
 """

@@ -7,7 +7,6 @@ major, architecture, owning package and where each entry came from.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from typing import Any
 import scanner
 from scanner.detect.classifiers import classify_name
 from scanner.errors import ScannerError
+from scanner.hash import hash_reader
 from scanner.model import Sha256
 
 PREDICATE_TYPE = "https://gpuprov.dev/reference-catalog/v1"
@@ -26,7 +26,6 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
 _SHARED_LIB = re.compile(r"\.so(?:\.\d+)*$")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_CHUNK = 1 << 20
 
 
 class RefCatalogError(ScannerError):
@@ -48,11 +47,8 @@ def family_of(name: str) -> tuple[str | None, str | None]:
 
 def sha256_file(path: Path) -> str:
     """Streaming SHA-256 of a file (archives and wheels can be large)."""
-    h = hashlib.sha256()
     with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+        return hash_reader(f).sha256
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ CUDA toolkit components map a platform straight to its archive, without a CUDA l
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import tarfile
@@ -19,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from scanner.catalog.interface import purl
-from scanner.model import Sha256
+from scanner.hash import hash_reader
 from scanner.refcatalog.model import (
     Catalog,
     CatalogEntry,
@@ -154,22 +153,18 @@ def catalog_from_redist(
         )
         found = 0
         for member, stream in _members(path):
-            h = hashlib.sha256()
-            size = 0
-            while chunk := stream.read(1 << 20):
-                h.update(chunk)
-                size += len(chunk)
+            digests = hash_reader(stream)
             family, component = family_of(member)
             entries.append(
                 CatalogEntry(
                     _strip_top(member),
-                    Sha256(h.hexdigest()),
+                    digests.sha256,
                     family,
                     component,
                     item.version,
                     int(variant.group(1)) if variant else None,
                     _PLATFORM_ARCH.get(item.platform),
-                    size,
+                    digests.size,
                     package,
                     source_index,
                 )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import binascii
 import csv
-import hashlib
 import io
 import re
 import zipfile
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from scanner.catalog.interface import purl
 from scanner.catalog.pip import normalize_name
+from scanner.hash import hash_reader
 from scanner.model import Sha256
 from scanner.refcatalog.model import (
     Catalog,
@@ -124,18 +124,14 @@ def catalog_from_wheel(path: Path) -> Catalog:
 
 
 def _hash_member(zf: zipfile.ZipFile, member: str, where: str) -> tuple[str, int]:
-    h = hashlib.sha256()
-    size = 0
     try:
         with zf.open(member) as f:
-            while chunk := f.read(1 << 20):
-                h.update(chunk)
-                size += len(chunk)
+            digests = hash_reader(f)
     except KeyError as e:
         raise RefCatalogError(f"{where}: listed in RECORD but missing from the wheel") from e
     except (zipfile.BadZipFile, OSError) as e:
         raise RefCatalogError(f"{where}: cannot read: {e}") from e
-    return h.hexdigest(), size
+    return digests.sha256, digests.size
 
 
 def catalog_from_wheels(paths: Sequence[Path], name: str | None = None) -> Catalog:

@@ -18,7 +18,7 @@ from datetime import datetime
 from cryptography import x509
 
 from scanner.model import OciDigest
-from scanner.verify import fulcio, slsa, tlog
+from scanner.verify import cosign_tags, fulcio, slsa, tlog
 from scanner.verify.dsse import ENVELOPE_MEDIA_TYPE, INTOTO_PAYLOAD_TYPE, Envelope
 from scanner.verify.intoto import Statement
 from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
@@ -55,17 +55,17 @@ def _hex(digest: str) -> str:
 
 def signature_tag(digest: str) -> str:
     """Legacy cosign signature tag of an image digest."""
-    return f"sha256-{_hex(digest)}.sig"
+    return cosign_tags.signature_tag("sha256", _hex(digest))
 
 
 def attestation_tag(digest: str) -> str:
     """Legacy cosign attestation tag of an image digest."""
-    return f"sha256-{_hex(digest)}.att"
+    return cosign_tags.attestation_tag("sha256", _hex(digest))
 
 
 def referrers_fallback_tag(digest: str) -> str:
     """Tag of the OCI 1.1 referrers index when the registry has no referrers API."""
-    return f"sha256-{_hex(digest)}"
+    return cosign_tags.referrers_tag("sha256", _hex(digest))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """Provenance verdict: is a file's digest in a trusted, signed reference catalog?
 
 A pure function over the hash stage's digest, the detect stage's identification and the
-catalogs that `scanner.refcatalog.signing.load_catalog` verified: `verified` (with the catalog
+catalogs that `scanner.verify.catalogs.load_catalog` verified: `verified` (with the catalog
 and the signer), `conflict` (a catalog knows this library with another digest: a tampering
 alarm) or `unknown`.
 """

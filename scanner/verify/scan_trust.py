@@ -15,6 +15,7 @@ from pathlib import Path
 
 from scanner.errors import UsageError, VerifyError
 from scanner.model import GpuLibrary, ImageTrust, OciDigest
+from scanner.verify.catalogs import load_catalog_file
 from scanner.verify.cosign import (
     BUNDLE_MEDIA_TYPE,
     CosignLayer,
@@ -43,8 +44,6 @@ def load_policy(inputs: TrustInputs) -> TrustPolicy | None:
 
 def load_catalogs(inputs: TrustInputs, policy: TrustPolicy) -> list[VerifiedCatalog]:
     """Verify every catalog; the first one that fails raises `Rejected` with the reason."""
-    from scanner.refcatalog.signing import load_catalog_file
-
     return [load_catalog_file(p, policy) for p in inputs.catalogs]
 
 

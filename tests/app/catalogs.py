@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from scanner.refcatalog.model import Catalog
 from scanner.refcatalog.scan import catalog_from_scan
-from scanner.refcatalog.signing import sign_catalog
+from scanner.verify.catalogs import sign_catalog
 from tests.fixtures import keys
 
 YAML = {"Content-Type": "application/yaml"}

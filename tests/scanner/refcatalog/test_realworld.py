@@ -18,8 +18,8 @@ import pytest
 from scanner.catalog.interface import purl
 from scanner.catalog.pip import normalize_name
 from scanner.detect.classifiers import classify_name
-from scanner.refcatalog.signing import load_catalog, sign_catalog
 from scanner.refcatalog.wheel import catalog_from_wheel
+from scanner.verify.catalogs import load_catalog, sign_catalog
 from scanner.verify.provenance import Provenance, VerifiedCatalog, provenance_verdict
 from scanner.verify.trust import Scope, Signer, TrustedKey, TrustPolicy
 from tests.fixtures import keys

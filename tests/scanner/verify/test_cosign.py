@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from scanner.model import OciDigest
-from scanner.verify import cosign
+from scanner.verify import cosign, cosign_tags
 from scanner.verify.cosign import CosignLayer, ImageRef
 from scanner.verify.dsse import ENVELOPE_MEDIA_TYPE, INTOTO_PAYLOAD_TYPE, sign_envelope
 from scanner.verify.slsa import SLSA_PROVENANCE_V1
@@ -165,6 +165,16 @@ def test_tags() -> None:
     assert cosign.referrers_fallback_tag(digest) == f"sha256-{'0f' * 32}"
     with pytest.raises(Rejected):
         cosign.signature_tag("sha512:00")
+
+
+def test_tag_rule_is_shared_with_the_registry() -> None:
+    """The leaf rule names tags for any digest the registry accepts (sha512 too); the verifier
+    only checks sha256 images, and its tags come from the same rule."""
+    assert cosign_tags.referrers_tag("sha512", "ab" * 64) == f"sha512-{'ab' * 64}"
+    assert cosign_tags.signature_tag("sha512", "ab" * 64) == f"sha512-{'ab' * 64}.sig"
+    assert cosign_tags.attestation_tag("sha256", "0f" * 32) == f"sha256-{'0f' * 32}.att"
+    digest = "sha256:" + "0F" * 32
+    assert cosign.signature_tag(digest) == cosign_tags.signature_tag("sha256", "0f" * 32)
 
 
 def test_legacy_key_signature(instance: PrivateSigstore, root: SigstoreRoot, key: Any) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from scanner.model import Sha256
 from scanner.refcatalog.model import Catalog, CatalogEntry, CatalogSource, RefCatalogError
-from scanner.refcatalog.signing import load_catalog, load_private_key, sign_catalog
+from scanner.verify.catalogs import load_catalog, load_private_key, sign_catalog
 from scanner.verify.dsse import Envelope, sign_envelope
 from scanner.verify.provenance import Provenance, provenance_verdict
 from scanner.verify.trust import (

@@ -1,4 +1,6 @@
-"""Signing reference catalogs and turning signed ones into verified catalogs.
+"""Signed reference catalogs: signing one, and turning a signed one into a verified catalog.
+
+The verify side of `scanner.refcatalog` (which builds unsigned catalogs and owns their format).
 
 A signed catalog is a DSSE envelope (key) or a Sigstore bundle with a DSSE envelope (keyless or
 key, with a transparency log entry) whose payload is the catalog statement. Loading one checks
