@@ -36,8 +36,8 @@ from sqlalchemy import create_engine, insert, text, update
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.domain.bom import Report, parse_report  # noqa: E402
 from app.domain.ingest import summary_rows  # noqa: E402
+from app.domain.report_parser import Report, parse_report  # noqa: E402
 from app.domain.tokens import create_token  # noqa: E402
 from app.domain.versions import version_key  # noqa: E402
 from app.settings import Settings  # noqa: E402

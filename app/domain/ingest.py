@@ -20,8 +20,8 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session
 
-from app.domain.bom import Report, ReportLibrary
 from app.domain.provenance import ActiveCatalogs, CatalogCache
+from app.domain.report_parser import Report, ReportLibrary
 from app.domain.tokens import Principal
 from app.domain.versions import version_key
 from app.errors import Conflict, Forbidden

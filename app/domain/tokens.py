@@ -12,6 +12,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
@@ -135,3 +136,17 @@ def token_page(session: Session, limit: int, offset: int) -> tuple[list[ApiToken
     """A page of tokens, oldest first, and how many there are."""
     rows, total = repo.page(session, limit, offset)
     return list(rows), total
+
+
+def token_dict(token: ApiToken) -> dict[str, Any]:
+    """A token as the API shows it: never its hash or secret."""
+    return {
+        "id": token.id,
+        "name": token.name,
+        "prefix": token.prefix,
+        "scopes": list(token.scopes),
+        "assets": list(token.asset_patterns),
+        "created_at": token.created_at.isoformat(),
+        "last_used_at": token.last_used_at.isoformat() if token.last_used_at else None,
+        "revoked_at": token.revoked_at.isoformat() if token.revoked_at else None,
+    }

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import Counter
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from sqlalchemy.exc import SQLAlchemyError
 
+from app.domain.health import readiness
+from app.domain.inventory.queries import fleet_counts
 from app.http.deps import DatabaseDep, InventoryReader, SessionDep, SettingsDep
 from app.http.schemas import Readiness
-from app.storage.migrate import schema_state
-from app.storage.repositories.inventory import counts
 
-log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
 
@@ -50,22 +47,17 @@ def healthz() -> dict[str, str]:
 )
 def readyz(db: DatabaseDep, settings: SettingsDep) -> JSONResponse:
     """The database is reachable and its schema is current."""
-    headers = {"Retry-After": str(settings.retry_after_seconds)}
-    try:
-        state = schema_state(db.engine)
-    except SQLAlchemyError as e:
-        # the driver's text names hosts, ports and databases: it goes to the log only
-        log.warning("readiness: database unreachable: %s", str(e).splitlines()[0])
-        return JSONResponse({"status": "unavailable", "database": "unreachable"}, 503, headers)
-    if not state.up_to_date:
-        return JSONResponse({"status": "unavailable", "database": state.describe()}, 503, headers)
-    return JSONResponse({"status": "ready", "schema": state.head})
+    state = readiness(db)
+    if not state.ready:
+        headers = {"Retry-After": str(settings.retry_after_seconds)}
+        return JSONResponse(state.body, 503, headers)
+    return JSONResponse(state.body)
 
 
 @router.get("/metrics", response_class=PlainTextResponse)
 def metrics(_: InventoryReader, session: SessionDep, request: Request) -> str:
     """Prometheus text format: fleet totals, and this process's ingest counters."""
-    totals = counts(session)
+    totals = fleet_counts(session)
     received = request.app.state.counters.snapshot()
     lines = [
         "# HELP gpuprov_assets Assets known to the service.",

@@ -16,8 +16,8 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app.domain.bom import ReportLimits, parse_report
 from app.domain.ingest import RawReport, ingest
+from app.domain.report_parser import ReportLimits, parse_report
 from app.domain.tokens import authenticate
 from app.main import create_app
 from app.settings import Settings

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
+from packageurl import PackageURL
 
+import scanner
 from tests.app import boms
 from tests.app.conftest import Service, auth
 
@@ -265,6 +267,50 @@ def test_normalized_sbom_is_valid_cyclonedx(service: Service, fleet: dict[str, A
     assert props["gpuprov:label:cluster"] == "west"
     tampered = next(f for f in files if f["hashes"][0]["content"] == "f" * 64)
     assert {"name": "gpuprov:integrity", "value": "modified"} in tampered["properties"]
+
+
+@pytest.mark.parametrize(
+    ("reference", "repository", "tag"),
+    [
+        # a registry port is part of the repository, never a tag (it was read as name "localhost")
+        ("localhost:5000/ml/train@sha256:" + "ab" * 32, "localhost:5000/ml/train", None),
+        ("registry.example.com/ml/train:1.0", "registry.example.com/ml/train", "1.0"),
+    ],
+)
+def test_normalized_sbom_names_the_image_by_its_repository(
+    service: Service,
+    post_report: Callable[..., Any],
+    reference: str,
+    repository: str,
+    tag: str | None,
+) -> None:
+    bom = boms.gpuprov_bom(name=reference, digest="sha256:" + "ab" * 32)
+    posted = post_report(boms.encode(bom))
+    assert posted.status_code == 201, posted.text
+    answer = service.client.get(
+        f"/api/v1/assets/{posted.json()['asset_id']}/sbom",
+        params={"format": "normalized"},
+        headers=auth(service.token("inventory:read")),
+    )
+    assert answer.status_code == 200
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(answer.text) is None
+    normalized = json.loads(answer.text)
+    purl = PackageURL.from_string(normalized["metadata"]["component"]["purl"])
+    assert (purl.type, purl.name, purl.version) == ("oci", "train", "sha256:" + "ab" * 32)
+    assert purl.qualifiers == {
+        "repository_url": repository,
+        "arch": "amd64",
+        **({"tag": tag} if tag else {}),
+    }
+    # the service's own version, not a number written by hand
+    assert normalized["metadata"]["tools"]["components"] == [
+        {"type": "application", "name": "gpuprov-service", "version": scanner.__version__}
+    ]
+    # owner packages keep their purls; each file hangs under its owner package
+    packages = {c["bom-ref"]: c for c in normalized["components"] if c["type"] == "library"}
+    assert packages and all(ref == c["purl"] for ref, c in packages.items())
+    owned = {d["ref"]: d.get("dependsOn", []) for d in normalized["dependencies"]}
+    assert all(owned[ref] for ref in packages)
 
 
 def test_sbom_of_another_assets_scan_is_not_found(service: Service, fleet: dict[str, Any]) -> None:

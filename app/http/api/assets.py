@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
-from app.domain import inventory
+from app.domain.inventory import filters, queries, sbom
 from app.http.deps import InventoryReader, SessionDep
 from app.http.params import MAX_BIGINT, IdPath, Limit, Offset
 from app.http.schemas import AssetDetail, AssetPage, ErrorResponse
-from app.storage.repositories.inventory import AssetQuery
 from scanner import vocabulary as v
 
 router = APIRouter(tags=["inventory"])
@@ -34,7 +33,7 @@ Verdict = Annotated[
     str | None,
     Query(
         description="integrity or provenance verdict of a library (either matches)",
-        json_schema_extra={"enum": list(inventory.VERDICT_VALUES)},
+        json_schema_extra={"enum": list(filters.VERDICT_VALUES)},
     ),
 ]
 Integrity = Annotated[
@@ -80,34 +79,34 @@ def list_assets(
 ) -> dict[str, Any]:
     """Assets, filtered by kind, name, labels, image trust and the libraries their latest scan
     holds."""
-    match = inventory.library_match(
+    match = filters.library_match(
         family=family,
         version=version,
         verdict=verdict,
         integrity=integrity,
         provenance=provenance,
     )
-    query = AssetQuery(
+    query = filters.asset_query(
         kind=kind,
         name=name,
-        labels=inventory.label_filters(label or []),
+        labels=label or [],
         match=match,
         min_slsa_level=min_slsa_level,
         signed=signed,
     )
-    return inventory.list_assets(session, query, limit, offset)
+    return queries.list_assets(session, query, limit, offset)
 
 
 @router.get("/assets/{asset_id}", response_model=AssetDetail, responses=_NOT_FOUND)
 def get_asset(_: InventoryReader, session: SessionDep, asset_id: IdPath) -> dict[str, Any]:
     """One asset: its latest scan with libraries and packages, and its scan history."""
-    return inventory.asset_detail(session, asset_id)
+    return queries.asset_detail(session, asset_id)
 
 
 @router.get(
     "/assets/{asset_id}/sbom",
     responses={
-        200: {"content": {"application/vnd.cyclonedx+json": {}}},
+        200: {"content": {sbom.MEDIA_TYPE: {}}},
         **_NOT_FOUND,
     },
 )
@@ -126,13 +125,12 @@ def get_sbom(
 ) -> Response:
     """The SBOM of the asset's latest (or given) scan."""
     if format == "normalized":
-        return JSONResponse(
-            inventory.normalized_sbom(session, asset_id, scan_id),
-            media_type="application/vnd.cyclonedx+json",
+        return Response(
+            sbom.normalized_sbom(session, asset_id, scan_id), media_type=sbom.MEDIA_TYPE
         )
-    data, _media_type = inventory.raw_sbom(session, asset_id, scan_id)
+    data, _media_type = sbom.raw_sbom(session, asset_id, scan_id)
     return Response(
         data,
-        media_type="application/vnd.cyclonedx+json",
+        media_type=sbom.MEDIA_TYPE,
         headers={"Content-Disposition": f'attachment; filename="asset-{asset_id}.cdx.json"'},
     )

@@ -10,13 +10,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from app.domain import inventory
+from app.domain.inventory import export as inventory_export
+from app.domain.inventory import filters, queries
 from app.errors import BadRequest
 from app.http.api.assets import Family, Integrity, Labels, Provenance, Verdict, Version
 from app.http.deps import DatabaseDep, InventoryReader, SessionDep
 from app.http.params import Limit, Offset
 from app.http.schemas import Drift, LibraryPage, WhereUsedPage
-from app.storage.repositories.inventory import AssetQuery
 
 router = APIRouter(tags=["inventory"])
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -33,7 +33,7 @@ def libraries(
     offset: Offset = 0,
 ) -> JSONResponse:
     """Each (family, version, CUDA major) in use, with how many assets, images and hosts."""
-    return JSONResponse(inventory.libraries(session, family, limit, offset))
+    return JSONResponse(queries.libraries(session, family, limit, offset))
 
 
 @router.get("/where-used", response_model=WhereUsedPage)
@@ -59,7 +59,7 @@ def where_used(
         sha256 = sha256.lower().removeprefix("sha256:")
         if not _SHA256.match(sha256):
             raise BadRequest("sha256 must be 64 hexadecimal digits")
-    match = inventory.library_match(
+    match = filters.library_match(
         family=family,
         version=version,
         sha256=sha256,
@@ -67,8 +67,8 @@ def where_used(
         integrity=integrity,
         provenance=provenance,
     )
-    query = AssetQuery(kind=kind, labels=inventory.label_filters(label or []))
-    return JSONResponse(inventory.where_used(session, match, query, limit, offset))
+    query = filters.asset_query(kind=kind, labels=label or [])
+    return JSONResponse(queries.where_used(session, match, query, limit, offset))
 
 
 @router.get("/drift", response_model=Drift)
@@ -83,8 +83,8 @@ def drift(
 ) -> dict[str, Any]:
     """Digest conflicts and version spread (of ``family``, or all), and per-asset changes
     between the last two scans for a page of the assets that ``kind`` and ``label`` select."""
-    query = AssetQuery(kind=kind, labels=inventory.label_filters(label or []))
-    return inventory.drift(session, family, query, limit, offset)
+    query = filters.asset_query(kind=kind, labels=label or [])
+    return queries.drift(session, family, query, limit, offset)
 
 
 @router.get(
@@ -100,8 +100,7 @@ def export(
 
     def chunks() -> Iterator[str]:
         with db.session() as session:
-            rows = inventory.export_rows(session)
-            yield from (inventory.export_csv if format == "csv" else inventory.export_json)(rows)
+            yield from inventory_export.export(session, format)
 
     stream = chunks()
     first = next(stream)  # reach the database now, so an outage is a 503 rather than a cut stream

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from app.domain.bom import ReportLimits, parse_report
 from app.domain.ingest import RawReport, ingest
-from app.domain.inventory import label_filters
+from app.domain.inventory.filters import label_filters
+from app.domain.report_parser import ReportLimits, parse_report
 from app.http.body import ACCEPTED_MEDIA_TYPES, IngestSlot, ReportBody
 from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
 from app.http.schemas import ErrorResponse, IngestAnswer

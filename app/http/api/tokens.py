@@ -11,22 +11,8 @@ from app.errors import AppError, BadRequest
 from app.http.deps import Admin, SessionDep, WriteSessionDep
 from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import NewTokenOut, TokenIn, TokenOut, TokenPage
-from app.storage.tables import ApiToken
 
 router = APIRouter(tags=["tokens"])
-
-
-def _token(token: ApiToken) -> dict[str, Any]:
-    return {
-        "id": token.id,
-        "name": token.name,
-        "prefix": token.prefix,
-        "scopes": list(token.scopes),
-        "assets": list(token.asset_patterns),
-        "created_at": token.created_at.isoformat(),
-        "last_used_at": token.last_used_at.isoformat() if token.last_used_at else None,
-        "revoked_at": token.revoked_at.isoformat() if token.revoked_at else None,
-    }
 
 
 @router.get("/tokens", response_model=TokenPage)
@@ -35,7 +21,12 @@ def list_tokens(
 ) -> dict[str, Any]:
     """A page of tokens, oldest first, without secrets."""
     rows, total = tokens.token_page(session, limit, offset)
-    return {"items": [_token(t) for t in rows], "total": total, "limit": limit, "offset": offset}
+    return {
+        "items": [tokens.token_dict(t) for t in rows],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+    }
 
 
 @router.post("/tokens", status_code=201, response_model=NewTokenOut)
@@ -45,10 +36,10 @@ def create_token(_: Admin, session: WriteSessionDep, body: TokenIn) -> dict[str,
         new = tokens.create_token(session, body.name, body.scopes, body.assets)
     except BadRequest as e:  # the body's content: 422, as every refused body
         raise AppError(e.message, 422, details=[{"pointer": "/body", "message": e.message}]) from e
-    return {**_token(new.token), "token": new.secret}
+    return {**tokens.token_dict(new.token), "token": new.secret}
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut)
 def revoke_token(_: Admin, session: WriteSessionDep, token_id: IdPath) -> dict[str, Any]:
     """Revoke a token; it stops working at once."""
-    return _token(tokens.revoke_token(session, token_id))
+    return tokens.token_dict(tokens.revoke_token(session, token_id))

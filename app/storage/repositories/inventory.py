@@ -24,8 +24,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
-from app.domain.versions import VersionFilter
 from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, Package, Scan
+
+
+@dataclass(frozen=True, slots=True)
+class VersionRange:
+    """Plain criteria on a version column and its sortable key (``Artifact.version_key``): keys
+    in ``[lower, upper)``, or one exact string. The domain builds them from a version expression
+    (the version rule lives in ``scanner.versions``); storage only compares."""
+
+    lower: str | None = None
+    upper: str | None = None
+    exact: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +43,7 @@ class LibraryMatch:
     """Which current library rows a query selects (every given filter must hold)."""
 
     family: str | None = None
-    version: VersionFilter | None = None
+    version: VersionRange | None = None
     sha256: str | None = None
     #: an integrity or a provenance verdict (either matches)
     verdict: str | None = None
@@ -84,7 +94,7 @@ class LibraryMatch:
 def _version_condition(
     version: InstrumentedAttribute[str | None],
     key: InstrumentedAttribute[str | None],
-    spec: VersionFilter,
+    spec: VersionRange,
 ) -> ColumnElement[bool]:
     if spec.exact is not None:
         return version == spec.exact

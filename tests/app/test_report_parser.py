@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from app.domain.bom import parse_report
+from app.domain.report_parser import parse_report
 from app.errors import InvalidReport
 from scanner import vocabulary as v
 from tests.app import boms

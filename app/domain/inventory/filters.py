@@ -1,0 +1,105 @@
+"""Inventory request filters: each query parameter checked (400 on a value that cannot match)
+and turned into the storage layer's plain criteria (`AssetQuery`, `LibraryMatch`).
+
+The version rule stays in ``scanner.versions``: an expression becomes a `VersionRange` of
+sortable keys here, so the repositories compare columns and never parse versions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from app.domain.report_parser import check_label
+from app.domain.versions import parse_version_filter
+from app.errors import BadRequest, InvalidReport
+from app.storage.repositories.inventory import AssetQuery, LibraryMatch, VersionRange
+from scanner import vocabulary as v
+
+#: the values of the ``verdict`` filter: an integrity or a provenance verdict
+VERDICT_VALUES = tuple(dict.fromkeys((*v.INTEGRITY_VALUES, *v.PROVENANCE_VALUES)))
+
+
+def version_range(expression: str | None) -> VersionRange | None:
+    """Parse a ``version`` query parameter into key criteria, answering 400 on bad syntax."""
+    if expression is None:
+        return None
+    try:
+        parsed = parse_version_filter(expression)
+    except ValueError as e:
+        raise BadRequest(f"version: {e}") from e
+    return VersionRange(lower=parsed.lower, upper=parsed.upper, exact=parsed.exact)
+
+
+def check_choice(name: str, value: str | None, allowed: Sequence[str]) -> str | None:
+    """A query parameter that must be one of ``allowed`` (400 otherwise)."""
+    if value is not None and value not in allowed:
+        raise BadRequest(f"{name} must be one of {', '.join(allowed)}")
+    return value
+
+
+def check_verdict(verdict: str | None) -> str | None:
+    """A ``verdict`` query parameter: an integrity or a provenance value (400 otherwise)."""
+    return check_choice("verdict", verdict, VERDICT_VALUES)
+
+
+def library_match(
+    *,
+    family: str | None = None,
+    version: str | None = None,
+    sha256: str | None = None,
+    verdict: str | None = None,
+    integrity: str | None = None,
+    provenance: str | None = None,
+) -> LibraryMatch:
+    """The library filters of a request, each checked (400 on a value that cannot match)."""
+    return LibraryMatch(
+        family=family,
+        version=version_range(version),
+        sha256=sha256,
+        verdict=check_verdict(verdict),
+        integrity=check_choice("integrity", integrity, v.INTEGRITY_VALUES),
+        provenance=check_choice("provenance", provenance, v.PROVENANCE_VALUES),
+    )
+
+
+def asset_query(
+    *,
+    kind: str | None = None,
+    name: str | None = None,
+    labels: Sequence[str] = (),
+    match: LibraryMatch | None = None,
+    min_slsa_level: int | None = None,
+    signed: bool | None = None,
+) -> AssetQuery:
+    """The asset filters of a request; ``labels`` are ``KEY=VALUE`` strings, checked."""
+    return AssetQuery(
+        kind=kind,
+        name=name,
+        labels=label_filters(labels),
+        match=match if match is not None else LibraryMatch(),
+        min_slsa_level=min_slsa_level,
+        signed=signed,
+    )
+
+
+def label_filters(values: Sequence[str]) -> list[tuple[str, str]]:
+    """``label`` filters as pairs; a key or value no stored label can have is a 400 (the rules
+    are the ones ingest applies to the labels it stores)."""
+    pairs = parse_labels(values)
+    for key, value in pairs:
+        try:
+            check_label(key, value)
+        except InvalidReport as e:
+            raise BadRequest(e.message) from e
+    return pairs
+
+
+def parse_labels(values: Sequence[str]) -> list[tuple[str, str]]:
+    """``key=value`` strings to pairs, answering 400 on a missing '='."""
+    pairs = []
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise BadRequest(f"label {value!r} must be KEY=VALUE")
+        pairs.append((key, val))
+    return pairs

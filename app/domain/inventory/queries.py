@@ -1,0 +1,190 @@
+"""Inventory queries: assets, libraries in use, where-used and drift, as JSON-ready data.
+
+Everything here reads current state through the repositories' current-state queries; history is
+read only per asset (detail, drift between an asset's last two scans).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.domain.inventory.serializers import asset_dict, library_dict, page, scan_dict
+from app.errors import BadRequest, NotFound
+from app.storage.repositories import assets as asset_repo
+from app.storage.repositories import inventory as repo
+from app.storage.repositories import scans as scan_repo
+from app.storage.repositories.inventory import AssetQuery, LibraryMatch
+from app.storage.tables import Artifact, Asset, Scan
+
+HISTORY_LIMIT = 50
+
+
+def list_assets(session: Session, query: AssetQuery, limit: int, offset: int) -> dict[str, Any]:
+    """A page of assets matching the filters."""
+    rows, total = repo.list_assets(session, query, limit, offset)
+    return page([asset_dict(a, s) for a, s in rows], total, limit, offset)
+
+
+def find_asset(session: Session, asset_id: int) -> Asset:
+    """The asset with this id (404 when there is none)."""
+    asset = asset_repo.by_id(session, asset_id)
+    if asset is None:
+        raise NotFound(f"no asset with id {asset_id}")
+    return asset
+
+
+def asset_detail(session: Session, asset_id: int) -> dict[str, Any]:
+    """An asset with its latest scan, that scan's libraries and packages, and recent history."""
+    asset = find_asset(session, asset_id)
+    latest = scan_repo.by_id(session, asset.latest_scan_id) if asset.latest_scan_id else None
+    detail = asset_dict(asset, latest)
+    detail["libraries"] = [library_dict(a) for a in repo.current_artifacts(session, asset_id)]
+    detail["packages"] = (
+        [
+            {"name": p.name, "version": p.version, "purl": p.purl, "manager": p.manager}
+            for p in repo.scan_packages(session, latest.id)
+        ]
+        if latest
+        else []
+    )
+    detail["history"] = [scan_dict(s) for s in repo.history(session, asset_id, HISTORY_LIMIT)]
+    return detail
+
+
+def find_scan(session: Session, asset_id: int, scan_id: int | None) -> Scan:
+    """The asset's latest scan, or the given one of its history (404 otherwise)."""
+    asset = find_asset(session, asset_id)
+    wanted = scan_id or asset.latest_scan_id
+    scan = scan_repo.by_id(session, wanted) if wanted else None
+    if scan is None or scan.asset_id != asset.id:
+        raise NotFound(f"asset {asset_id} has no scan {wanted}")
+    return scan
+
+
+def libraries(session: Session, family: str | None, limit: int, offset: int) -> dict[str, Any]:
+    """Each (family, version, CUDA major) in use with how many assets, images and hosts."""
+    rows, total = repo.libraries(session, family, limit, offset)
+    items = [
+        {
+            "family": fam,
+            "version": ver,
+            "cuda_major": cuda,
+            "assets": int(assets),
+            "images": int(images),
+            "hosts": int(hosts),
+            "files": int(files),
+        }
+        for fam, ver, cuda, assets, images, hosts, files in rows
+    ]
+    return page(items, total, limit, offset)
+
+
+def where_used(
+    session: Session, match: LibraryMatch, query: AssetQuery, limit: int, offset: int
+) -> dict[str, Any]:
+    """Every asset whose latest scan holds the library, with the matching files."""
+    if not match.any:
+        raise BadRequest(
+            "give at least one of family, version, sha256, verdict, integrity, provenance"
+        )
+    assets, files, total = repo.where_used(session, match, query, limit, offset)
+    grouped: dict[int, list[dict[str, Any]]] = {asset.id: [] for asset in assets}
+    for row in files:
+        entry = dict(row)
+        grouped[entry.pop("asset_id")].append(entry)
+    items = [
+        {
+            "asset": {
+                "id": asset.id,
+                "kind": asset.kind,
+                "name": asset.name,
+                "identity": asset.identity,
+                "labels": dict(asset.labels),
+            },
+            "libraries": grouped[asset.id],
+        }
+        for asset in assets
+    ]
+    return page(items, total, limit, offset)
+
+
+def _change_key(artifact: Artifact) -> tuple[str, str]:
+    return (artifact.kind, artifact.path or f"{artifact.family}:{artifact.name}")
+
+
+def _state(artifact: Artifact) -> dict[str, Any]:
+    return {"version": artifact.version, "sha256": artifact.sha256, "family": artifact.family}
+
+
+def drift(
+    session: Session, family: str | None, query: AssetQuery, limit: int, offset: int
+) -> dict[str, Any]:
+    """(a) digest conflicts across the fleet, (b) changes between each asset's last two scans
+    for a page of assets, (c) version spread per family."""
+    conflicts: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for fam, comp, ver, cuda, arch, sha, assets, path in repo.digest_conflicts(
+        session, family, limit=500
+    ):
+        group = conflicts.setdefault(
+            (fam, comp, ver, cuda, arch),
+            {
+                "family": fam,
+                "component": comp,
+                "version": ver,
+                "cuda_major": cuda,
+                "arch": arch,
+                "digests": [],
+            },
+        )
+        group["digests"].append({"sha256": sha, "assets": int(assets), "example_path": path})
+
+    spread: dict[str, dict[str, Any]] = {}
+    for fam, ver, count in repo.version_spread(session, family):
+        entry = spread.setdefault(fam, {"family": fam, "versions": []})
+        entry["versions"].append({"version": ver, "assets": int(count)})
+
+    asset_ids = repo.page_asset_ids(session, query, limit, offset)
+    last_two = repo.last_two_scans(session, asset_ids)
+    pairs = {a: ids for a, ids in last_two.items() if len(ids) == 2}
+    artifacts = repo.scan_artifacts(session, [i for ids in pairs.values() for i in ids])
+    by_scan: dict[int, dict[tuple[str, str], Artifact]] = {}
+    for artifact in artifacts:
+        by_scan.setdefault(artifact.scan_id, {})[_change_key(artifact)] = artifact
+    changes = []
+    for asset_id in asset_ids:
+        if asset_id not in pairs:
+            continue
+        new_id, old_id = pairs[asset_id]
+        new, old = by_scan.get(new_id, {}), by_scan.get(old_id, {})
+        added = [{"path": k[1], **_state(new[k])} for k in sorted(new.keys() - old.keys())]
+        removed = [{"path": k[1], **_state(old[k])} for k in sorted(old.keys() - new.keys())]
+        changed = [
+            {"path": k[1], "from": _state(old[k]), "to": _state(new[k])}
+            for k in sorted(new.keys() & old.keys())
+            if (new[k].sha256, new[k].version) != (old[k].sha256, old[k].version)
+        ]
+        if added or removed or changed:
+            changes.append(
+                {
+                    "asset_id": asset_id,
+                    "from_scan": old_id,
+                    "to_scan": new_id,
+                    "added": added,
+                    "removed": removed,
+                    "changed": changed,
+                }
+            )
+    return {
+        "digest_conflicts": list(conflicts.values()),
+        "asset_changes": {"items": changes, "limit": limit, "offset": offset},
+        "version_spread": [
+            {**entry, "distinct_versions": len(entry["versions"])} for entry in spread.values()
+        ],
+    }
+
+
+def fleet_counts(session: Session) -> dict[str, int]:
+    """Fleet totals for the metrics endpoint: assets per kind, scans, current libraries."""
+    return repo.counts(session)

@@ -1,0 +1,198 @@
+"""An asset's SBOM: the report exactly as received, or a CycloneDX 1.6 BOM rebuilt from what the
+service stored (built with cyclonedx-python-lib, purls with packageurl, like the scanner's)."""
+
+from __future__ import annotations
+
+import gzip
+import uuid
+from collections.abc import Iterable, Sequence
+
+from cyclonedx.model import HashAlgorithm, HashType, Property
+from cyclonedx.model.bom import Bom
+from cyclonedx.model.component import Component, ComponentType
+from cyclonedx.output import make_outputter
+from cyclonedx.schema import OutputFormat, SchemaVersion
+from packageurl import PackageURL
+from sqlalchemy.orm import Session
+
+from app.domain.inventory.queries import find_asset, find_scan
+from app.errors import NotFound
+from app.storage.repositories import inventory as repo
+from app.storage.repositories import scans as scan_repo
+from app.storage.tables import Artifact, Asset, Package, Scan
+from scanner import __version__
+from scanner import vocabulary as v
+
+#: the media type of both forms
+MEDIA_TYPE = "application/vnd.cyclonedx+json"
+
+
+def raw_sbom(session: Session, asset_id: int, scan_id: int | None) -> tuple[bytes, str]:
+    """The asset's latest (or given) report exactly as received, and its media type."""
+    scan = find_scan(session, asset_id, scan_id)
+    raw = scan_repo.raw_bom(session, scan.id)
+    if raw is None:
+        raise NotFound(f"scan {scan.id} has no stored report")
+    return gzip.decompress(raw.gzip_data), raw.media_type
+
+
+def normalized_sbom(session: Session, asset_id: int, scan_id: int | None) -> str:
+    """A CycloneDX 1.6 JSON BOM rebuilt from what the service stored for one scan."""
+    asset = find_asset(session, asset_id)
+    scan = find_scan(session, asset_id, scan_id)
+    bom = Bom(
+        serial_number=uuid.uuid5(
+            uuid.NAMESPACE_URL, f"gpuprov:normalized:{scan.id}:{scan.content_sha256}"
+        ),
+        version=1,
+    )
+    bom.metadata.timestamp = scan.scanned_at
+    bom.metadata.tools.components.add(
+        Component(type=ComponentType.APPLICATION, name="gpuprov-service", version=__version__)
+    )
+    described = _asset_component(asset, scan)
+    bom.metadata.component = described
+    bom.metadata.properties.update(_props([("gpuprov:source:tool", scan.tool)]))
+
+    refs: set[str] = set()
+    packages: dict[str, Component] = {}
+    for package in repo.scan_packages(session, scan.id):
+        ref = package.purl or f"package:{package.id}"
+        if ref not in refs:
+            refs.add(ref)
+            packages[ref] = _package_component(package, ref)
+    owned: dict[str, list[Component]] = {}
+    unowned: list[Component] = []
+    for artifact in repo.scan_artifacts(session, [scan.id]):
+        if artifact.kind != "file":
+            continue
+        component = _file_component(artifact, refs)
+        bom.components.add(component)
+        if artifact.owner_purl in packages:
+            owned.setdefault(artifact.owner_purl, []).append(component)
+        else:
+            unowned.append(component)
+    bom.components.update(packages.values())
+    for purl, files in owned.items():
+        bom.register_dependency(packages[purl], files)
+    bom.register_dependency(described, [*packages.values(), *unowned])
+    outputter = make_outputter(bom, OutputFormat.JSON, SchemaVersion.V1_6)
+    return str(outputter.output_as_string(indent=2))
+
+
+def _props(pairs: Iterable[tuple[str, str | None]]) -> list[Property]:
+    return [Property(name=name, value=value) for name, value in pairs if value]
+
+
+def _asset_component(asset: Asset, scan: Scan) -> Component:
+    details = asset.details
+    labels = [(v.ASSET_LABEL_PREFIX + k, val) for k, val in sorted(asset.labels.items())]
+    ref = f"asset:{asset.id}"
+    if asset.kind != "image":
+        pairs = [
+            (v.ASSET_KIND, asset.kind),
+            (v.HOST_MACHINE_ID, details.get("machine_id")),
+            (v.HOST_HOSTNAME, asset.name),
+            *labels,
+        ]
+        return Component(
+            type=ComponentType.OPERATING_SYSTEM,
+            name=asset.name,
+            bom_ref=ref,
+            properties=_props(pairs),
+        )
+    digest = details.get("digest")
+    pairs = [
+        (v.ASSET_KIND, asset.kind),
+        (v.IMAGE_DIGEST, digest),
+        (v.IMAGE_ID, details.get("config_digest")),
+        (v.IMAGE_REFERENCE, asset.name),
+        (v.IMAGE_SIGNER, scan.image_signer),
+        (v.SLSA_BUILD_LEVEL, str(scan.slsa_level) if scan.slsa_level is not None else None),
+        (v.SLSA_BUILDER, scan.slsa_builder),
+        (v.SLSA_SOURCE_REPO, scan.slsa_source_repo),
+        *((v.IMAGE_SIGNATURE_REJECTED, r) for r in scan.signature_rejected or []),
+        *labels,
+    ]
+    return Component(
+        type=ComponentType.CONTAINER,
+        name=asset.name,
+        bom_ref=ref,
+        purl=image_purl(asset.name, digest, details.get("platform")) if digest else None,
+        properties=_props(pairs),
+    )
+
+
+def image_purl(reference: str, digest: str, platform: str | None = None) -> PackageURL:
+    """The ``pkg:oci`` purl of an image (purl-spec's oci type, as the scanner writes it): the
+    last path segment as the name, the manifest digest as the version, the repository (registry
+    host and port included) and the tag as qualifiers.
+    ``localhost:5000/ml/train@sha256:ab..`` is ``pkg:oci/train@sha256%3Aab..?repository_url=
+    localhost:5000/ml/train``: a registry port is never read as a tag."""
+    name = reference.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    repository, _, tag = name.rpartition(":") if ":" in last else (name, "", "")
+    qualifiers: dict[str, str] = {}
+    if "/" in repository:
+        qualifiers["repository_url"] = repository
+    if platform and "/" in platform:
+        qualifiers["arch"] = platform.split("/")[1]
+    if tag:
+        qualifiers["tag"] = tag
+    return PackageURL(
+        type="oci",
+        name=repository.rsplit("/", 1)[-1].lower() or "image",
+        version=digest,
+        qualifiers=qualifiers or None,
+    )
+
+
+def _package_component(package: Package, ref: str) -> Component:
+    purl: PackageURL | None = None
+    if package.purl:
+        try:
+            purl = PackageURL.from_string(package.purl)
+        except ValueError:
+            purl = None  # another tool's malformed purl: kept as the bom-ref only
+    return Component(
+        type=ComponentType.LIBRARY,
+        name=package.name,
+        version=package.version or None,
+        purl=purl,
+        bom_ref=ref,
+    )
+
+
+def _file_component(artifact: Artifact, refs: set[str]) -> Component:
+    pairs: Sequence[tuple[str, str | None]] = [
+        (v.FILE_PATH, artifact.path),
+        (v.LIBRARY_FAMILY, artifact.family),
+        (v.LIBRARY_COMPONENT, artifact.component),
+        (v.LIBRARY_VERSION, artifact.version),
+        (v.LIBRARY_CUDA_MAJOR, str(artifact.cuda_major) if artifact.cuda_major else None),
+        (v.LIBRARY_ARCH, artifact.arch),
+        (v.LIBRARY_SONAME, artifact.soname),
+        (v.OWNER_PURL, artifact.owner_purl),
+        (v.INTEGRITY, artifact.integrity),
+        (v.INTEGRITY_REASON, artifact.integrity_reason),
+        (v.PROVENANCE, artifact.provenance),
+        (v.PROVENANCE_SIGNER, artifact.provenance_signer),
+        (v.PROVENANCE_CATALOG, artifact.provenance_catalog),
+        (v.PROVENANCE_REASON, artifact.provenance_reason),
+        (v.LAYER, artifact.layer),
+        (v.FILE_ALIASES, ",".join(artifact.aliases) if artifact.aliases else None),
+        *((v.NOTE, note) for note in artifact.notes),
+    ]
+    ref = f"file:{artifact.path or artifact.name}"
+    while ref in refs:
+        ref += "#"
+    refs.add(ref)
+    return Component(
+        type=ComponentType.FILE,
+        name=artifact.name,
+        bom_ref=ref,
+        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=artifact.sha256)]
+        if artifact.sha256
+        else None,
+        properties=_props(pairs),
+    )
