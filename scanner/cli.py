@@ -26,6 +26,7 @@ from scanner.cli_common import (
     usage_error,
 )
 from scanner.errors import ScannerError
+from scanner.model import FindingKind
 
 if TYPE_CHECKING:
     from scanner.model import ScanResult
@@ -63,7 +64,7 @@ FAIL_ON_NEEDS: dict[str, str | None] = {
     "not-elf": None,
     "unreadable": None,
 }
-FAIL_ON_KINDS = tuple(FAIL_ON_NEEDS)
+FAIL_ON_KINDS = tuple(kind.value for kind in FindingKind)
 
 
 def _version_callback(value: bool) -> None:

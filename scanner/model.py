@@ -57,13 +57,72 @@ class Confidence(StrEnum):
         return {"high": 0.9, "medium": 0.6, "low": 0.3}[self.value]
 
 
+class Stage(StrEnum):
+    """The pipeline stage that skipped something (`Skipped.stage`)."""
+
+    SOURCE = "source"
+    CATALOG = "catalog"
+    DETECT = "detect"
+    HASH = "hash"
+
+
+class PackageManager(StrEnum):
+    """The package databases the catalog stage reads (`Package.manager`)."""
+
+    DPKG = "dpkg"
+    RPM = "rpm"
+    PIP = "pip"
+    CONDA = "conda"
+
+
+class EvidenceField(StrEnum):
+    """What a piece of evidence identifies (`Evidence.field`)."""
+
+    NAME = "name"
+    VERSION = "version"
+    CUDA_MAJOR = "cuda-major"
+
+
+class EvidenceMethod(StrEnum):
+    """How a piece of evidence was found (`Evidence.method`), named after CycloneDX's
+    evidence.identity.methods techniques."""
+
+    FILENAME = "filename"
+    BINARY_ANALYSIS = "binary-analysis"
+    MANIFEST_ANALYSIS = "manifest-analysis"
+    SOURCE_CODE_ANALYSIS = "source-code-analysis"
+    HASH_COMPARISON = "hash-comparison"
+    OTHER = "other"
+
+
+class Provenance(StrEnum):
+    """A file's provenance verdict against signed reference catalogs."""
+
+    VERIFIED = "verified"
+    CONFLICT = "conflict"
+    UNKNOWN = "unknown"
+
+
+class FindingKind(StrEnum):
+    """Every kind of scan-level `Finding`; each is a ``--fail-on`` kind, in this order."""
+
+    MODIFIED = "modified"
+    UNOWNED = "unowned"
+    MIXED = "mixed"
+    NO_RECORD = "no-record"
+    CONFLICT = "conflict"
+    UNSIGNED = "unsigned"
+    NOT_ELF = "not-elf"
+    UNREADABLE = "unreadable"
+
+
 @dataclass(frozen=True, slots=True)
 class Skipped:
     """Something the scan could not handle, kept as data so every output shows it."""
 
     path: str
     reason: str
-    stage: str  # "source", "catalog", "detect", "hash", ...
+    stage: Stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +220,7 @@ class OwnedFile:
 class Package:
     """An owner package from a package database inside the root."""
 
-    manager: str  # "dpkg", "rpm", "pip", "conda"
+    manager: PackageManager
     name: str
     version: str
     purl: str
@@ -180,9 +239,9 @@ class Package:
 class Evidence:
     """One piece of identification evidence (maps to CycloneDX evidence.identity)."""
 
-    field: str  # "version", "name", "cuda-major", "family"
+    field: EvidenceField
     value: str
-    method: str  # "filename", "binary-analysis", "manifest-analysis", "other"
+    method: EvidenceMethod
     source: str  # where it came from: "soname", "symbol cudnn_graph_version", a path, ...
     confidence: Confidence
 
@@ -217,7 +276,7 @@ class GpuLibrary:
     #: digest and integrity verdict still stand
     error: str | None = None
     #: provenance against signed reference catalogs: None when no catalog was given
-    provenance: str | None = None  # "verified" | "conflict" | "unknown"
+    provenance: Provenance | None = None
     provenance_reason: str = ""
     provenance_signer: str | None = None
     provenance_catalog: str | None = None
@@ -240,12 +299,12 @@ class ImageTrust:
 class Finding:
     """A scan-level finding that a `--fail-on` rule can match."""
 
-    kind: str  # "modified", "unowned", "mixed", ...
+    kind: FindingKind
     message: str
     paths: tuple[str, ...] = ()
     #: other ``--fail-on`` kinds this finding matches: a file that is no readable library
     #: still has an integrity verdict (an unreadable packaged file may be modified)
-    also: tuple[str, ...] = ()
+    also: tuple[FindingKind, ...] = ()
 
 
 @dataclass(frozen=True)

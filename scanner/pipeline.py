@@ -27,14 +27,17 @@ from scanner.model import (
     ElfFacts,
     FileFacts,
     Finding,
+    FindingKind,
     GpuLibrary,
     Integrity,
     OwnedFile,
     Package,
     Progress,
     ProgressFn,
+    Provenance,
     ScanResult,
     Skipped,
+    Stage,
     StatKey,
 )
 from scanner.source.interface import RootView, Selector
@@ -232,7 +235,7 @@ class _HostHasher:
         try:
             digests = hash_file(host_path, md5=md5)
         except HashError as e:
-            return Skipped(path, str(e), "hash")
+            return Skipped(path, str(e), Stage.HASH)
         return _analyzed(digests, lambda: analyze_elf(host_path, name=path))
 
     def finish(
@@ -291,7 +294,7 @@ class _HostHasher:
             self.cache.save()
         except OSError as e:
             reason = f"cannot write the host cache: {e}"
-            skipped.append(Skipped(str(self.cache_path), reason, "hash"))
+            skipped.append(Skipped(str(self.cache_path), reason, Stage.HASH))
         return out
 
 
@@ -437,7 +440,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         if hits:
             findings.append(
                 Finding(
-                    kind.value,
+                    FindingKind(kind.value),
                     f"{len(hits)} GPU librar{'y' if len(hits) == 1 else 'ies'} {kind.value}",
                     hits,
                 )
@@ -455,16 +458,22 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
 
         if catalogs:
             libraries = apply_provenance(libraries, catalogs)
-            hits = tuple(lib.ref.path for lib in libraries if lib.provenance == "conflict")
+            hits = tuple(lib.ref.path for lib in libraries if lib.provenance == Provenance.CONFLICT)
             if hits:
                 findings.append(
-                    Finding("conflict", f"{len(hits)} file(s) contradict a signed catalog", hits)
+                    Finding(
+                        FindingKind.CONFLICT,
+                        f"{len(hits)} file(s) contradict a signed catalog",
+                        hits,
+                    )
                 )
         if view.info.kind is AssetKind.IMAGE:
             image_trust = _image_trust(source, view, options.trust, policy)
             if not image_trust.signed:
                 findings.append(
-                    Finding("unsigned", "; ".join(image_trust.rejected) or "image not signed")
+                    Finding(
+                        FindingKind.UNSIGNED, "; ".join(image_trust.rejected) or "image not signed"
+                    )
                 )
 
     owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
@@ -556,16 +565,16 @@ def _named(cand: Candidate) -> str:
 
 def _integrity_kinds(
     digests: Digests | None, owner: Package | None, record: OwnedFile | None
-) -> tuple[tuple[str, ...], str]:
+) -> tuple[tuple[FindingKind, ...], str]:
     """The integrity ``--fail-on`` kinds a file that is no library still matches, and why.
 
     Fail safe: a file a package recorded a digest for but that could not be read may be
     modified, so it matches ``modified`` as well as its own verdict.
     """
     verdict, reason = integrity_verdict(digests, owner, record)
-    kinds = [] if verdict is Integrity.VERIFIED else [verdict.value]
+    kinds = [] if verdict is Integrity.VERIFIED else [FindingKind(verdict.value)]
     if digests is None and record is not None and record.digest:
-        kinds.append(Integrity.MODIFIED.value)
+        kinds.append(FindingKind.MODIFIED)
     return tuple(kinds), f"integrity {verdict.value}: {reason}"
 
 
@@ -574,7 +583,7 @@ def _not_elf(
 ) -> Finding:
     also, integrity = _integrity_kinds(facts.digests, owner, record)
     return Finding(
-        "not-elf",
+        FindingKind.NOT_ELF,
         f"{_named(cand)} is named like a GPU library but is no ELF shared library "
         f"({facts.error}); sha256 {facts.digests.sha256}; {integrity}",
         (cand.ref.path, *cand.aliases),
@@ -587,7 +596,7 @@ def _unreadable(
 ) -> Finding:
     also, integrity = _integrity_kinds(None, owner, record)
     return Finding(
-        "unreadable",
+        FindingKind.UNREADABLE,
         f"{_named(cand)} is named like a GPU library but could not be read ({reason}); "
         f"its digest and identity are unknown; {integrity}",
         (cand.ref.path, *cand.aliases),

@@ -15,8 +15,24 @@ from functools import lru_cache
 _PARTS = 4
 _WIDTH = 6
 _MAX = 10**_WIDTH - 1
+#: The version-prefix rule: an optional dpkg/rpm epoch ("1:"), an optional "v", dotted numbers.
 _LEADING = re.compile(r"^(?:\d+:)?v?(\d+(?:\.\d+)*)")
+_DOTTED = re.compile(r"\d+(?:\.\d+)*")
 _OPERATORS = ("==", ">=", "<=", ">", "<")
+
+
+def dotted_prefix(raw: str) -> str | None:
+    """The upstream dotted-numeric version at the start of a version string, without an epoch
+    or a leading "v" ("1:9.7.0.66-1" -> "9.7.0.66"); None when it starts with no number."""
+    match = _LEADING.match(raw)
+    return match.group(1) if match else None
+
+
+def dotted_parts(version: str) -> tuple[int, ...] | None:
+    """The numbers of a version that is dotted numbers only ("9.1.0" -> (9, 1, 0)), else None."""
+    if _DOTTED.fullmatch(version) is None:
+        return None
+    return tuple(int(p) for p in version.split("."))
 
 
 def normalize_version(raw: str | None) -> str | None:
@@ -26,8 +42,7 @@ def normalize_version(raw: str | None) -> str | None:
     raw = raw.strip()
     if not raw:
         return None
-    match = _LEADING.match(raw)
-    return match.group(1) if match else raw
+    return dotted_prefix(raw) or raw
 
 
 def _numbers(version: str) -> list[int] | None:

@@ -1,9 +1,12 @@
 """The ``gpuprov:`` CycloneDX property vocabulary: the contract between scanner and service.
 
-Pure constants; the service imports this module. Documented in docs/bom-properties.md.
+Pure constants (the verdict values come from the model's enums); the service imports this
+module. Documented in docs/bom-properties.md.
 """
 
 from typing import Final
+
+from scanner.model import Integrity, Provenance
 
 NS: Final = "gpuprov"
 
@@ -51,5 +54,5 @@ IMAGE_SIGNATURE_REJECTED: Final = "gpuprov:image:signature-rejected"  # repeated
 SCAN_FINDING: Final = "gpuprov:finding"  # repeated: "kind: message"
 SCAN_SKIPPED: Final = "gpuprov:skipped"  # repeated: "stage: path: reason"
 
-INTEGRITY_VALUES: Final = ("verified", "modified", "no-record", "unowned")
-PROVENANCE_VALUES: Final = ("verified", "conflict", "unknown")
+INTEGRITY_VALUES: Final = tuple(verdict.value for verdict in Integrity)
+PROVENANCE_VALUES: Final = tuple(verdict.value for verdict in Provenance)

@@ -13,18 +13,27 @@ from urllib.parse import quote
 
 from scanner import vocabulary as V
 from scanner.errors import OutputError
-from scanner.model import AssetKind, Evidence, GpuLibrary, Package, ScanResult
+from scanner.model import (
+    AssetKind,
+    Evidence,
+    EvidenceField,
+    EvidenceMethod,
+    GpuLibrary,
+    Package,
+    ScanResult,
+)
 
 SPEC_VERSIONS = ("1.6", "1.7")
 
+#: CycloneDX analysis technique per evidence method; the others are written as OTHER.
 _TECHNIQUE = {
-    "filename": "FILENAME",
-    "binary-analysis": "BINARY_ANALYSIS",
-    "manifest-analysis": "MANIFEST_ANALYSIS",
-    "hash-comparison": "HASH_COMPARISON",
-    "attestation": "ATTESTATION",
+    EvidenceMethod.FILENAME: "FILENAME",
+    EvidenceMethod.BINARY_ANALYSIS: "BINARY_ANALYSIS",
+    EvidenceMethod.MANIFEST_ANALYSIS: "MANIFEST_ANALYSIS",
+    EvidenceMethod.HASH_COMPARISON: "HASH_COMPARISON",
 }
-_IDENTITY_FIELD = {"version": "VERSION", "name": "NAME", "family": "NAME", "hash": "HASH"}
+#: CycloneDX identity field per evidence field; CUDA-major evidence has no identity field.
+_IDENTITY_FIELD = {EvidenceField.VERSION: "VERSION", EvidenceField.NAME: "NAME"}
 
 
 def _schema(spec_version: str) -> Any:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from scanner.catalog import conda, dpkg, pip, rpm
 from scanner.catalog.interface import (
     Cataloger,
+    CatalogParseError,
     CatalogResult,
     Distro,
     Found,
@@ -26,6 +27,7 @@ from scanner.source.interface import RootView
 __all__ = [
     "CATALOGERS",
     "CATALOG_VERSION",
+    "CatalogParseError",
     "CatalogResult",
     "Distro",
     "Found",
@@ -197,12 +199,12 @@ def catalog_view(
     for name, cataloger in catalogers:
         try:
             found = cataloger(view, distro)
-        except CatalogError as e:
+        except CatalogError as e:  # a malformed database (`CatalogParseError`) and the like
             skips.append(skipped(name, str(e)))
             continue
-        except Exception as e:
-            # Package databases are untrusted input: a parser defect on one of them must cost
-            # that manager's owners, not the whole scan (the rest still gets integrity verdicts).
+        except OSError as e:
+            # rpm opens its database from a private temporary copy: a full disk costs that
+            # manager's owners, not the whole scan. Any other exception is a defect: it fails.
             skips.append(skipped(name, f"{name} cataloger failed: {type(e).__name__}: {e}"))
             continue
         packages.extend(found.packages)

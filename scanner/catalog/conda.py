@@ -11,8 +11,16 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
-from scanner.catalog.interface import Distro, Found, is_hex_digest, purl, root_path, skipped
-from scanner.model import OwnedFile, Package, Skipped
+from scanner.catalog.interface import (
+    CatalogParseError,
+    Distro,
+    Found,
+    is_hex_digest,
+    purl,
+    root_path,
+    skipped,
+)
+from scanner.model import OwnedFile, Package, PackageManager, Skipped
 from scanner.source.interface import RootView
 
 _META_DIR = "/conda-meta/"
@@ -28,7 +36,11 @@ def channel_name(record: dict[str, Any]) -> str | None:
         return None
     if "://" not in channel:
         return channel.strip("/") or None
-    parts = [p for p in urlsplit(channel).path.split("/") if p]
+    try:
+        url_path = urlsplit(channel).path
+    except ValueError as e:  # "http://[::1": an invalid IPv6 host
+        raise CatalogParseError(f"conda prefix record has a malformed channel URL: {e}") from e
+    parts = [p for p in url_path.split("/") if p]
     if len(parts) >= 2 and parts[0] == "t":
         parts = parts[2:]  # /t/<token>/...: anaconda.org access tokens must not leak
     subdir = record.get("subdir")
@@ -55,13 +67,22 @@ def _owned(entry: dict[str, Any], prefix: str) -> OwnedFile | None:
     return OwnedFile(path, None, None)
 
 
-def package_from_record(
-    record: dict[str, Any], path: str, prefix: str
-) -> tuple[Package | None, str | None]:
-    """A prefix record (parsed JSON) -> its package, or None and the reason it is unusable."""
+def load_record(data: bytes) -> dict[str, Any]:
+    """Parse a prefix record's JSON; `CatalogParseError` when it is no JSON object."""
+    try:
+        record = json.loads(data)
+    except (ValueError, RecursionError) as e:  # RecursionError: "[[[[..." nested too deep
+        raise CatalogParseError(f"corrupt conda prefix record: {e}") from e
+    if not isinstance(record, dict):
+        raise CatalogParseError("conda prefix record is not a JSON object")
+    return record
+
+
+def package_from_record(record: dict[str, Any], path: str, prefix: str) -> Package:
+    """A prefix record (parsed JSON) -> its package; `CatalogParseError` when it is unusable."""
     name, version = record.get("name"), record.get("version")
     if not isinstance(name, str) or not name or not isinstance(version, str) or not version:
-        return None, "conda prefix record without name and version"
+        raise CatalogParseError("conda prefix record without name and version")
     build = record.get("build") if isinstance(record.get("build"), str) else None
     subdir = record.get("subdir") if isinstance(record.get("subdir"), str) else None
     channel = channel_name(record)
@@ -75,7 +96,8 @@ def package_from_record(
                 if owned is not None:
                     files.append(owned)
     else:
-        for rel in record.get("files") or ():
+        listed = record.get("files")
+        for rel in listed if isinstance(listed, list) else ():
             if isinstance(rel, str) and rel:
                 files.append(OwnedFile(root_path(f"{prefix}/{rel}"), None, None))
     extra = {
@@ -85,24 +107,21 @@ def package_from_record(
         "license": record.get("license") if isinstance(record.get("license"), str) else "",
         "prefix": prefix,
     }
-    return (
-        Package(
-            manager="conda",
-            name=name,
-            version=version,
-            purl=purl(
-                "conda",
-                None,
-                name.lower(),
-                version,
-                {"build": build, "channel": channel, "subdir": subdir},
-            ),
-            arch=subdir,
-            source=path,
-            files=tuple(files),
-            extra=tuple(sorted((k, str(v)) for k, v in extra.items() if v)),
+    return Package(
+        manager=PackageManager.CONDA,
+        name=name,
+        version=version,
+        purl=purl(
+            "conda",
+            None,
+            name.lower(),
+            version,
+            {"build": build, "channel": channel, "subdir": subdir},
         ),
-        None,
+        arch=subdir,
+        source=path,
+        files=tuple(files),
+        extra=tuple(sorted((k, str(v)) for k, v in extra.items() if v)),
     )
 
 
@@ -119,16 +138,7 @@ def catalog(view: RootView, distro: Distro) -> Found:
             continue
         prefix = directory.rpartition("/")[0] or "/"
         try:
-            record = json.loads(view.metadata[path])
-        except (ValueError, UnicodeDecodeError) as e:
-            skips.append(skipped(path, f"corrupt conda prefix record: {e}"))
-            continue
-        if not isinstance(record, dict):
-            skips.append(skipped(path, "conda prefix record is not a JSON object"))
-            continue
-        package, problem = package_from_record(record, path, prefix)
-        if package is not None:
-            packages.append(package)
-        elif problem:
-            skips.append(skipped(path, problem))
+            packages.append(package_from_record(load_record(view.metadata[path]), path, prefix))
+        except CatalogParseError as e:
+            skips.append(skipped(path, str(e)))
     return Found(tuple(packages), tuple(skips))

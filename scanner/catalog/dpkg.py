@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from scanner.catalog.interface import Distro, Found, is_hex_digest, purl, root_path, skipped
-from scanner.model import NodeKind, OwnedFile, Package, Skipped
+from scanner.model import NodeKind, OwnedFile, Package, PackageManager, Skipped
 from scanner.source.interface import RootView
 
 DPKG_DIR = "/var/lib/dpkg"
@@ -189,7 +189,7 @@ class _Reader:
             extra.append(("summary", summary))
         self.packages.append(
             Package(
-                manager="dpkg",
+                manager=PackageManager.DPKG,
                 name=name,
                 version=version,
                 purl=purl(

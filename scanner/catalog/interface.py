@@ -1,7 +1,8 @@
 """Contract of the catalog stage: what a cataloger gets (a `RootView` and the distro) and returns.
 
 Each package manager has one module (dpkg, rpm, pip, conda) exposing ``catalog(view, distro)``;
-problems with a database are kept as `Skipped` records, never raised past the stage.
+problems with a database are kept as `Skipped` records, never raised past the stage. A parser
+raises `CatalogParseError` on malformed input; any other exception is a defect and propagates.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from scanner.model import OwnedFile, Package, Skipped
+from scanner.errors import CatalogError
+from scanner.model import OwnedFile, Package, Skipped, Stage
 from scanner.source.interface import RootView, normalize
 
-STAGE = "catalog"
+STAGE = Stage.CATALOG
 
 #: Hex digest length per algorithm name, used to reject malformed records.
 DIGEST_HEX_LENGTHS: Mapping[str, int] = {
@@ -27,6 +29,12 @@ DIGEST_HEX_LENGTHS: Mapping[str, int] = {
 }
 
 _HEX = re.compile(r"[0-9a-f]+")
+
+
+class CatalogParseError(CatalogError):
+    """A package database, or one record of it, is malformed. Package databases inside a
+    scanned root are untrusted input, so this is expected: the cataloger turns it into a
+    `Skipped` entry with this message (for the record, or for the whole database)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from scanner.catalog.interface import (
     root_path,
     skipped,
 )
-from scanner.model import OwnedFile, Package, Skipped
+from scanner.model import OwnedFile, Package, PackageManager, Skipped
 from scanner.source.interface import RootView
 
 _NAME_RUNS = re.compile(r"[-_.]+")
@@ -105,7 +105,7 @@ def _package(
     name: str, version: str, source: str, files: tuple[OwnedFile, ...], extra: dict[str, str]
 ) -> Package:
     return Package(
-        manager="pip",
+        manager=PackageManager.PIP,
         name=name,
         version=version,
         purl=purl("pypi", None, normalize_name(name), version),

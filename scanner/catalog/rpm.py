@@ -15,8 +15,16 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from scanner.catalog.interface import Distro, Found, is_hex_digest, purl, root_path, skipped
-from scanner.model import OwnedFile, Package, Skipped
+from scanner.catalog.interface import (
+    CatalogParseError,
+    Distro,
+    Found,
+    is_hex_digest,
+    purl,
+    root_path,
+    skipped,
+)
+from scanner.model import OwnedFile, Package, PackageManager, Skipped
 from scanner.source.interface import RootView
 
 #: Where rpm keeps its database: RHEL/UBI use /var/lib/rpm; Fedora 36+ /usr/lib/sysimage/rpm.
@@ -88,7 +96,7 @@ _RPMFILE_GHOST = 1 << 6
 Value = str | list[str] | list[int]
 
 
-class HeaderError(ValueError):
+class HeaderError(CatalogParseError):
     """An RPM header blob is malformed."""
 
 
@@ -235,7 +243,7 @@ def package_from_header(values: Mapping[int, Value], source: str, distro: Distro
     if epoch is not None:
         extra.append(("epoch", epoch))
     return Package(
-        manager="rpm",
+        manager=PackageManager.RPM,
         name=name,
         version=full_version,
         purl=purl(
@@ -254,6 +262,15 @@ def package_from_header(values: Mapping[int, Value], source: str, distro: Distro
 
 def _read_blobs(data: bytes, wal: bytes | None) -> list[tuple[int, object]]:
     """Rows of the Packages table, read from a private copy of the database and its WAL."""
+    if not data.startswith(_SQLITE_MAGIC):
+        raise CatalogParseError("not an SQLite database (bad file header); rpm db ignored")
+    try:
+        return _query_blobs(data, wal)
+    except sqlite3.Error as e:
+        raise CatalogParseError(f"unreadable rpm sqlite database: {e}") from e
+
+
+def _query_blobs(data: bytes, wal: bytes | None) -> list[tuple[int, object]]:
     with tempfile.TemporaryDirectory(prefix="gpuprov-rpmdb-") as tmp:
         copy = Path(tmp) / SQLITE_NAME
         copy.write_bytes(data)
@@ -272,12 +289,10 @@ def _read_blobs(data: bytes, wal: bytes | None) -> list[tuple[int, object]]:
 def _read_sqlite(
     db_path: str, data: bytes, wal: bytes | None, distro: Distro
 ) -> tuple[list[Package], list[Skipped]]:
-    if not data.startswith(_SQLITE_MAGIC):
-        return [], [skipped(db_path, "not an SQLite database (bad file header); rpm db ignored")]
     try:
         rows = _read_blobs(data, wal)
-    except sqlite3.Error as e:
-        return [], [skipped(db_path, f"unreadable rpm sqlite database: {e}")]
+    except CatalogParseError as e:
+        return [], [skipped(db_path, str(e))]
     packages: list[Package] = []
     skips: list[Skipped] = []
     for hnum, blob in rows:

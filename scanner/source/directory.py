@@ -25,6 +25,7 @@ from scanner.model import (
     NodeKind,
     Progress,
     Skipped,
+    Stage,
     StatKey,
     stat_key,
 )
@@ -108,7 +109,7 @@ class _Walk:
             self.selector.on_progress(Progress("walk", self.reported, None, "files", found))
 
     def skip(self, path: str, reason: str) -> None:
-        self.skipped.append(Skipped(path, reason, "source"))
+        self.skipped.append(Skipped(path, reason, Stage.SOURCE))
 
     def run(self) -> RootView:
         started = time.perf_counter()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from scanner.errors import SourceError, UsageError
-from scanner.model import AssetInfo, AssetKind, Candidate, FileRef, OciDigest, Skipped
+from scanner.model import AssetInfo, AssetKind, Candidate, FileRef, OciDigest, Skipped, Stage
 from scanner.source.interface import RootView, Selector
 from scanner.source.layers import (
     LayerSpec,
@@ -383,7 +383,9 @@ def load_oci(
         if not store.has(name):
             if any(h in layer.media_type for h in _FOREIGN_HINTS):
                 skipped.append(
-                    Skipped(str(layer.digest), "foreign layer not included in the image", "source")
+                    Skipped(
+                        str(layer.digest), "foreign layer not included in the image", Stage.SOURCE
+                    )
                 )
                 continue
             raise SourceError(f"{label}: layer blob {layer.digest} is missing")

@@ -17,7 +17,7 @@ import typing
 from pathlib import Path
 from typing import Any, Union
 
-from scanner.model import FileFacts, NodeKind, OciDigest, Skipped
+from scanner.model import FileFacts, NodeKind, OciDigest, Skipped, Stage
 from scanner.source.interface import Selector
 from scanner.source.layers import Entry, LayerYield
 
@@ -209,7 +209,7 @@ def _decode(raw: bytes, digest: OciDigest) -> LayerYield:
         candidates=[str(p) for p in header["candidates"]],
         facts={p: decode_value(FileFacts, f) for p, f in header["facts"].items()},
         metadata=metadata,
-        skipped=[Skipped(p, r, s) for p, r, s in header["skipped"]],
+        skipped=[Skipped(p, r, Stage(s)) for p, r, s in header["skipped"]],
         compressed_bytes=int(header["compressed"]),
         expanded_bytes=int(header["expanded"]),
         compression=_compression(header["compression"]),

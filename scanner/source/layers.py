@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any, Literal, Protocol, cast
 
 from scanner.errors import SourceError, UnsafeArchiveError
-from scanner.model import FileFacts, NodeKind, OciDigest, Progress, Skipped
+from scanner.model import FileFacts, NodeKind, OciDigest, Progress, Skipped, Stage
 from scanner.source.interface import Node, Selector, resolve_in_tree
 
 MiB = 1 << 20
@@ -750,7 +750,7 @@ class _TarParser:
                     path,
                     f"tar entry {name!r} in {self.label} {unsafe}; placed at {path} inside "
                     "the root, as container runtimes do",
-                    "source",
+                    Stage.SOURCE,
                 )
             )
         parent, _, base = path.rpartition("/")
@@ -774,7 +774,7 @@ class _TarParser:
             target, _ = _clean(link)
             if target == path or target == "/":
                 out.skipped.append(
-                    Skipped(path, f"hard link to {link!r} in {self.label} is invalid", "source")
+                    Skipped(path, f"hard link to {link!r} in {self.label} is invalid", Stage.SOURCE)
                 )
             else:
                 out.entries.append((path, NodeKind.FILE, 0, mode, None, target))
@@ -797,7 +797,9 @@ class _TarParser:
         if sparse:
             if candidate or metadata:
                 out.skipped.append(
-                    Skipped(path, f"sparse tar entry in {self.label}: content not read", "source")
+                    Skipped(
+                        path, f"sparse tar entry in {self.label}: content not read", Stage.SOURCE
+                    )
                 )
             return 0
         if metadata and size > selector.max_metadata_bytes:
@@ -806,7 +808,7 @@ class _TarParser:
                     path,
                     f"metadata file of {size} bytes exceeds the {selector.max_metadata_bytes} "
                     "byte limit",
-                    "source",
+                    Stage.SOURCE,
                 )
             )
             metadata = False
@@ -906,7 +908,9 @@ def read_layer(
             )
         if not verified:
             out.skipped.append(
-                Skipped(str(spec.digest), "diff_id not verified: the layer is damaged", "source")
+                Skipped(
+                    str(spec.digest), "diff_id not verified: the layer is damaged", Stage.SOURCE
+                )
             )
         for path, resolve in parser.deferred.items():
             if path in out.candidates:  # not dropped as damaged meanwhile
@@ -1038,7 +1042,7 @@ class Tree:
         src = self.nodes.get(target)
         if src is None or src.kind is NodeKind.DIR:
             self.skipped.append(
-                Skipped(path, f"hard link to {target} in layer {layer}: no such file", "source")
+                Skipped(path, f"hard link to {target} in layer {layer}: no such file", Stage.SOURCE)
             )
             return
         facts = self.facts.get(target)
@@ -1106,7 +1110,7 @@ def symlink_loops(
                     path,
                     f"symlink loop: {path} -> {node.link} never reaches a file "
                     f"(more than {max_hops} links); not followed",
-                    "source",
+                    Stage.SOURCE,
                 )
             )
     return sorted(out, key=lambda s: s.path)
@@ -1204,7 +1208,7 @@ def squash(
                         str(spec.digest),
                         f"layer is damaged: {layer.corrupt}; the {len(layer.entries)} entries "
                         "read before the damage were kept",
-                        "source",
+                        Stage.SOURCE,
                     )
                 )
         seen[spec.digest] = layer

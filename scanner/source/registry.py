@@ -30,7 +30,7 @@ from typing import IO, Any
 import httpx
 
 from scanner.errors import SourceError, UsageError
-from scanner.model import OciDigest, Skipped
+from scanner.model import OciDigest, Skipped, Stage
 from scanner.source.image import ImagePlan, image_view
 from scanner.source.interface import RootView, Selector
 from scanner.source.layers import LayerSpec, Limits, YieldCache, split_digest
@@ -1197,7 +1197,9 @@ class RegistryImage:
         for desc in self.layers:
             if desc.urls or "nondistributable" in desc.media_type or "foreign" in desc.media_type:
                 skipped.append(
-                    Skipped(str(desc.digest), "foreign layer not served by the registry", "source")
+                    Skipped(
+                        str(desc.digest), "foreign layer not served by the registry", Stage.SOURCE
+                    )
                 )
                 continue
             # read_layer checks the blob digest itself, so the stream does not hash it twice.

@@ -11,19 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from scanner import vocabulary as V
+from scanner.model import Provenance as Provenance  # re-exported for its importers
 from scanner.refcatalog.model import CatalogEntry
 
 _PURL = re.compile(r"^pkg:(?P<type>[^/]+)/(?:(?P<ns>.+)/)?(?P<name>[^/@?#]+)@(?P<version>[^?#]+)")
 _LIB_STEM = re.compile(r"^(?P<stem>.+?)\.so(?:\.\d+)*$")
-
-
-class Provenance(StrEnum):
-    VERIFIED = "verified"
-    CONFLICT = "conflict"
-    UNKNOWN = "unknown"
 
 
 @dataclass(frozen=True, slots=True)

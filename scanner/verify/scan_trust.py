@@ -66,7 +66,7 @@ def apply_provenance(
         out.append(
             replace(
                 lib,
-                provenance=verdict.provenance.value,
+                provenance=verdict.provenance,
                 provenance_reason=verdict.reason,
                 provenance_signer=verdict.signer,
                 provenance_catalog=verdict.catalog,

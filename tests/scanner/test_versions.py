@@ -6,7 +6,7 @@ import pytest
 
 import app.domain.versions as app_versions
 from scanner import versions
-from scanner.versions import version_matches
+from scanner.versions import dotted_parts, dotted_prefix, version_matches
 
 
 @pytest.mark.parametrize(
@@ -33,3 +33,13 @@ def test_version_matches(version: str | None, expression: str, expected: bool) -
 def test_the_service_uses_the_same_rule() -> None:
     assert app_versions.parse_version_filter is versions.parse_version_filter
     assert app_versions.version_key is versions.version_key
+
+
+def test_dotted_prefix_is_the_one_version_prefix_rule() -> None:
+    assert dotted_prefix("1:9.7.0.66-1") == "9.7.0.66"
+    assert dotted_prefix("v12.4") == "12.4"
+    assert dotted_prefix("2.21.5-1+cuda12.4") == "2.21.5"
+    assert dotted_prefix("cudnn9") is None
+    assert dotted_parts("9.1.0") == (9, 1, 0)
+    assert dotted_parts("9.1.0-1") is None
+    assert dotted_parts("") is None

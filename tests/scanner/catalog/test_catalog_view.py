@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scanner.catalog import CATALOGERS, catalog_view, index_owners, read_distro
+import pytest
+
+from scanner.catalog import CATALOGERS, CatalogParseError, catalog_view, index_owners, read_distro
 from scanner.catalog.interface import Distro, Found, purl
 from scanner.model import AssetInfo, AssetKind, NodeKind, OwnedFile, Package
 from scanner.source.interface import Node, RootView
@@ -102,13 +104,99 @@ def test_a_failing_cataloger_costs_only_its_own_packages(tmp_path: Path) -> None
     write_dist_info(tmp_path / "site", "ok", "1.0", {"ok.py": b"ok"})
 
     def broken(view: RootView, distro: Distro) -> Found:
-        raise RuntimeError("parser defect")
+        raise OSError(28, "No space left on device")
 
     result = catalog_view(view_from_dir(tmp_path), [("broken", broken), *CATALOGERS])
     assert [p.name for p in result.packages] == ["ok"]
     assert [(s.path, s.reason) for s in result.skipped] == [
-        ("broken", "broken cataloger failed: RuntimeError: parser defect")
+        ("broken", "broken cataloger failed: OSError: [Errno 28] No space left on device")
     ]
+
+
+def test_a_malformed_database_error_is_a_skipped_entry_with_its_reason(tmp_path: Path) -> None:
+    def strict(view: RootView, distro: Distro) -> Found:
+        raise CatalogParseError("status file is not deb822")
+
+    result = catalog_view(view_from_dir(tmp_path), [("strict", strict)])
+    assert [(s.path, s.reason, s.stage) for s in result.skipped] == [
+        ("strict", "status file is not deb822", "catalog")
+    ]
+
+
+@pytest.mark.parametrize("defect", [TypeError("bad operand"), KeyError("x"), RuntimeError("?")])
+def test_a_cataloger_defect_fails_instead_of_hiding_as_skipped(
+    tmp_path: Path, defect: Exception
+) -> None:
+    # Only malformed input is expected: a bug in a cataloger must fail the tests that hit it.
+    def buggy(view: RootView, distro: Distro) -> Found:
+        raise defect
+
+    with pytest.raises(type(defect)):
+        catalog_view(view_from_dir(tmp_path), [("buggy", buggy), *CATALOGERS])
+
+
+_MALFORMED: dict[str, tuple[str, bytes, str]] = {
+    "dpkg status": ("var/lib/dpkg/status", b"Package foo\n", "corrupt dpkg stanza at line 1"),
+    "dpkg status.d": (
+        "var/lib/dpkg/status.d/foo",
+        b"Package: foo\n continued\n\x00\n",
+        "corrupt dpkg stanza",
+    ),
+    "rpm not sqlite": ("var/lib/rpm/rpmdb.sqlite", b"\x00" * 64, "not an SQLite database"),
+    "rpm damaged sqlite": (
+        "var/lib/rpm/rpmdb.sqlite",
+        b"SQLite format 3\x00" + b"\xff" * 200,
+        "unreadable rpm sqlite database",
+    ),
+    "pip record": (
+        "site/x-1.0.dist-info/RECORD",
+        b"x.py,sha256=!!notbase64,3\n",
+        "1 malformed RECORD row(s)",
+    ),
+    "pip record too large a field": (
+        "site/x-1.0.dist-info/RECORD",
+        b'"' + b"a" * 200_000,
+        "1 malformed RECORD row(s)",
+    ),
+    "conda json": ("opt/conda/conda-meta/x-1-0.json", b"{not json", "corrupt conda prefix"),
+    "conda nested json": (
+        "opt/conda/conda-meta/x-1-0.json",
+        b"[" * 100_000,
+        "corrupt conda prefix record",
+    ),
+    "conda not object": ("opt/conda/conda-meta/x-1-0.json", b"[1]", "not a JSON object"),
+    "conda no name": ("opt/conda/conda-meta/x-1-0.json", b'{"version": "1"}', "without name"),
+    "conda channel url": (
+        "opt/conda/conda-meta/x-1-0.json",
+        b'{"name": "x", "version": "1", "channel": "https://[::1/pkgs"}',
+        "malformed channel URL",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_MALFORMED))
+def test_each_malformed_database_gives_a_skipped_entry_with_a_reason(
+    tmp_path: Path, case: str
+) -> None:
+    rel, data, reason = _MALFORMED[case]
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    write_dist_info(tmp_path / "other-site", "ok", "1.0", {"ok.py": b"ok"})
+    result = catalog_view(view_from_dir(tmp_path))
+    assert "ok" in [p.name for p in result.packages]  # the other databases still count
+    assert [s.path for s in result.skipped] == ["/" + rel]
+    assert reason in result.skipped[0].reason
+    assert result.skipped[0].stage == "catalog"
+
+
+def test_a_conda_file_list_of_another_type_is_ignored_not_a_crash(tmp_path: Path) -> None:
+    meta = tmp_path / "opt/conda/conda-meta"
+    meta.mkdir(parents=True)
+    (meta / "x-1-0.json").write_bytes(b'{"name": "x", "version": "1", "files": 5}')
+    result = catalog_view(view_from_dir(tmp_path))
+    assert [(p.name, p.files) for p in result.packages] == [("x", ())]
+    assert result.skipped == ()
 
 
 def test_usrmerge_with_rpm_lib64(tmp_path: Path, built: dict[str, Path]) -> None:

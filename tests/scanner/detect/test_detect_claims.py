@@ -6,7 +6,7 @@ claim agreeing with it refines it; a claim contradicting the SONAME's major neve
 
 from __future__ import annotations
 
-from scanner.detect.evidence import _Claim, _MajorClaim, _resolve_major, _resolve_version
+from scanner.detect.identify import _Claim, _MajorClaim, _resolve_major, _resolve_version
 from scanner.model import Confidence
 
 HIGH, MEDIUM, LOW = Confidence.HIGH, Confidence.MEDIUM, Confidence.LOW

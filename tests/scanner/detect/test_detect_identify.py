@@ -24,6 +24,7 @@ from scanner.model import (
     Package,
     Sha256,
 )
+from scanner.versions import normalize_version
 from tests.fixtures.elf import build_cudnn_install, build_cudnn_library
 
 HOST = AssetInfo(AssetKind.HOST, "host", "/")
@@ -254,6 +255,22 @@ def test_version_txt_and_bad_version_json() -> None:
         "/usr/local/cuda-12.5/version.json",
     ]
     assert all(s.stage == "detect" and s.reason for s in ctx.skipped)
+
+
+def test_deeply_nested_version_json_is_skipped_not_a_crash() -> None:
+    ctx = build_context({"/usr/local/cuda-12.4/version.json": b"[" * 100_000}, HOST)
+    assert ctx.toolkits == ()
+    assert [(s.path, s.stage) for s in ctx.skipped] == [
+        ("/usr/local/cuda-12.4/version.json", "detect")
+    ]
+    assert "invalid CUDA version.json" in ctx.skipped[0].reason
+
+
+def test_a_v_prefixed_config_version_reads_as_the_service_reads_it() -> None:
+    # One version-prefix rule (scanner.versions): detect and the service's normalisation agree.
+    info = AssetInfo(AssetKind.IMAGE, "x", "oci:x", env=(("NV_CUDNN_VERSION", "v9.5.1.17-1"),))
+    ident = identify("/usr/lib/libcudnn_graph.so.9", None, None, build_context({}, info))
+    assert ident.version == normalize_version("v9.5.1.17-1") == "9.5.1.17"
 
 
 def test_image_config_is_low_confidence_fallback(libs: dict[str, Path]) -> None:

@@ -1,0 +1,52 @@
+"""The model's closed sets: each is a StrEnum that still compares equal to its string value."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from scanner import vocabulary as V
+from scanner.cli import FAIL_ON_KINDS, FAIL_ON_NEEDS
+from scanner.model import (
+    Finding,
+    FindingKind,
+    Integrity,
+    PackageManager,
+    Provenance,
+    Skipped,
+    Stage,
+)
+
+
+def test_every_finding_kind_is_a_fail_on_kind_in_the_documented_order() -> None:
+    assert FAIL_ON_KINDS == (
+        "modified",
+        "unowned",
+        "mixed",
+        "no-record",
+        "conflict",
+        "unsigned",
+        "not-elf",
+        "unreadable",
+    )
+    assert tuple(FAIL_ON_NEEDS) == FAIL_ON_KINDS == tuple(FindingKind)
+
+
+def test_enum_values_compare_and_serialise_as_their_strings() -> None:
+    finding = Finding(FindingKind.NOT_ELF, "m", ("/a",), (FindingKind.MODIFIED,))
+    assert finding.kind == "not-elf" and f"{finding.kind}: x" == "not-elf: x"
+    assert json.loads(json.dumps(asdict(finding))) == {
+        "kind": "not-elf",
+        "message": "m",
+        "paths": ["/a"],
+        "also": ["modified"],
+    }
+    assert Skipped("/p", "r", Stage.HASH).stage == "hash"
+    assert PackageManager("dpkg") is PackageManager.DPKG
+
+
+def test_the_vocabulary_verdicts_are_the_model_enums() -> None:
+    assert V.INTEGRITY_VALUES == ("verified", "modified", "no-record", "unowned")
+    assert V.PROVENANCE_VALUES == ("verified", "conflict", "unknown")
+    assert set(V.INTEGRITY_VALUES) == set(Integrity)
+    assert set(V.PROVENANCE_VALUES) == set(Provenance)
