@@ -32,9 +32,9 @@ from app.http.security import SecurityHeaders
 from app.settings import Settings
 from app.storage.migrate import schema_state
 from app.storage.session import Database
+from scanner import __version__
 
 log = logging.getLogger("gpuprov.app")
-VERSION = "0.1.0"
 
 
 class SchemaBehindError(RuntimeError):
@@ -67,7 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     app = FastAPI(
         title="gpuprov",
-        version=VERSION,
+        version=__version__,
         summary="Fleet inventory and provenance of GPU libraries from CycloneDX reports",
         lifespan=lifespan,
         dependencies=[Depends(strict_query)],

@@ -1,7 +1,8 @@
 """Recognize GPU libraries in BOMs that lack the ``gpuprov:`` properties (Trivy, Syft, cdxgen).
 
-Two small data tables: shared-library file names (``libcudnn_ops.so.9.1.0``) and package names
-per ecosystem (``pkg:pypi/nvidia-cudnn-cu12``, ``pkg:deb/.../libcudnn9-cuda-12``,
+File names (``libcudnn_ops.so.9.1.0``) are read with the scanner's classifier table
+(scanner/detect/classifiers.py), so both halves know the same libraries; package names per
+ecosystem have a table here (``pkg:pypi/nvidia-cudnn-cu12``, ``pkg:deb/.../libcudnn9-cuda-12``,
 ``pkg:rpm/.../libnccl``, ``pkg:conda/cudnn``). Our own scanner's BOMs do not need this: they carry
 family and version as properties. A number read from a name has at most nine digits, so it fits
 the 32-bit column it is stored in (`_number` raises ValueError beyond).
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from app.domain.versions import normalize_version
+from scanner.detect.classifiers import CudaRule, classify_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,52 +28,19 @@ class Recognized:
     cuda_major: int | None = None
 
 
-# (family, file-name stem without "lib"), most specific first; the SONAME major equals the CUDA
-# major for the runtime-style libraries in _CUDA_MAJOR_FROM_SONAME.
-_FILE_STEMS: tuple[tuple[str, str], ...] = (
-    ("cublasLt", "cublasLt"),
-    ("cublas", "cublas"),
-    ("cudart", "cudart"),
-    ("cufft", "cufftw"),
-    ("cufft", "cufft"),
-    ("curand", "curand"),
-    ("cusparse", "cusparse"),
-    ("cusolver", "cusolverMg"),
-    ("cusolver", "cusolver"),
-    ("nccl", "nccl"),
-    ("nvrtc", "nvrtc-builtins"),
-    ("nvrtc", "nvrtc"),
-    ("nvjitlink", "nvJitLink"),
-    ("nvinfer", "nvinfer_plugin"),
-    ("nvinfer", "nvinfer"),
-    ("nvidia-ml", "nvidia-ml"),
-    ("libcuda", "cuda"),
-)
-_CUDA_MAJOR_FROM_SONAME = frozenset({"cudart", "cublas", "cublasLt", "nvrtc", "nvjitlink"})
-_SO = re.compile(r"^lib(?P<stem>[A-Za-z][A-Za-z_\-]*)\.so(?:\.(?P<ver>\d+(?:\.\d+)*))?$")
-_CUDNN = re.compile(r"^libcudnn(?P<sub>_[a-z_]+)?\.so(?:\.(?P<ver>\d+(?:\.\d+)*))?$")
-
-
 def recognize_file(file_name: str) -> Recognized | None:
-    """Recognize a shared library by its file name (a path's last component)."""
-    name = file_name.rsplit("/", 1)[-1]
-    cudnn = _CUDNN.match(name)
-    if cudnn:
-        sub = cudnn.group("sub") or ""
-        return Recognized("cudnn", "cudnn" + sub, _full_version(cudnn.group("ver")))
-    match = _SO.match(name)
-    if not match:
+    """Recognize a shared library by its file name (a path's last component), with the scanner's
+    classifier table: the same names, families and components as the scanner's own BOMs."""
+    match = classify_name(file_name.rsplit("/", 1)[-1])
+    if match is None:
         return None
-    stem = match.group("stem")
-    for family, expected in _FILE_STEMS:
-        if stem == expected:
-            ver = match.group("ver")
-            major = None
-            if family in _CUDA_MAJOR_FROM_SONAME and ver:
-                major = _number(ver.split(".")[0])
-            component = "libcuda" if family == "libcuda" else expected
-            return Recognized(family, component, _full_version(ver), major)
-    return None
+    row = match.classifier
+    suffix = match.suffix
+    major = None
+    if suffix and row.cuda_rule is CudaRule.OWN and row.soname_is_major:
+        # libcudart.so.12: a runtime-style library's own major is the CUDA major
+        major = _number(suffix.split(".", 1)[0])
+    return Recognized(row.family, match.component, _full_version(suffix), major)
 
 
 def _full_version(ver: str | None) -> str | None:
@@ -184,8 +153,10 @@ def _recognize_pypi(name: str, version: str | None) -> Recognized | None:
 
 
 def _leading_int(version: str) -> int | None:
-    match = re.match(r"\d+", version)
-    return _number(match.group(0)) if match else None
+    # the version rule's numeric prefix (an epoch "1:" is not the major)
+    prefix = normalize_version(version) or ""
+    head = prefix.split(".", 1)[0]
+    return _number(head) if head.isdecimal() else None
 
 
 _MAX_DIGITS = 9  # every 9-digit number fits a 32-bit column

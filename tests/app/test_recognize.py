@@ -3,6 +3,7 @@
 import pytest
 
 from app.domain.recognize import Recognized, recognize_file, recognize_package
+from scanner.detect.classifiers import CLASSIFIERS, classify_name
 
 
 @pytest.mark.parametrize(
@@ -15,16 +16,48 @@ from app.domain.recognize import Recognized, recognize_file, recognize_package
         ("libcublas.so.12.4.5.8", Recognized("cublas", "cublas", "12.4.5.8", 12)),
         ("libcudart.so.11.8.89", Recognized("cudart", "cudart", "11.8.89", 11)),
         ("libnccl.so.2.21.5", Recognized("nccl", "nccl", "2.21.5")),
-        ("libnvJitLink.so.12", Recognized("nvjitlink", "nvJitLink", None, 12)),
+        # the scanner's component for the primary library is its family (as in its own BOMs)
+        ("libnvJitLink.so.12", Recognized("nvjitlink", "nvjitlink", None, 12)),
         ("libcuda.so.535.104.05", Recognized("libcuda", "libcuda", "535.104.05")),
         ("libnvidia-ml.so.1", Recognized("nvidia-ml", "nvidia-ml", None)),
         ("libcufftw.so.11", Recognized("cufft", "cufftw", None)),
+        # names the scanner's table knows and the service's own copy of it had missed
+        ("libnvblas.so.12", Recognized("cublas", "nvblas", None, 12)),
+        ("libnvonnxparser.so.10.3.0", Recognized("nvinfer", "nvonnxparser", "10.3.0")),
+        (
+            "libnvinfer_builder_resource.so.10.3.0",
+            Recognized("nvinfer", "nvinfer_builder_resource", "10.3.0"),
+        ),
+        ("libcudnn_adv_v2.so.9", Recognized("cudnn", "cudnn_adv_v2", None)),
         ("libz.so.1", None),
         ("libcudnn.txt", None),
     ],
 )
 def test_file_names(name: str, expected: Recognized | None) -> None:
     assert recognize_file(name) == expected
+
+
+def test_every_name_the_scanner_classifies_is_recognized() -> None:
+    """One table: whatever the scanner calls a GPU library, the service names the same way."""
+    names = [
+        f"lib{prefix.rstrip('.')}.so.1.2.3" for row in CLASSIFIERS for prefix in row.prefixes
+    ] + ["libcudnn_engines_tensor_ir.so.9", "libcusolverMg.so.11", "libnvrtc-builtins.so.12.4"]
+    for name in names:
+        scanned = classify_name(name)
+        assert scanned is not None, name
+        found = recognize_file(f"/opt/lib/{name}")
+        assert found is not None, name
+        assert (found.family, found.component) == (scanned.classifier.family, scanned.component)
+
+
+@pytest.mark.parametrize(
+    ("version", "major"),
+    [("12.4.127", 12), ("1:12.4.127-1", 12), ("v12.4", 12), ("beta", None)],
+)
+def test_cudart_major_from_an_os_package_version(version: str, major: int | None) -> None:
+    """The version rule's numeric prefix (scanner.versions), not a regex of its own."""
+    found = recognize_package(f"pkg:conda/cudart@{version}", None, None)
+    assert found is not None and found.cuda_major == major
 
 
 @pytest.mark.parametrize(
