@@ -40,7 +40,7 @@ from scanner.model import (
     Stage,
     StatKey,
 )
-from scanner.source.interface import RootView, Selector
+from scanner.source.interface import RootView, Selector, Source
 from scanner.verify.inputs import TrustInputs
 from scanner.verify.integrity import integrity_verdict
 
@@ -309,8 +309,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         find_mixed_cudnn,
         identify,
     )
-    from scanner.source import open_source
-    from scanner.source.layers import symlink_loops
+    from scanner.source import open_source, symlink_loops
 
     options = options or ScanOptions()
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -536,19 +535,15 @@ def _load_trust(inputs: TrustInputs) -> tuple[TrustPolicy | None, list[Any]]:
     return policy, load_catalogs(inputs, policy)
 
 
-def _image_trust(source: object, view: RootView, inputs: TrustInputs, policy: TrustPolicy) -> Any:
+def _image_trust(source: Source, view: RootView, inputs: TrustInputs, policy: TrustPolicy) -> Any:
     """Signatures from the registry (when the image came from one) and local files."""
     from scanner.verify.cosign import CosignLayer
     from scanner.verify.scan_trust import image_trust, layer_from_file
 
     layers = [("*", layer_from_file(p)) for p in inputs.attestations]
-    fetch = getattr(source, "signature_material", None)
-    digests: tuple[str, ...] = tuple(getattr(source, "digests", ()))
-    if fetch is not None:
-        for sl in fetch():
-            layers.append(
-                (sl.subject, CosignLayer(sl.media_type, sl.data, sl.annotations, sl.digest))
-            )
+    digests = source.digests
+    for sl in source.signature_material():
+        layers.append((sl.subject, CosignLayer(sl.media_type, sl.data, sl.annotations, sl.digest)))
     if not digests and view.info.digest:
         digests = (view.info.digest,)
     name = view.info.name.split("@", 1)[0]

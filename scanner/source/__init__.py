@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scanner.errors import SourceError, UsageError
+from scanner.source.candidates import symlink_loops
 from scanner.source.directory import DirectorySource
 from scanner.source.image import (
     DockerArchiveSource,
@@ -19,9 +20,9 @@ from scanner.source.image import (
     image_view,
     sniff_archive,
 )
-from scanner.source.interface import Node, RootView, Selector, Source
+from scanner.source.interface import Node, RootView, Selector, SignatureLayer, Source
 from scanner.source.layercache import LayerCache, default_cache_dir
-from scanner.source.layers import LayerSpec, Limits
+from scanner.source.layerstream import LayerSpec, Limits
 
 if TYPE_CHECKING:
     from scanner.source.registry import RegistryOptions
@@ -38,11 +39,13 @@ __all__ = [
     "OciLayoutSource",
     "RootView",
     "Selector",
+    "SignatureLayer",
     "Source",
     "default_cache_dir",
     "image_view",
     "open_source",
     "parse_target",
+    "symlink_loops",
 ]
 
 _IMAGE_TRANSPORTS = ("oci", "oci-archive", "docker-archive")

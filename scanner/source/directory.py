@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scanner.errors import SourceError
+from scanner.fsutil import atomic_write
 from scanner.model import (
     AssetInfo,
     AssetKind,
@@ -29,8 +30,10 @@ from scanner.model import (
     StatKey,
     stat_key,
 )
-from scanner.source.interface import Node, RootView, Selector, normalize
-from scanner.source.layers import collect_candidates
+from scanner.source import containment
+from scanner.source.candidates import collect_candidates
+from scanner.source.containment import normalize
+from scanner.source.interface import Node, RootView, Selector, SignatureLayer
 
 _PSEUDO = frozenset({"proc", "sys", "dev"})
 #: The skipped reason of an ``include`` path that the root does not have.
@@ -50,7 +53,6 @@ _PACKAGE_DATABASES = (
     "/etc/os-release",
     "/usr/lib/os-release",
 )
-_MAX_HOPS = 40
 _SMALL_FILE = 4096
 
 
@@ -74,6 +76,12 @@ class DirectorySource:
         self.all_filesystems = all_filesystems
         self.reference = reference if reference is not None else os.fspath(root)
         self.listing_cache = listing_cache
+
+    #: A host root is no image: no digest for a signature to name, no signatures beside it.
+    digests: tuple[str, ...] = ()
+
+    def signature_material(self) -> list[SignatureLayer]:
+        return []
 
     def open_view(self, selector: Selector) -> RootView:
         """Walk the root and return the tree, candidates (with host paths) and metadata."""
@@ -169,41 +177,32 @@ class _Walk:
             self.nodes[real] = Node(real, NodeKind.OTHER, mode=stat.S_IMODE(st.st_mode))
 
     def resolve(self, path: str, *, record: bool) -> str | None:
-        """Resolve ``path`` on disk, symlinks interpreted inside the root; None if dangling."""
-        hops = 0
-        todo = [p for p in normalize(path).split("/") if p]
-        done: list[str] = []
-        while todo:
-            part = todo.pop(0)
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
-            current = "/" + "/".join([*done, part])
-            try:
-                st = os.lstat(self.host(current))
-            except OSError:
-                return None
+        """Resolve ``path`` on disk, symlinks interpreted inside the root; None if dangling.
+
+        ``record``: the directories and symlinks passed on the way join the tree."""
+        return containment.resolve(path, self.record if record else self.lookup).path
+
+    def lookup(self, path: str) -> Node | None:
+        """The entry at ``path`` on disk as `containment.resolve` needs it; None if unreadable."""
+        host = self.host(path)
+        try:
+            st = os.lstat(host)
             if stat.S_ISLNK(st.st_mode):
-                try:
-                    link = os.readlink(self.host(current))
-                except OSError:
-                    return None
-                if record:
-                    self.nodes[current] = Node(current, NodeKind.SYMLINK, link=link)
-                hops += 1
-                if hops > _MAX_HOPS:
-                    return None
-                if link.startswith("/"):
-                    done = []
-                todo = [p for p in link.split("/") if p and p != "."] + todo
-                continue
-            if todo and not stat.S_ISDIR(st.st_mode):
-                return None
-            if record and stat.S_ISDIR(st.st_mode) and current not in self.nodes:
-                self.nodes[current] = Node(current, NodeKind.DIR, mode=stat.S_IMODE(st.st_mode))
-            done.append(part)
-        return "/" + "/".join(done)
+                return Node(path, NodeKind.SYMLINK, link=os.readlink(host))
+        except OSError:
+            return None
+        if stat.S_ISDIR(st.st_mode):
+            return Node(path, NodeKind.DIR, mode=stat.S_IMODE(st.st_mode))
+        return _PLAIN  # any other kind ends a resolution as a regular file does
+
+    def record(self, path: str) -> Node | None:
+        """`lookup`, adding the directories and symlinks it finds to the tree."""
+        node = self.lookup(path)
+        if node is not None and (
+            node.kind is NodeKind.SYMLINK or (node.kind is NodeKind.DIR and path not in self.nodes)
+        ):
+            self.nodes[path] = node
+        return node
 
     def walk(self, top: str, device: int) -> None:
         """Iterative walk below ``top`` (a real directory path inside the root)."""
@@ -531,12 +530,10 @@ class _Listings:
         """Write atomically; directories not seen in this scan are dropped."""
         if self.path is None or (self.new == self.old):
             return
+        data = {"schema": _LISTING_SCHEMA, "version": self.version, "dirs": self.new}
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f"{self.path.name}.tmp{os.getpid()}")
-            data = {"schema": _LISTING_SCHEMA, "version": self.version, "dirs": self.new}
-            tmp.write_text(json.dumps(data, separators=(",", ":")))
-            os.replace(tmp, self.path)
+            atomic_write(self.path, json.dumps(data, separators=(",", ":")).encode())
         except OSError:
             pass  # a read-only cache only costs the next scan a full walk
 

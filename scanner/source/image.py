@@ -22,18 +22,11 @@ from typing import Any, Protocol
 
 from scanner.errors import SourceError, UsageError
 from scanner.model import AssetInfo, AssetKind, Candidate, FileRef, OciDigest, Skipped, Stage
-from scanner.source.interface import RootView, Selector
-from scanner.source.layers import (
-    LayerSpec,
-    Limits,
-    Readable,
-    YieldCache,
-    collect_candidates,
-    read_alias_targets,
-    split_digest,
-    squash,
-)
-from scanner.source.oci import Descriptor
+from scanner.source.candidates import collect_candidates
+from scanner.source.interface import RootView, Selector, SignatureLayer
+from scanner.source.layerstream import LayerSpec, Limits, Readable
+from scanner.source.oci import Descriptor, split_digest
+from scanner.source.squash import YieldCache, read_alias_targets, squash
 
 _JSON_LIMIT = 16 * 1024 * 1024
 _MAX_ARCHIVE_MEMBERS = 1_000_000
@@ -615,6 +608,10 @@ class _ImageSource:
 
     #: Digests signatures may name, set by `open_view`: the index (multi-platform) and manifest.
     digests: tuple[str, ...] = ()
+
+    def signature_material(self) -> list[SignatureLayer]:
+        """None: signatures are read from a registry or from files given to the scan."""
+        return []
 
     def open_view(self, selector: Selector) -> RootView:
         """Resolve the image and squash its layers (each blob read at most once)."""

@@ -7,7 +7,7 @@ asked for, and the GPU-library candidates. Catalogers never know whether the roo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Protocol
 
@@ -21,6 +21,18 @@ from scanner.model import (
     Skipped,
     StatKey,
 )
+from scanner.source.containment import MAX_HOPS, normalize, resolve_in_tree
+
+__all__ = [
+    "ContentProbe",
+    "LocatedProbe",
+    "Node",
+    "RootView",
+    "Selector",
+    "SignatureLayer",
+    "Source",
+    "normalize",
+]
 
 #: Analyzes one candidate's bytes read once as a stream: (path in root, stream, size) -> facts.
 #: Supplied by the pipeline (hash + ELF analysis) so sources never import later stages.
@@ -80,10 +92,11 @@ class RootView:
     skipped: list[Skipped] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
 
-    def resolve(self, path: str, max_hops: int = 40) -> str | None:
+    def resolve(self, path: str, max_hops: int = MAX_HOPS) -> str | None:
         """Resolve symlinks of ``path`` inside the root; None when dangling or a loop.
 
-        Absolute targets and ``..`` are interpreted against the root, so no link can leave it.
+        Absolute targets and ``..`` are interpreted against the root, so no link can leave it
+        (`scanner.source.containment`).
         """
         return resolve_in_tree(self.nodes, path, max_hops)
 
@@ -95,57 +108,31 @@ class RootView:
                 yield p
 
 
-def normalize(path: str) -> str:
-    """Normalize a path inside the root: absolute, no ``.``/``..``/empty parts, never above /."""
-    parts: list[str] = []
-    for part in path.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if parts:
-                parts.pop()
-            continue
-        parts.append(part)
-    return "/" + "/".join(parts)
+@dataclass(frozen=True, slots=True)
+class SignatureLayer:
+    """A signature or attestation layer stored beside an image, as fetched, for the verify
+    stage (which checks it, its digest included)."""
 
-
-def resolve_in_tree(nodes: dict[str, Node], path: str, max_hops: int = 40) -> str | None:
-    """Follow symlinks component by component within ``nodes``; None if dangling or looping."""
-    hops = 0
-    todo = [p for p in normalize(path).split("/") if p]
-    done: list[str] = []
-    while todo:
-        part = todo.pop(0)
-        if part == "..":
-            if done:
-                done.pop()
-            continue
-        if part == ".":
-            continue
-        current = "/" + "/".join([*done, part])
-        node = nodes.get(current)
-        if node is None:
-            return None
-        if node.kind is NodeKind.SYMLINK and node.link is not None:
-            hops += 1
-            if hops > max_hops:
-                return None
-            target = node.link
-            rest = [p for p in target.split("/") if p]
-            if target.startswith("/"):
-                done = []
-            todo = rest + todo
-            continue
-        if todo and node.kind is not NodeKind.DIR:
-            # As the kernel answers ENOTDIR: `file/..` is no way back up (the host resolver agrees).
-            return None
-        done.append(part)
-    return "/" + "/".join(done)
+    subject: str  # the image digest it was found for
+    media_type: str
+    data: bytes
+    annotations: dict[str, str]
+    digest: str
 
 
 class Source(Protocol):
     """A scan target that can produce a `RootView`."""
 
+    #: Digests that signatures of the scanned image may name (an index and its manifest),
+    #: known once `open_view` has run; empty for a host root.
+    digests: tuple[str, ...]
+
     def open_view(self, selector: Selector) -> RootView:
         """Read the target (each image layer at most once) and return the squashed view."""
+        ...
+
+    def signature_material(self) -> Sequence[SignatureLayer]:
+        """Signature and attestation layers the target holds for `digests` (a registry's
+        referrers and cosign tags); empty where the target keeps none. Called after
+        `open_view`."""
         ...

@@ -10,16 +10,15 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import tempfile
 import types
 import typing
 from pathlib import Path
 from typing import Any, Union
 
+from scanner.fsutil import atomic_write, cache_root
 from scanner.model import FileFacts, NodeKind, OciDigest, Skipped, Stage
 from scanner.source.interface import Selector
-from scanner.source.layers import Entry, LayerYield
+from scanner.source.tarlayer import Entry, LayerYield
 
 #: 2: the yield carries what the limits are checked against (compression, tar entries, ...).
 SCHEMA = 2
@@ -28,9 +27,8 @@ _KINDS = {k.value: k for k in NodeKind}
 
 
 def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/gpuprov/layers``, else ``~/.cache/gpuprov/layers``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "gpuprov" / "layers"
+    """``layers`` under the scanner's cache root (`scanner.fsutil.cache_root`)."""
+    return cache_root() / "layers"
 
 
 def encode_value(value: object) -> object:
@@ -144,14 +142,8 @@ class LayerCache:
             return False
         try:
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(payload)
-                os.replace(tmp, target)
-            except BaseException:
-                os.unlink(tmp)
-                raise
+            # Owner-only, like the directories: entries hold the images' metadata files.
+            atomic_write(target, payload, mode=0o600)
         except OSError:
             return False
         return True

@@ -32,9 +32,10 @@ import httpx
 from scanner.errors import SourceError, UsageError
 from scanner.model import OciDigest, Skipped, Stage
 from scanner.source.image import ImagePlan, image_view
-from scanner.source.interface import RootView, Selector
-from scanner.source.layers import LayerSpec, Limits, YieldCache, split_digest
-from scanner.source.oci import Descriptor
+from scanner.source.interface import RootView, Selector, SignatureLayer
+from scanner.source.layerstream import LayerSpec, Limits
+from scanner.source.oci import Descriptor, split_digest
+from scanner.source.squash import YieldCache
 
 log = logging.getLogger(__name__)
 
@@ -1293,14 +1294,3 @@ class RegistrySource:
                             )
                         )
         return found
-
-
-@dataclass(frozen=True, slots=True)
-class SignatureLayer:
-    """A signature or attestation layer as fetched, for the verify stage."""
-
-    subject: str  # the image digest it was found for
-    media_type: str
-    data: bytes
-    annotations: dict[str, str]
-    digest: str

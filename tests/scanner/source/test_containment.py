@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from scanner.model import AssetInfo, AssetKind, NodeKind
-from scanner.source.interface import Node, RootView, normalize, resolve_in_tree
+from scanner.source.containment import normalize, resolve_in_tree
+from scanner.source.interface import Node, RootView
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from scanner.model import Digests, ElfFacts, FileFacts, NodeKind, OciDigest, Sha
 from scanner.source import open_source
 from scanner.source.interface import RootView, Selector
 from scanner.source.layercache import LayerCache, decode_value, encode_value
-from scanner.source.layers import LayerYield
+from scanner.source.tarlayer import LayerYield
 from tests.fixtures.images import (
     Image,
     Layer,

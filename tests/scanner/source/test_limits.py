@@ -17,7 +17,9 @@ from scanner.pipeline import ScanOptions, run_scan
 from scanner.source import Limits, open_source
 from scanner.source.interface import RootView
 from scanner.source.layercache import LayerCache
-from scanner.source.layers import Budget, LayerSpec, read_layer, squash
+from scanner.source.layerstream import Budget, LayerSpec
+from scanner.source.squash import squash
+from scanner.source.tarlayer import read_layer
 from tests.fixtures.images import (
     Image,
     Layer,

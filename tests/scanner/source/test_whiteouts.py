@@ -8,7 +8,8 @@ from pathlib import Path
 from scanner.model import Digests, FileFacts, NodeKind, OciDigest, Sha256
 from scanner.source import open_source
 from scanner.source.interface import RootView
-from scanner.source.layers import LayerYield, Tree
+from scanner.source.squash import Tree
+from scanner.source.tarlayer import LayerYield
 from tests.fixtures.images import (
     Image,
     Layer,

@@ -1,0 +1,456 @@
+"""A layer blob read once as a stream, under `Limits`: the first stage of reading an image layer.
+
+The blob's bytes are counted (against the declared size) and hashed as they arrive, the
+compression is sniffed by magic bytes, and the inflated bytes are counted against the limits
+of the layer and of the whole image (a decompression bomb is refused after a bounded amount
+of inflating). What the bytes hold (a tar stream) is `scanner.source.tarlayer`'s business.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import queue
+import threading
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import IO, Any, Literal, Protocol, cast
+
+from scanner.errors import SourceError, UnsafeArchiveError
+from scanner.model import OciDigest
+from scanner.source.oci import split_digest
+
+MiB = 1 << 20
+GiB = 1 << 30
+CHUNK = MiB
+#: Tar's block: the smallest extended header a limit may allow.
+_BLOCK = 512
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource caps that stop hostile layers (decompression bombs, entry floods).
+
+    A compressed layer may expand to ``max(max_ratio * compressed size,
+    ratio_allowance_bytes)``: real layers inflate 2-10 times, a zlib stream of zeros about
+    1000 times, and the allowance keeps tiny layers of empty files legal. Every limit is
+    checked while the layer streams (a bomb is refused after a bounded amount of inflating)
+    and again on a layer taken from the cache, against the limits of *this* scan, so the
+    verdict never depends on what the cache holds (`check_cached`).
+    """
+
+    max_ratio: float = 100.0
+    ratio_allowance_bytes: int = 64 * MiB
+    max_layer_bytes: int = 16 * GiB  # expanded bytes of one layer (cuDNN layers: 1-3 GB)
+    max_image_bytes: int = 32 * GiB  # expanded bytes across all layers of one image
+    max_file_bytes: int = 16 * GiB  # one tar entry
+    max_entries: int = 5_000_000  # tar entries across all layers of one image
+    max_header_bytes: int = MiB  # pax / GNU long-name data of one entry
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_ratio",
+            "max_layer_bytes",
+            "max_image_bytes",
+            "max_file_bytes",
+            "max_entries",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"Limits.{name} must be positive")
+        if self.ratio_allowance_bytes < 0 or self.max_header_bytes < _BLOCK:
+            raise ValueError("Limits.ratio_allowance_bytes must be >= 0, max_header_bytes >= 512")
+
+    def ratio_cap(self, compressed: int) -> float:
+        """Most expanded bytes a compressed layer of ``compressed`` bytes may yield."""
+        return max(compressed * self.max_ratio, self.ratio_allowance_bytes)
+
+    def check_layer(self, label: str, expanded: int, compressed: int | None) -> None:
+        """Refuse a layer past ``max_layer_bytes`` or (``compressed`` given) the ratio cap."""
+        if expanded > self.max_layer_bytes:
+            raise UnsafeArchiveError(
+                f"{label}: layer expands to more than {self.max_layer_bytes} bytes "
+                "(limit max_layer_bytes, --max-layer-size)"
+            )
+        if compressed is not None and expanded > self.ratio_cap(compressed):
+            raise UnsafeArchiveError(
+                f"{label}: expands more than {self.max_ratio:g} times its compressed size of "
+                f"{compressed} bytes (decompression bomb? limit max_ratio, --max-ratio)"
+            )
+
+    def check_image(self, label: str, expanded: int) -> None:
+        if expanded > self.max_image_bytes:
+            raise UnsafeArchiveError(
+                f"{label}: image expands to more than {self.max_image_bytes} bytes "
+                "(limit max_image_bytes, --max-size)"
+            )
+
+    def check_file(self, label: str, path: str, size: int) -> None:
+        if size > self.max_file_bytes:
+            raise UnsafeArchiveError(
+                f"{label}: entry {path} of {size} bytes exceeds {self.max_file_bytes} "
+                "(limit max_file_bytes)"
+            )
+
+    def check_header(self, label: str, size: int) -> None:
+        if size > self.max_header_bytes:
+            raise UnsafeArchiveError(
+                f"{label}: a tar extended header of {size} bytes exceeds "
+                f"{self.max_header_bytes} (limit max_header_bytes)"
+            )
+
+
+class Readable(Protocol):
+    """The least a blob stream must offer: sequential reads and close."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LayerSpec:
+    """One layer to read: its digest (cache key, reported), declared size and how to open it.
+
+    ``verify="blob"``: the blob's bytes must hash to ``digest`` (OCI descriptors).
+    ``verify="diff"``: the uncompressed tar must hash to ``digest`` (docker-archive diff_ids).
+    """
+
+    digest: OciDigest
+    size: int | None
+    open: Callable[[], Readable]
+    verify: Literal["blob", "diff"] = "blob"
+    #: Where the blob's bytes lie verbatim in a regular file (path, offset), when they do: an
+    #: uncompressed layer's members can then be analyzed in place instead of spooled.
+    origin: tuple[str, int] | None = None
+
+
+class CorruptLayer(Exception):
+    """The layer data is damaged; reading stops and the entries read so far are kept."""
+
+
+class _Hasher:
+    """A digest over a byte stream; on a helper thread for big blobs so it overlaps inflate."""
+
+    def __init__(self, algorithm: str, threaded: bool) -> None:
+        self._h = hashlib.new(algorithm)
+        self._q: queue.Queue[bytes | None] | None = None
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._q = queue.Queue(maxsize=16)
+            self._thread = threading.Thread(target=self._run, name="gpuprov-hash", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        assert self._q is not None
+        while (chunk := self._q.get()) is not None:
+            self._h.update(chunk)
+
+    def update(self, data: bytes) -> None:
+        if self._q is None:
+            self._h.update(data)
+        elif data:
+            self._q.put(data)
+
+    def close(self) -> None:
+        if self._thread is not None and self._q is not None:
+            self._q.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def hexdigest(self) -> str:
+        self.close()
+        return self._h.hexdigest()
+
+
+class _Blob:
+    """The compressed blob as read: counts bytes, feeds the verifier, refuses overlong blobs."""
+
+    def __init__(self, f: Readable, declared: int | None, label: str) -> None:
+        self._f = f
+        self._declared = declared
+        self._label = label
+        self._head = b""
+        self.count = 0
+        self.hasher: _Hasher | None = None
+
+    def _raw(self, n: int) -> bytes:
+        data = self._f.read(n)
+        self.count += len(data)
+        if self._declared is not None and self.count > self._declared:
+            raise SourceError(
+                f"{self._label}: blob is larger than its declared size {self._declared}"
+            )
+        if self.hasher is not None:
+            self.hasher.update(data)
+        return data
+
+    def sniff(self) -> bytes:
+        """Read the first bytes (magic) without losing them for later reads."""
+        head = b""
+        while len(head) < 4:
+            more = self._raw(4 - len(head))
+            if not more:
+                break
+            head += more
+        self._head = head
+        return head
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
+        return self._raw(CHUNK if n is None or n < 0 else n)
+
+    def drain(self) -> None:
+        """Read to the end so the digest covers the whole blob."""
+        self._head = b""
+        while self._raw(CHUNK):
+            pass
+
+
+class Budget:
+    """Expanded bytes and entries counted across one image's layers, against `Limits`."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.expanded = 0
+        self.entries = 0
+
+    def count_entries(self, n: int, label: str) -> None:
+        self.entries += n
+        if self.entries > self.limits.max_entries:
+            raise UnsafeArchiveError(
+                f"{label}: more than {self.limits.max_entries} tar entries in the image "
+                "(limit max_entries)"
+            )
+
+
+class _Expander(io.RawIOBase):
+    """Decompressed layer bytes, counted against the limits; subclasses produce chunks."""
+
+    def __init__(
+        self, blob: _Blob, budget: Budget, declared: int | None, label: str, ratio: bool
+    ) -> None:
+        super().__init__()
+        self._blob = blob
+        self._budget = budget
+        self._declared = declared or 0
+        self._label = label
+        self._ratio = ratio
+        self._pending = memoryview(b"")
+        self._done = False
+        self.expanded = 0
+        self.hasher: _Hasher | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        """Offset in the expanded stream of the next byte `readinto` returns."""
+        return self.expanded - len(self._pending)
+
+    def _produce(self) -> bytes:
+        raise NotImplementedError
+
+    def _account(self, n: int) -> None:
+        """Count ``n`` more expanded bytes (once per chunk of up to 1 MiB, never per byte)."""
+        self.expanded += n
+        budget = self._budget
+        budget.expanded += n
+        limits = budget.limits
+        # The compressed size is the declared one (checked against the blob as it is read),
+        # so the cap is fixed from the first chunk and a bomb stops after ratio x size bytes.
+        base = max(self._blob.count, self._declared) if self._ratio else None
+        limits.check_layer(self._label, self.expanded, base)
+        limits.check_image(self._label, budget.expanded)
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            if self._done:
+                return 0
+            data = self._produce()
+            if data:
+                self._account(len(data))
+                if self.hasher is not None:
+                    self.hasher.update(data)
+                self._pending = memoryview(data)
+        out = memoryview(buffer).cast("B")
+        n = min(len(out), len(self._pending))
+        out[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+
+class _Plain(_Expander):
+    def _produce(self) -> bytes:
+        data = self._blob.read(CHUNK)
+        if not data:
+            self._done = True
+        return data
+
+
+class _Gunzip(_Expander):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._d = zlib.decompressobj(31)
+
+    def _produce(self) -> bytes:
+        d = self._d
+        try:
+            if d.unconsumed_tail:
+                return d.decompress(d.unconsumed_tail, CHUNK)
+            if d.eof:
+                rest = d.unused_data
+                while len(rest) < 2:
+                    more = self._blob.read(CHUNK)
+                    if not more:
+                        break
+                    rest += more
+                if rest[:2] != b"\x1f\x8b":
+                    # Padding after the last member is ignored, as gzip(1) does; the blob
+                    # digest still covers it.
+                    self._done = True
+                    return b""
+                self._d = d = zlib.decompressobj(31)
+                return d.decompress(rest, CHUNK)
+            chunk = self._blob.read(CHUNK)
+            if not chunk:
+                raise CorruptLayer("gzip data ends before the end of its stream (truncated)")
+            return d.decompress(chunk, CHUNK)
+        except zlib.error as e:
+            raise CorruptLayer(f"gzip data is corrupt ({e})") from e
+
+
+class _Unzstd(_Expander):
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        import zstandard  # imported here: only zstd layers pay for it
+
+        self._error: type[Exception] = zstandard.ZstdError
+        # stream_reader bounds the output of each read (a zstd bomb cannot balloon memory);
+        # a truncated frame ends the stream early, which the tar parser then reports.
+        self._r = zstandard.ZstdDecompressor().stream_reader(
+            cast(IO[bytes], self._blob), read_size=CHUNK, read_across_frames=True, closefd=False
+        )
+
+    def _produce(self) -> bytes:
+        try:
+            data = self._r.read(CHUNK)
+        except self._error as e:
+            raise CorruptLayer(f"zstd data is corrupt ({e})") from e
+        if not data:
+            self._done = True
+        return data
+
+
+class LayerStream:
+    """One layer blob opened for a single sequential read of its inflated bytes (`reader`).
+
+    Whichever digest the spec names is computed on the way: the blob's (OCI descriptors, and
+    any uncompressed layer, whose blob is its diff) or the inflated stream's (docker-archive
+    diff_ids). `finish` reads what the consumer left, then checks the size and the digest.
+    Use it as a context manager: the blob and the hashing thread are closed on the way out.
+    """
+
+    def __init__(self, spec: LayerSpec, budget: Budget) -> None:
+        self.label = f"layer {spec.digest}"
+        algorithm, self._expected = split_digest(spec.digest)
+        self._algorithm = algorithm
+        self._size = spec.size
+        try:
+            self._file = spec.open()
+        except OSError as e:
+            raise SourceError(f"{self.label}: cannot open the blob ({e.strerror or e})") from e
+        self._verifier: _Hasher | None = None
+        try:
+            self._blob = _Blob(self._file, spec.size, self.label)
+            head = self._blob.sniff()
+            compression: Literal["gzip", "zstd", "tar"] = (
+                "gzip"
+                if head[:2] == b"\x1f\x8b"
+                else "zstd"
+                if head == b"\x28\xb5\x2f\xfd"
+                else "tar"
+            )
+            self.compression = compression
+            expander_type = {"gzip": _Gunzip, "zstd": _Unzstd, "tar": _Plain}[compression]
+            self._expander = expander_type(
+                self._blob, budget, spec.size, self.label, compression != "tar"
+            )
+            threaded = spec.size is None or spec.size > 4 * MiB
+            # For a plain tar the blob is the diff, so one digest serves both kinds of check.
+            self._verifier = _Hasher(algorithm, threaded)
+            self._hash_blob = spec.verify == "blob" or compression == "tar"
+            if self._hash_blob:
+                self._blob.hasher = self._verifier
+                self._verifier.update(head)
+            else:
+                self._expander.hasher = self._verifier
+            #: The inflated bytes, read sequentially by the consumer.
+            self.reader = io.BufferedReader(self._expander, buffer_size=CHUNK)
+            #: Where the inflated bytes lie verbatim in a file (uncompressed layers only).
+            self.origin = spec.origin if compression == "tar" else None
+        except BaseException:
+            self.close()
+            raise
+        #: Whether the digest was checked (a diff digest of a damaged stream cannot be).
+        self.verified = False
+
+    def __enter__(self) -> LayerStream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def compressed(self) -> int:
+        """Blob bytes read so far."""
+        return self._blob.count
+
+    @property
+    def expanded(self) -> int:
+        """Inflated bytes produced so far."""
+        return self._expander.expanded
+
+    def finish(self, damage: str | None) -> str | None:
+        """Read the rest of the blob, then check its size and digest (SourceError if wrong).
+
+        ``damage``: why the consumer stopped early, if it did. Returns the damage, which may
+        also be found while reading the rest of a stream whose diff digest is checked.
+        """
+        verified = True
+        if not self._hash_blob:
+            if damage is None:
+                scratch = memoryview(bytearray(CHUNK))
+                try:
+                    while self.reader.readinto(scratch):
+                        pass
+                except CorruptLayer as e:
+                    damage = str(e)
+            verified = damage is None
+        self._blob.drain()
+        if self._size is not None and self._blob.count != self._size:
+            raise SourceError(
+                f"{self.label}: blob has {self._blob.count} bytes but its descriptor says "
+                f"{self._size}"
+            )
+        assert self._verifier is not None
+        actual = self._verifier.hexdigest()
+        if verified and actual != self._expected:
+            raise SourceError(
+                f"{self.label}: digest mismatch, the content hashes to {self._algorithm}:{actual}"
+            )
+        self.verified = verified
+        return damage
+
+    def close(self) -> None:
+        if self._verifier is not None:
+            self._verifier.close()
+        self._file.close()
