@@ -172,19 +172,20 @@ def _read(path: Path) -> bytes:
         raise TufRejected(f"cannot read {path}: {e.strerror}") from e
 
 
-def require_private(path: Path, stop: Path) -> None:
+def require_private(path: Path, stop: Path, user: int | None = None) -> None:
     """Refuse `path` (and each directory up to `stop`) when another user could have written it.
 
     A refreshed root takes precedence over the shipped one, so whoever may write it decides
-    what every signature check trusts: only the current user (or root) may.
+    what every signature check trusts: only `user` (default: the effective user) or root may.
     """
+    owner = os.geteuid() if user is None else user
     current = path
     while True:
         try:
             st = os.stat(current)
         except OSError as e:
             raise TufRejected(f"cannot check {current}: {e.strerror}") from e
-        if st.st_uid not in (os.geteuid(), 0):
+        if st.st_uid not in (owner, 0):
             raise TufRejected(
                 f"{current} is owned by uid {st.st_uid}, not by this user: refusing the "
                 "refreshed public-good root (remove it or fix its owner)"

@@ -16,7 +16,7 @@ from tuf.api.metadata import Root
 
 from scanner.errors import VerifyError
 from scanner.verify.trust import SigstoreRoot, cache_dir, refresh_public_good
-from scanner.verify.tuf_refresh import TufRejected
+from scanner.verify.tuf_refresh import TufRejected, require_private
 from tests.fixtures.sigstore_private import PrivateSigstore
 from tests.fixtures.tuf_repo import TufRepo
 
@@ -223,15 +223,23 @@ def test_a_copy_owned_by_another_user_is_refused(
     repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
 ) -> None:
     target = _refreshed(repo, instance, tmp_path)
-    if os.geteuid() != 0:
-        pytest.skip("changing a file's owner needs root")
+    me = os.geteuid()
+    if me != 0:
+        # Seen by another (non-root) user, the copy this user wrote is someone else's.
+        with pytest.raises(TufRejected, match=f"owned by uid {me}"):
+            require_private(target, cache, user=me + 4242)
+        require_private(target, cache)
+        return
+    # Root hands the file, then its directory, to another user: both are refused.
     os.chown(target, 4242, -1)
     with pytest.raises(VerifyError, match="owned by uid 4242"):
         SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
-    os.chown(target, os.geteuid(), -1)
+    os.chown(target, me, -1)
     os.chown(target.parent, 4242, -1)
     with pytest.raises(VerifyError, match="owned by uid 4242"):
         SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+    # For user 4242 the same tree is fine: its own directory, and root's file.
+    require_private(target, cache, user=4242)
 
 
 def _state(cache: Path) -> Path:
