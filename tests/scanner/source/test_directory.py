@@ -340,3 +340,26 @@ def test_include_of_the_root_is_the_whole_walk(tmp_path: Path) -> None:
     whole, included = scan(root), scan(root, include=["/", "/usr/.."])
     assert set(included.nodes) == set(whole.nodes) and "/" not in included.nodes
     assert [c.ref.path for c in included.candidates] == [c.ref.path for c in whole.candidates]
+
+
+def test_reading_the_hostname_records_nothing(tmp_path: Path) -> None:
+    """The asset name is read through links, but outside the included subtrees nothing the
+    reader passes on the way (links, directories) becomes part of the scanned tree."""
+    root = make_root(tmp_path / "root")
+    (root / "srv/names").mkdir(parents=True)
+    (root / "srv/names/host").write_text("node-from-srv\n")
+    (root / "etc/hostname").unlink()
+    (root / "etc/hostname").symlink_to("../srv/names/host")
+    view = scan(root, include=["/usr"])
+    assert view.info.name == "node-from-srv"
+    assert not {"/etc/hostname", "/srv", "/srv/names"} & set(view.nodes)
+
+
+def test_names_that_sort_before_dotdot_are_names(tmp_path: Path) -> None:
+    root = make_root(tmp_path / "root")
+    (root / "opt/-/lib").mkdir(parents=True)
+    (root / "opt/-/lib/libcudnn.so.9").write_bytes(LIB)
+    (root / "opt/gpu").symlink_to("-/lib")
+    for include in ("/opt/-/lib", "/opt/gpu"):
+        found = scan(root, include=[include]).candidates
+        assert [c.ref.path for c in found] == ["/opt/-/lib/libcudnn.so.9"]
