@@ -23,7 +23,7 @@ from scanner.deliver import (
     Client,
     FlushResult,
     Halt,
-    Rejected,
+    ReportRejected,
     Spool,
     Target,
     default_spool_dir,
@@ -133,7 +133,7 @@ def _push_once(
 ) -> int:
     try:
         outcome = push(report, client, spool, labels, backoff)
-    except Rejected as e:
+    except ReportRejected as e:
         error(str(e))
         return EXIT_REJECTED
     except UsageError as e:

@@ -183,7 +183,7 @@ def _write_vsa(
     facts: AssetFacts, name: str, sha256: str, uri: str, key: Path, dest: Path, now: datetime
 ) -> None:
     from scanner.policy.vsa import sign_vsa, vsa_statement
-    from scanner.verify.trust import Rejected
+    from scanner.verify.errors import Rejected
 
     try:
         statement = vsa_statement(

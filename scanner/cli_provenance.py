@@ -17,7 +17,11 @@ import typer
 from scanner.cli_common import PROG, StrictCommand, fail, out, say, typer_app
 from scanner.errors import ScannerError, VerifyError
 from scanner.refcatalog.model import Catalog, RefCatalogError
-from scanner.verify.trust import Rejected, SigstoreRoot, TrustedKey, TrustPolicy, with_roots
+from scanner.verify.errors import Rejected
+from scanner.verify.keys import TrustedKey
+from scanner.verify.trust import TrustPolicy, with_roots
+from scanner.verify.trust_file import load_trust_policy
+from scanner.verify.trusted_roots import SigstoreRoot
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -62,7 +66,7 @@ def _policy(trust: Path | None, trust_key: Path | None) -> TrustPolicy:
         raise fail("give exactly one of --trust POLICY.yaml, --trust-key PUB.pem", EXIT_USAGE)
     try:
         if trust is not None:
-            return TrustPolicy.from_file(trust)
+            return load_trust_policy(trust)
         assert trust_key is not None
         return TrustPolicy.for_key(trust_key)
     except VerifyError as e:
@@ -306,7 +310,7 @@ def trust_refresh_root(
     (signature thresholds, root rotation, versions, expiry, hashes) and pinned with its
     metadata in the cache directory; anything that does not verify is refused (exit 1).
     """
-    from scanner.verify.trust import refresh_public_good
+    from scanner.verify.trusted_roots import refresh_public_good
     from scanner.verify.tuf_refresh import TufRejected
 
     try:

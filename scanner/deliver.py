@@ -64,7 +64,7 @@ class DeliveryError(ScannerError):
     """A report could not be delivered."""
 
 
-class Rejected(DeliveryError):
+class ReportRejected(DeliveryError):
     """The service refused this report (a 4xx other than 401/408/429)."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -184,7 +184,7 @@ class Client:
         self.close()
 
     def send(self, report: bytes, labels: Mapping[str, str] | None = None) -> Delivered:
-        """Deliver one report; raises `Rejected`, `Unauthorized` or `Unavailable`."""
+        """Deliver one report; raises `ReportRejected`, `Unauthorized` or `Unavailable`."""
         params: list[tuple[str, str | int | float | bool | None]] = [
             ("label", f"{k}={v}") for k, v in sorted((labels or {}).items())
         ]
@@ -218,7 +218,7 @@ class Client:
             raise Unavailable(said, retry_after(answer.headers.get("Retry-After")))
         if status >= 500:
             raise ServerError(status, said, retry_after(answer.headers.get("Retry-After")))
-        raise Rejected(status, message)
+        raise ReportRejected(status, message)
 
 
 def _error_message(answer: httpx.Response) -> str:
@@ -534,7 +534,7 @@ def flush(spool: Spool, client: Client, backoff: Backoff | None = None) -> Flush
             except Unauthorized as e:
                 result.halt, result.error = Halt.UNAUTHORIZED, str(e)
                 break
-            except Rejected as e:
+            except ReportRejected as e:
                 result.rejected.append((spool.reject(entry, str(e)), str(e)))
                 continue
             except (OSError, ValueError) as e:  # unreadable spool file: keep it aside
@@ -590,7 +590,7 @@ def push(
 ) -> PushOutcome:
     """Deliver spooled reports, then this one; spool it when it cannot be delivered now.
 
-    Raises `Rejected` when the service refuses this report, and UsageError when it is not a
+    Raises `ReportRejected` when the service refuses this report, and UsageError when it is not a
     CycloneDX JSON report (neither is spooled).
     """
     check_report(report)
@@ -610,7 +610,7 @@ def push(
         entry = spool.add(report, labels)
         moved = _server_error(spool, entry, str(e), backoff)
         if moved is not None:
-            raise Rejected(e.status, spool.rejected_entry(moved).reason) from e
+            raise ReportRejected(e.status, spool.rejected_entry(moved).reason) from e
         return PushOutcome(None, entry, str(e), flushed, Halt.SERVER_ERRORS)
     except Unavailable as e:
         _remember_retry_after(spool, e, backoff)

@@ -159,7 +159,7 @@ def test_the_installed_code_is_the_wheel_not_the_checkout(installed: Installed) 
 
 def test_the_installed_package_loads_its_data_files(installed: Installed) -> None:
     probe = (
-        "from scanner.verify.trust import SigstoreRoot; "
+        "from scanner.verify.trusted_roots import SigstoreRoot; "
         "from scanner.verify.tuf_refresh import pinned_tuf_root; "
         "from app.domain.schema import schema_problems; "
         "root = SigstoreRoot.public_good(); "

@@ -37,6 +37,7 @@ from scanner.refcatalog.model import CatalogEntry
 from scanner.verify.catalogs import load_catalog
 from scanner.verify.provenance import VerifiedCatalog
 from scanner.verify.trust import TrustPolicy
+from scanner.verify.trust_file import parse_trust_policy
 
 #: largest trust policy document accepted (keys and roots are inline, so allow some room)
 MAX_POLICY_BYTES = 1024 * 1024
@@ -61,12 +62,9 @@ def parse_policy(document: bytes) -> TrustPolicy:
     if not text.strip():
         raise Unprocessable("the trust policy is empty")
     try:
-        return TrustPolicy.from_bytes(document, source=_POLICY_SOURCE, base_dir=None)
-    except ScannerError as e:
+        return parse_trust_policy(document, source=_POLICY_SOURCE, base_dir=None)
+    except ScannerError as e:  # the loader names the field and the reason
         raise Unprocessable(f"invalid trust policy: {e}") from e
-    except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as e:
-        # a field of the wrong type that the loader does not name itself
-        raise Unprocessable(f"invalid trust policy: {type(e).__name__}: {e}") from e
 
 
 def policy_dict(row: TrustPolicyVersion, *, document: bool = True) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from typing import Any
 from scanner import __version__
 from scanner.policy.facts import AssetFacts
 from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, sign_envelope
+from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
-from scanner.verify.trust import Rejected
 
 VSA_PREDICATE = "https://slsa.dev/verification_summary/v1"
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"

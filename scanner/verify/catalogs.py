@@ -19,9 +19,10 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from scanner.errors import VerifyError
 from scanner.refcatalog.model import Catalog, RefCatalogError
 from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, sign_envelope
+from scanner.verify.errors import Rejected
 from scanner.verify.provenance import VerifiedCatalog
 from scanner.verify.sigstore_bundles import verify_bundle, verify_envelope_with_keys
-from scanner.verify.trust import Rejected, TrustPolicy
+from scanner.verify.trust import TrustPolicy
 
 #: Environment variable holding the password of an encrypted PEM signing key.
 PASSWORD_ENV = "GPUPROV_KEY_PASSWORD"

@@ -20,16 +20,12 @@ from cryptography import x509
 from scanner.model import OciDigest
 from scanner.verify import cosign_tags, fulcio, slsa, tlog
 from scanner.verify.dsse import ENVELOPE_MEDIA_TYPE, INTOTO_PAYLOAD_TYPE, Envelope
+from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
+from scanner.verify.keys import TrustedKey
 from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
-from scanner.verify.trust import (
-    Rejected,
-    Signer,
-    SigstoreRoot,
-    TrustedKey,
-    TrustPolicy,
-    UnsafeOption,
-)
+from scanner.verify.trust import Signer, TrustPolicy, UnsafeOption
+from scanner.verify.trusted_roots import SigstoreRoot
 
 SIMPLESIGNING_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
 BUNDLE_MEDIA_TYPE = "application/vnd.dev.sigstore.bundle.v0.3+json"

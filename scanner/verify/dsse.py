@@ -19,7 +19,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from scanner.errors import VerifyError
-from scanner.verify.trust import Rejected, TrustedKey
+from scanner.verify.errors import Rejected
+from scanner.verify.keys import TrustedKey
 
 #: The payload type of in-toto statements.
 INTOTO_PAYLOAD_TYPE = "application/vnd.in-toto+json"

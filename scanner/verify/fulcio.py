@@ -25,7 +25,8 @@ from cryptography.x509.verification import (
 )
 from cryptography.x509.verification import VerificationError as X509VerificationError
 
-from scanner.verify.trust import CertificateAuthority, Rejected, SigstoreRoot
+from scanner.verify.errors import Rejected
+from scanner.verify.trusted_roots import CertificateAuthority, SigstoreRoot
 
 ISSUER_V1 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.1")
 ISSUER_V2 = x509.ObjectIdentifier("1.3.6.1.4.1.57264.1.8")

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from scanner.verify.trust import Rejected
+from scanner.verify.errors import Rejected
 
 STATEMENT_V1 = "https://in-toto.io/Statement/v1"
 STATEMENT_V01 = "https://in-toto.io/Statement/v0.1"

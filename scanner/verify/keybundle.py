@@ -18,7 +18,9 @@ from typing import Any
 
 from scanner.verify import tlog
 from scanner.verify.dsse import Envelope, b64decode, verify_envelope
-from scanner.verify.trust import Rejected, SigstoreRoot, TrustedKey
+from scanner.verify.errors import Rejected
+from scanner.verify.keys import TrustedKey
+from scanner.verify.trusted_roots import SigstoreRoot
 
 BUNDLE_V01 = "application/vnd.dev.sigstore.bundle+json;version=0.1"
 BUNDLE_V02 = "application/vnd.dev.sigstore.bundle+json;version=0.2"

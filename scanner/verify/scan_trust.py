@@ -24,9 +24,11 @@ from scanner.verify.cosign import (
     verify_layer,
 )
 from scanner.verify.dsse import ENVELOPE_MEDIA_TYPE
+from scanner.verify.errors import Rejected
 from scanner.verify.inputs import TrustInputs
 from scanner.verify.provenance import VerifiedCatalog, provenance_verdict
-from scanner.verify.trust import Rejected, TrustPolicy
+from scanner.verify.trust import TrustPolicy
+from scanner.verify.trust_file import load_trust_policy
 
 
 def load_policy(inputs: TrustInputs) -> TrustPolicy | None:
@@ -34,7 +36,7 @@ def load_policy(inputs: TrustInputs) -> TrustPolicy | None:
     if inputs.trust and inputs.trust_key:
         raise UsageError("give either --trust or --trust-key, not both")
     if inputs.trust is not None:
-        return TrustPolicy.from_file(inputs.trust)
+        return load_trust_policy(inputs.trust)
     if inputs.trust_key is not None:
         return TrustPolicy.for_key(inputs.trust_key)
     if inputs.catalogs or inputs.attestations:

@@ -23,8 +23,11 @@ from cryptography import x509
 
 from scanner.verify import fulcio, keybundle, tlog
 from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope
+from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
-from scanner.verify.trust import Rejected, Signer, SigstoreRoot, TrustedKey, TrustPolicy
+from scanner.verify.keys import TrustedKey
+from scanner.verify.trust import Signer, TrustPolicy
+from scanner.verify.trusted_roots import SigstoreRoot
 
 _log = logging.getLogger("gpuprov.verify")
 

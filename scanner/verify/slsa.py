@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
-from scanner.verify.trust import Rejected, Signer, TrustPolicy
+from scanner.verify.trust import Signer, TrustPolicy
 
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 

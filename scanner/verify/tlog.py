@@ -21,7 +21,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from scanner.verify.dsse import Envelope, b64decode
-from scanner.verify.trust import LogKey, Rejected, SigstoreRoot
+from scanner.verify.errors import Rejected
+from scanner.verify.trusted_roots import LogKey, SigstoreRoot
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,7 +405,14 @@ def dsse_entry_matches(
             )
         else:
             return f"unsupported log entry kind {kind}/{version} for a DSSE envelope"
-    except (KeyError, TypeError, ValueError, binascii.Error, AttributeError, Rejected) as e:
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        binascii.Error,
+        AttributeError,
+        Rejected,
+    ) as e:
         return f"malformed {body.get('kind')} log entry: {e}"
     if logged != mine:
         return "log entry records other signatures or another signing key"

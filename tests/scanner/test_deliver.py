@@ -25,7 +25,7 @@ from scanner.deliver import (
     Backoff,
     Client,
     Halt,
-    Rejected,
+    ReportRejected,
     Spool,
     Target,
     default_spool_dir,
@@ -115,7 +115,7 @@ def test_retry_succeeds_without_spooling(tmp_path: Path) -> None:
 
 def test_refusal_raises_and_is_not_spooled(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
-    with pytest.raises(Rejected, match=r"\(422\): said 422"):
+    with pytest.raises(ReportRejected, match=r"\(422\): said 422"):
         push(REPORT, _client(FakeService([422])), spool)
     assert spool.entries() == []
 

@@ -14,8 +14,8 @@ from scanner.cli import app, register_all
 from scanner.model import AssetKind
 from scanner.policy.facts import AssetFacts, ImageTrustFacts
 from scanner.policy.vsa import VSA_PREDICATE, check_vsa, sign_vsa, vsa_statement
+from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
-from scanner.verify.trust import Rejected
 from tests.fixtures import keys
 
 DIGEST = "sha256:" + "ab" * 32

@@ -20,8 +20,9 @@ from scanner.catalog.pip import normalize_name
 from scanner.detect.classifiers import classify_name
 from scanner.refcatalog.wheel import catalog_from_wheel
 from scanner.verify.catalogs import load_catalog, sign_catalog
+from scanner.verify.keys import TrustedKey
 from scanner.verify.provenance import Provenance, VerifiedCatalog, provenance_verdict
-from scanner.verify.trust import Scope, Signer, TrustedKey, TrustPolicy
+from scanner.verify.trust import Scope, Signer, TrustPolicy
 from tests.fixtures import keys
 
 pytestmark = pytest.mark.realworld

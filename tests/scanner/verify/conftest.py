@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from scanner.verify.trust import Scope, Signer, SigstoreRoot, TrustedKey, TrustPolicy
+from scanner.verify.keys import TrustedKey
+from scanner.verify.trust import Scope, Signer, TrustPolicy
+from scanner.verify.trusted_roots import SigstoreRoot
 from tests.fixtures import keys
 from tests.fixtures.sigstore_private import ISSUER, SUBJECT, PrivateSigstore
 

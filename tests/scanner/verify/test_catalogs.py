@@ -12,16 +12,11 @@ from scanner.model import Sha256
 from scanner.refcatalog.model import Catalog, CatalogEntry, CatalogSource, RefCatalogError
 from scanner.verify.catalogs import load_catalog, load_private_key, sign_catalog
 from scanner.verify.dsse import Envelope, sign_envelope
+from scanner.verify.errors import Rejected
+from scanner.verify.keys import TrustedKey
 from scanner.verify.provenance import Provenance, provenance_verdict
-from scanner.verify.trust import (
-    IdentityRule,
-    Rejected,
-    Scope,
-    Signer,
-    SigstoreRoot,
-    TrustedKey,
-    TrustPolicy,
-)
+from scanner.verify.trust import IdentityRule, Scope, Signer, TrustPolicy
+from scanner.verify.trusted_roots import SigstoreRoot
 from tests.fixtures import keys
 from tests.fixtures.sigstore_private import ISSUER, SUBJECT, PrivateSigstore
 

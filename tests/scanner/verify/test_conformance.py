@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from scanner.errors import VerifyError
+from scanner.verify.keys import TrustedKey
 from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
-from scanner.verify.trust import Scope, Signer, SigstoreRoot, TrustedKey, TrustPolicy
+from scanner.verify.trust import Scope, Signer, TrustPolicy
+from scanner.verify.trusted_roots import SigstoreRoot
 from tests.scanner.verify.conftest import SHARED_FIXTURES
 
 CASES = SHARED_FIXTURES / "sigstore-conformance" / "bundle-verify"

@@ -16,19 +16,19 @@ from scanner.model import OciDigest
 from scanner.verify import cosign, cosign_tags
 from scanner.verify.cosign import CosignLayer, ImageRef
 from scanner.verify.dsse import ENVELOPE_MEDIA_TYPE, INTOTO_PAYLOAD_TYPE, sign_envelope
+from scanner.verify.errors import Rejected
+from scanner.verify.keys import TrustedKey
 from scanner.verify.slsa import SLSA_PROVENANCE_V1
 from scanner.verify.trust import (
     BuilderRule,
     IdentityRule,
-    Rejected,
     Scope,
     Signer,
-    SigstoreRoot,
     SlsaExpectation,
-    TrustedKey,
     TrustPolicy,
     UnsafeOption,
 )
+from scanner.verify.trusted_roots import SigstoreRoot
 from tests.fixtures import keys
 from tests.fixtures.sigstore_private import ISSUER, SUBJECT, PrivateSigstore, b64, statement
 

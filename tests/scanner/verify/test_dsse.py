@@ -18,8 +18,9 @@ from scanner.verify.dsse import (
     sign_envelope,
     verify_envelope,
 )
+from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
-from scanner.verify.trust import Rejected, TrustedKey
+from scanner.verify.keys import TrustedKey
 from tests.fixtures import keys
 from tests.fixtures.sigstore_private import _key_sign, statement
 

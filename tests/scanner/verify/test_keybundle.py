@@ -12,8 +12,10 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from scanner.verify import keybundle, tlog
+from scanner.verify.errors import Rejected
+from scanner.verify.keys import TrustedKey
 from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
-from scanner.verify.trust import Rejected, SigstoreRoot, TrustedKey
+from scanner.verify.trusted_roots import SigstoreRoot
 from tests.fixtures import keys
 from tests.fixtures.sigstore_private import PrivateSigstore, audit_path, b64, mth, statement
 from tests.scanner.verify.conftest import key_policy

@@ -12,8 +12,10 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from scanner.verify.errors import Rejected
 from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
-from scanner.verify.trust import Rejected, SigstoreRoot, TrustPolicy
+from scanner.verify.trust import TrustPolicy
+from scanner.verify.trusted_roots import SigstoreRoot
 from tests.fixtures.sigstore_private import (
     INTOTO,
     ISSUER,

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
+from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
 from scanner.verify.slsa import SLSA_PROVENANCE_V1, SlsaResult, normalize_repo, verify_provenance
 from scanner.verify.trust import (
     BuilderRule,
     IdentityRule,
-    Rejected,
     Scope,
     Signer,
     SlsaExpectation,

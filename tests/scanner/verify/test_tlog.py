@@ -15,7 +15,8 @@ from cryptography.hazmat.primitives import serialization
 
 from scanner.verify import tlog
 from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, Signature
-from scanner.verify.trust import Rejected, SigstoreRoot
+from scanner.verify.errors import Rejected
+from scanner.verify.trusted_roots import SigstoreRoot
 from tests.fixtures import keys
 from tests.fixtures.sigstore_private import WHEN, PrivateSigstore, b64
 
@@ -304,7 +305,8 @@ def test_ed25519_checkpoint_key_hash() -> None:
     """C2SP signed-note: an Ed25519 log signs with key hash SHA-256(name \\n 0x01 key)[:4]."""
     from cryptography.hazmat.primitives.asymmetric import ed25519
 
-    from scanner.verify.trust import LogKey, TrustedKey
+    from scanner.verify.keys import TrustedKey
+    from scanner.verify.trusted_roots import LogKey
 
     private = ed25519.Ed25519PrivateKey.generate()
     key = TrustedKey.from_public_key(private.public_key())

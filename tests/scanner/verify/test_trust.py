@@ -17,17 +17,15 @@ from cryptography.hazmat.primitives.asymmetric import dsa, ec, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
 
 from scanner.errors import VerifyError
-from scanner.verify.trust import (
+from scanner.verify.errors import Rejected
+from scanner.verify.keys import TrustedKey
+from scanner.verify.trust import IdentityRule, Scope, TrustPolicy, UnsafeOption
+from scanner.verify.trust_file import load_trust_policy
+from scanner.verify.trusted_roots import (
     PUBLIC_GOOD,
     CertificateAuthority,
-    IdentityRule,
     LogKey,
-    Rejected,
-    Scope,
     SigstoreRoot,
-    TrustedKey,
-    TrustPolicy,
-    UnsafeOption,
     refresh_public_good,
 )
 from tests.fixtures import keys
@@ -76,7 +74,7 @@ def test_full_policy_loads(setup: Path, caplog: pytest.LogCaptureFixture) -> Non
         },
     }
     with caplog.at_level(logging.WARNING, logger="gpuprov.trust"):
-        policy = TrustPolicy.from_file(_write_policy(setup, doc))
+        policy = load_trust_policy(_write_policy(setup, doc))
     assert "UNSAFE ignore-tlog" in caplog.text
     assert [r.name for r in policy.roots] == [PUBLIC_GOOD, "acme"]
     nvidia, ngc, ci = policy.signers
@@ -181,14 +179,14 @@ def test_full_policy_loads(setup: Path, caplog: pytest.LogCaptureFixture) -> Non
 )
 def test_bad_policies_fail_closed(setup: Path, doc: object, message: str) -> None:
     with pytest.raises(VerifyError, match=message):
-        TrustPolicy.from_file(_write_policy(setup, doc))
+        load_trust_policy(_write_policy(setup, doc))
 
 
 def test_invalid_yaml(tmp_path: Path) -> None:
     path = tmp_path / "p.yaml"
     path.write_text("signers: [unclosed")
     with pytest.raises(VerifyError, match="not valid YAML"):
-        TrustPolicy.from_file(path)
+        load_trust_policy(path)
 
 
 def test_identity_rules_exact_and_anchored() -> None:
@@ -276,6 +274,10 @@ def test_refresh_root_goes_to_the_cache(
         lambda d: d["certificateAuthorities"][0]["certChain"]["certificates"][0].update(
             rawBytes="AAAA"
         ),
+        # members of the wrong JSON type (these used to escape as AttributeError)
+        lambda d: d["tlogs"][0]["publicKey"].update(validFor=[]),
+        lambda d: d["tlogs"][0]["publicKey"]["validFor"].update(start=5),
+        lambda d: d["certificateAuthorities"][0].update(certChain=[]),
     ],
 )
 def test_invalid_roots_rejected(

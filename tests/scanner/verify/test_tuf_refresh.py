@@ -15,7 +15,8 @@ from securesystemslib.signer import CryptoSigner
 from tuf.api.metadata import Root
 
 from scanner.errors import VerifyError
-from scanner.verify.trust import SigstoreRoot, cache_dir, refresh_public_good
+from scanner.fsutil import cache_root
+from scanner.verify.trusted_roots import SigstoreRoot, refresh_public_good
 from scanner.verify.tuf_refresh import TufRejected, require_private
 from tests.fixtures.sigstore_private import PrivateSigstore
 from tests.fixtures.tuf_repo import TufRepo
@@ -216,7 +217,7 @@ def test_a_copy_others_may_write_is_refused(
 
 
 def test_the_cache_directory_is_the_documented_one(cache: Path) -> None:
-    assert cache_dir() == cache
+    assert cache_root() == cache
 
 
 def test_a_copy_owned_by_another_user_is_refused(
