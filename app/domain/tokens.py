@@ -17,8 +17,8 @@ from typing import Any
 from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
+from app.clock import utcnow
 from app.errors import BadRequest, NotFound, Unauthorized
-from app.storage.base import utcnow
 from app.storage.repositories import tokens as repo
 from app.storage.tables import ApiToken
 

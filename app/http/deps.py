@@ -18,12 +18,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer, SecurityS
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from app.clock import utcnow
 from app.domain.provenance import CatalogCache
 from app.domain.tokens import Principal, Scope, authenticate, record_use, use_is_due
 from app.errors import Forbidden, Unauthorized
 from app.http.errors import safe_description
 from app.settings import Settings
-from app.storage.base import utcnow
 from app.storage.session import Database
 
 log = logging.getLogger(__name__)

@@ -56,11 +56,6 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-def utcnow() -> datetime:
-    """The current time, timezone-aware."""
-    return datetime.now(UTC)
-
-
 def table(model: type[Base]) -> Table:
     """The Core table of a model, for bulk statements that bypass the ORM unit of work."""
     return cast(Table, model.__table__)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
+from app.clock import utcnow
 from app.domain import catalogs
 from app.errors import AppError
 from app.http.body import read_limited
@@ -20,7 +21,6 @@ from app.http.schemas import (
     TrustPolicyOut,
     TrustPolicyPage,
 )
-from app.storage.base import utcnow
 
 router = APIRouter(tags=["provenance"])
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from app.clock import utcnow
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory.filters import label_filters
 from app.domain.report_parser import ReportLimits, parse_report
@@ -15,7 +16,6 @@ from app.http.body import ACCEPTED_MEDIA_TYPES, IngestSlot, ReportBody
 from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
 from app.http.schemas import ErrorResponse, IngestAnswer
 from app.settings import Settings
-from app.storage.base import utcnow
 
 router = APIRouter(tags=["reports"])
 
