@@ -263,12 +263,13 @@ def scan(
 ) -> None:
     """Scan a host root or a container image for GPU libraries and report them."""
     from scanner.pipeline import ScanOptions, run_scan
+    from scanner.source.reference import is_registry_target
     from scanner.verify.inputs import TrustInputs
 
     fail_kinds = _parse_fail_on(fail_on)
     total = _parse_size(max_size)
     layer_total = _parse_size(max_layer_size)
-    is_registry = target.startswith(("registry:", "docker://"))
+    is_registry = is_registry_target(target)
     image = True if is_registry else _is_image(target)
     _check_applicable(
         {

@@ -537,6 +537,7 @@ def _load_trust(inputs: TrustInputs) -> tuple[TrustPolicy | None, list[Any]]:
 
 def _image_trust(source: Source, view: RootView, inputs: TrustInputs, policy: TrustPolicy) -> Any:
     """Signatures from the registry (when the image came from one) and local files."""
+    from scanner.source.reference import split_name
     from scanner.verify.cosign import CosignLayer
     from scanner.verify.scan_trust import image_trust, layer_from_file
 
@@ -546,8 +547,7 @@ def _image_trust(source: Source, view: RootView, inputs: TrustInputs, policy: Tr
         layers.append((sl.subject, CosignLayer(sl.media_type, sl.data, sl.annotations, sl.digest)))
     if not digests and view.info.digest:
         digests = (view.info.digest,)
-    name = view.info.name.split("@", 1)[0]
-    repository = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    repository = split_name(view.info.name)[0]
     return image_trust(repository, digests, layers, policy)
 
 

@@ -57,16 +57,16 @@ def _props(pairs: Iterable[tuple[str, str | None]]) -> list[Any]:
 def _oci_purl(result: ScanResult) -> Any:
     from packageurl import PackageURL
 
+    from scanner.source.reference import split_name
+
     asset = result.asset
-    name = asset.name.split("@")[0]
-    repo = name.rsplit(":", 1)[0] if ":" in name.rsplit("/", 1)[-1] else name
+    repo, tag, _ = split_name(asset.name)
     last = repo.rsplit("/", 1)[-1].lower() or "image"
     qualifiers: dict[str, str] = {}
     if "/" in repo:
         qualifiers["repository_url"] = repo
     if asset.platform and "/" in asset.platform:
         qualifiers["arch"] = asset.platform.split("/")[1]
-    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else None
     if tag:
         qualifiers["tag"] = tag
     return PackageURL(type="oci", name=last, version=asset.digest, qualifiers=qualifiers or None)

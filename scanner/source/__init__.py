@@ -23,6 +23,7 @@ from scanner.source.image import (
 from scanner.source.interface import Node, RootView, Selector, SignatureLayer, Source
 from scanner.source.layercache import LayerCache, default_cache_dir
 from scanner.source.layerstream import LayerSpec, Limits
+from scanner.source.reference import is_registry_target
 
 if TYPE_CHECKING:
     from scanner.source.registry import RegistryOptions
@@ -49,7 +50,6 @@ __all__ = [
 ]
 
 _IMAGE_TRANSPORTS = ("oci", "oci-archive", "docker-archive")
-_REGISTRY_PREFIXES = ("registry:", "docker://")
 _SUPPORTED = (
     "a directory, a tar file, oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, "
     "registry:HOST/REPO[:TAG|@DIGEST]"
@@ -62,7 +62,7 @@ def parse_target(target: str) -> tuple[str, str, str | None]:
     raises UsageError for unknown forms."""
     if not target:
         raise UsageError(f"empty scan target; use {_SUPPORTED}")
-    if target.startswith(_REGISTRY_PREFIXES):
+    if is_registry_target(target):
         return "registry", target, None
     transport, sep, rest = target.partition(":")
     if sep and transport in _IMAGE_TRANSPORTS and not os.path.exists(target):

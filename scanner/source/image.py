@@ -26,11 +26,18 @@ from scanner.source.candidates import collect_candidates
 from scanner.source.interface import RootView, Selector, SignatureLayer
 from scanner.source.layerstream import LayerSpec, Limits, Readable
 from scanner.source.oci import Descriptor, split_digest
+from scanner.source.platform import (
+    ExpandIndex,
+    check_config_platform,
+    check_platform,
+    choose_image,
+    config_platform,
+    leaves,
+)
 from scanner.source.squash import YieldCache, read_alias_targets, squash
 
 _JSON_LIMIT = 16 * 1024 * 1024
 _MAX_ARCHIVE_MEMBERS = 1_000_000
-_DEFAULT_PLATFORM = "linux/amd64"
 _INDEX_TYPES = {
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
@@ -254,59 +261,17 @@ class ImagePlan:
     index_digest: OciDigest | None = None
 
 
-def _platform_matches(have: str, want: str) -> bool:
-    h, w = have.split("/"), want.split("/")
-    return h[:2] == w[:2] and (len(w) < 3 or h[2:3] == w[2:3])
+def _index_entries(store: _Store, label: str) -> ExpandIndex:
+    """How a container expands an index entry: read it when it may be an index."""
 
-
-def _is_attestation(desc: Descriptor) -> bool:
-    return desc.annotations.get("vnd.docker.reference.type") == "attestation-manifest" or (
-        desc.platform or ""
-    ).startswith("unknown/")
-
-
-def _leaves(store: _Store, descs: list[Descriptor], label: str, depth: int = 0) -> list[Descriptor]:
-    """Image manifests reachable from ``descs``, following nested indexes."""
-    out: list[Descriptor] = []
-    for desc in descs:
+    def expand(desc: Descriptor) -> list[Descriptor] | None:
         if desc.media_type in _INDEX_TYPES or not desc.media_type:
             doc = _json(_read_desc(store, desc, "manifest"), f"{label}: {desc.digest}")
             if isinstance(doc, dict) and isinstance(doc.get("manifests"), list):
-                if depth >= 4:
-                    raise SourceError(f"{label}: image indexes nested too deeply")
-                nested = [Descriptor.parse(m, label) for m in doc["manifests"]]
-                out.extend(_leaves(store, nested, label, depth + 1))
-                continue
-        out.append(desc)
-    return out
+                return [Descriptor.parse(m, label) for m in doc["manifests"]]
+        return None
 
-
-def _choose(leaves: list[Descriptor], platform: str | None, label: str) -> Descriptor:
-    images = [d for d in leaves if not _is_attestation(d)] or leaves
-    if not images:
-        raise SourceError(f"{label}: the index lists no image")
-    if platform is not None:
-        for desc in images:
-            if desc.platform is not None and _platform_matches(desc.platform, platform):
-                return desc
-        if len(images) == 1 and images[0].platform is None:
-            return images[0]  # checked against the config's platform later
-        available = ", ".join(sorted({d.platform or "unknown" for d in images}))
-        raise UsageError(f"{label}: no image for platform {platform} (available: {available})")
-    for desc in images:
-        if desc.platform is not None and _platform_matches(desc.platform, _DEFAULT_PLATFORM):
-            return desc
-    return images[0]
-
-
-def _config_platform(config: dict[str, Any]) -> str:
-    return "/".join(str(config[k]) for k in ("os", "architecture", "variant") if config.get(k))
-
-
-def _check_platform(config: dict[str, Any], platform: str | None, label: str) -> None:
-    have = _config_platform(config)
-    if platform is not None and have and not _platform_matches(have, platform):
-        raise UsageError(f"{label}: the image is for {have}, not {platform}")
+    return expand
 
 
 def _ref_name(desc: Descriptor) -> str | None:
@@ -357,7 +322,7 @@ def load_oci(
                 "name one with :TAG"
             )
     top = descs[0]
-    desc = _choose(_leaves(store, descs, label), platform, label)
+    desc = choose_image(leaves(descs, _index_entries(store, label), label), platform, label)
     manifest = _json(_read_desc(store, desc, "manifest"), f"{label}: manifest {desc.digest}")
     if not isinstance(manifest, dict) or not isinstance(manifest.get("layers"), list):
         raise SourceError(f"{label}: manifest {desc.digest} is not an image manifest")
@@ -365,7 +330,7 @@ def load_oci(
     config = _json(_read_desc(store, config_desc, "config"), f"{label}: image config")
     if not isinstance(config, dict):
         raise SourceError(f"{label}: image config is not an object")
-    _check_platform(config, platform, label)
+    check_config_platform(config, platform, label)
     layers: list[LayerSpec] = []
     skipped: list[Skipped] = []
     digests: list[OciDigest] = []
@@ -498,7 +463,7 @@ def _docker_manifest_digest(store: _Store, config: OciDigest, label: str) -> Oci
     try:
         index = _json(store.read("index.json", _JSON_LIMIT), f"{label}: index.json")
         descs = [Descriptor.parse(m, label) for m in (index.get("manifests") or [])]
-        for desc in _leaves(store, descs, label):
+        for desc in leaves(descs, _index_entries(store, label), label):
             manifest = _json(_read_desc(store, desc, "manifest"), label)
             if (
                 isinstance(manifest, dict)
@@ -537,7 +502,7 @@ def image_view(
     assert isinstance(inner, dict)
     labels = inner.get("Labels") if isinstance(inner.get("Labels"), dict) else {}
     assert isinstance(labels, dict)
-    platform = _config_platform(config)
+    platform = config_platform(config)
     info = AssetInfo(
         kind=AssetKind.IMAGE,
         name=plan.name,
@@ -596,8 +561,7 @@ class _ImageSource:
         reference: str | None = None,
     ) -> None:
         self.path = os.fspath(path)
-        if platform is not None and len(platform.split("/")) not in (2, 3):
-            raise UsageError(f"platform {platform!r} is not OS/ARCH[/VARIANT]")
+        check_platform(platform)
         self.platform = platform
         self.cache = cache
         self.limits = limits
@@ -674,7 +638,7 @@ class DockerArchiveSource(_ImageSource):
 
     def plan(self) -> ImagePlan:
         plan = load_docker(self._store, ref=self.ref, label=self.path)
-        _check_platform(plan.config, self.platform, self.path)
+        check_config_platform(plan.config, self.platform, self.path)
         return plan
 
 

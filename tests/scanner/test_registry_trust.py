@@ -21,11 +21,16 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from scanner.cli import app, register_all
-from scanner.source.registry import RegistryClient
 from tests.fixtures import cosign as cs
 from tests.fixtures import keys
 from tests.fixtures.images import Image, Layer, file, oci_layout_files, write_oci_layout
-from tests.fixtures.registry import Registry, layout_digest, push_built, registry_fixture
+from tests.fixtures.registry import (
+    PushClient,
+    Registry,
+    layout_digest,
+    push_built,
+    registry_fixture,
+)
 from tests.fixtures.sigstore_private import ISSUER, SUBJECT, PrivateSigstore
 
 register_all(["gpuprov"])
@@ -76,7 +81,7 @@ class World:
     """The running registry, the private instance, keys and policy files."""
 
     registry: Registry
-    client: RegistryClient
+    client: PushClient
     base: Path
     instance: PrivateSigstore
     release: Any  # the trusted key
@@ -136,7 +141,7 @@ def world(trust_registry: Registry, tmp_path_factory: pytest.TempPathFactory) ->
     for key, (name, root, unsafe) in files.items():
         paths[key] = base / name
         paths[key].write_text(_policy_text(host, root, unsafe=unsafe))
-    with RegistryClient(host) as client:
+    with PushClient(host) as client:
         yield World(
             trust_registry,
             client,

@@ -17,21 +17,17 @@ import pytest
 from scanner.errors import SourceError, UsageError
 from scanner.source import open_source
 from scanner.source.layercache import LayerCache
-from scanner.source.registry import (
-    DOCKER_MANIFEST,
-    OCI_EMPTY,
-    OCI_INDEX,
-    OCI_MANIFEST,
+from scanner.source.reference import ImageReference, is_registry_target, split_name
+from scanner.source.registry import RegistryOptions, RegistrySource
+from scanner.source.registry.auth import (
     Credentials,
-    FoundBy,
-    ImageReference,
-    RegistryClient,
-    RegistryOptions,
-    RegistrySource,
-    _parse_challenges,
     docker_config_path,
     load_docker_credentials,
+    parse_challenges,
 )
+from scanner.source.registry.client import RegistryClient
+from scanner.source.registry.manifest import DOCKER_MANIFEST, OCI_EMPTY, OCI_INDEX, OCI_MANIFEST
+from scanner.source.registry.referrers import FoundBy, list_referrers
 from tests.fixtures.images import (
     Built,
     Image,
@@ -42,7 +38,7 @@ from tests.fixtures.images import (
     write_oci_layout,
     write_oci_layout_tags,
 )
-from tests.fixtures.registry import Registry, free_port, push_built, registry_fixture
+from tests.fixtures.registry import PushClient, Registry, free_port, push_built, registry_fixture
 from tests.scanner.source.samples import CUDNN, rich_image
 
 plain_registry = registry_fixture("plain_registry")
@@ -63,8 +59,8 @@ def small_image(tag: str, arch: str = "amd64") -> Image:
     )
 
 
-def client_for(registry: Registry, **kwargs: object) -> RegistryClient:
-    return RegistryClient(registry.host, **kwargs)  # type: ignore[arg-type]
+def client_for(registry: Registry, **kwargs: object) -> PushClient:
+    return PushClient(registry.host, **kwargs)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")
@@ -139,12 +135,36 @@ def test_reference_errors(text: str, message: str) -> None:
         ImageReference.parse(text)
 
 
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("nvcr.io/nvidia/cuda:12.4", ("nvcr.io/nvidia/cuda", "12.4", None)),
+        ("localhost:5000/ml/train", ("localhost:5000/ml/train", None, None)),
+        (
+            "localhost:5000/ml/train:1@sha256:" + "c" * 64,
+            ("localhost:5000/ml/train", "1", "sha256:" + "c" * 64),
+        ),
+        ("train@sha256:" + "c" * 64, ("train", None, "sha256:" + "c" * 64)),
+        ("[::1]:5000/x", ("[::1]:5000/x", None, None)),
+        ("layout:", ("layout", "", None)),
+    ],
+)
+def test_split_name(name: str, expected: tuple[str, str | None, str | None]) -> None:
+    """The one split of image names: references, reported asset names, purls."""
+    assert split_name(name) == expected
+
+
+def test_registry_targets() -> None:
+    assert is_registry_target("registry:host/app") and is_registry_target("docker://ubuntu")
+    assert not is_registry_target("oci:registry:app") and not is_registry_target("/registry:")
+
+
 def test_challenge_parsing() -> None:
     header = (
         'Bearer realm="https://auth.example/token",service="registry.example",'
         'scope="repository:a/b:pull,push", Basic realm="x \\"y\\""'
     )
-    assert _parse_challenges(header) == [
+    assert parse_challenges(header) == [
         (
             "bearer",
             {
@@ -612,20 +632,18 @@ def test_referrers_api_and_subject_check() -> None:
         return httpx.Response(200, json={})
 
     with RegistryClient("registry.example", transport=httpx.MockTransport(handler)) as client:
-        found = client.list_referrers("app", image, artifact_type=BUNDLE)
+        found = list_referrers(client, "app", image, artifact_type=BUNDLE)
         assert [(r.digest, r.found_by, r.artifact_type) for r in found] == [
             (sha256(good), FoundBy.REFERRERS_API, BUNDLE)
         ]
         assert queries == [BUNDLE]
-        assert client.list_referrers("app", image, artifact_type="application/other") == []
+        assert list_referrers(client, "app", image, artifact_type="application/other") == []
 
 
 # --- signatures in the real registry: the tag fallbacks ---------------------------------------
 
 
-def _push_cosign_signature(
-    client: RegistryClient, repo: str, image_digest: str
-) -> tuple[bytes, str]:
+def _push_cosign_signature(client: PushClient, repo: str, image_digest: str) -> tuple[bytes, str]:
     payload = json.dumps(
         {
             "critical": {
@@ -666,7 +684,7 @@ def test_referrers_fall_back_to_tags(plain_registry: Registry, pushed: dict[str,
     top = pushed["tops"]["multi"]  # type: ignore[index]
     repo = "demo/multi"
     with client_for(plain_registry) as client:
-        assert client.list_referrers(repo, top) == []
+        assert list_referrers(client, repo, top) == []
         payload, signature = _push_cosign_signature(client, repo, top)
         # cosign v3 on a registry without the API: an artifact with a subject + the tag index
         bundle = client.push_blob(
@@ -701,7 +719,7 @@ def test_referrers_fall_back_to_tags(plain_registry: Registry, pushed: dict[str,
         ).encode()
         client.push_manifest(repo, index, OCI_INDEX, "sha256-" + top.split(":")[1])
 
-        found = {r.found_by: r for r in client.list_referrers(repo, top)}
+        found = {r.found_by: r for r in list_referrers(client, repo, top)}
         assert set(found) == {FoundBy.REFERRERS_TAG, FoundBy.COSIGN_SIGNATURE}
         sig = found[FoundBy.COSIGN_SIGNATURE]
         assert sig.tag == "sha256-" + top.split(":")[1] + ".sig"
@@ -711,12 +729,12 @@ def test_referrers_fall_back_to_tags(plain_registry: Registry, pushed: dict[str,
         assert client.read_blob(repo, layer.digest) == payload
         assert found[FoundBy.REFERRERS_TAG].digest == artifact_digest
         assert found[FoundBy.REFERRERS_TAG].manifest.subject == top
-        only_bundles = client.list_referrers(repo, top, artifact_type=BUNDLE)
+        only_bundles = list_referrers(client, repo, top, artifact_type=BUNDLE)
         assert [r.found_by for r in only_bundles] == [FoundBy.REFERRERS_TAG]
-        only_sigs = client.list_referrers(repo, top, artifact_type=SIMPLESIGNING)
+        only_sigs = list_referrers(client, repo, top, artifact_type=SIMPLESIGNING)
         assert [r.found_by for r in only_sigs] == [FoundBy.COSIGN_SIGNATURE]
         image = client.resolve(ImageReference.parse(plain_registry.ref(repo, "multi")))
-        assert {r.found_by for r in image.list_referrers()} == set(found)
+        assert {r.found_by for r in list_referrers(client, repo, image.top_digest)} == set(found)
 
 
 def _mock_registry(routes: dict[str, httpx.Response]) -> httpx.MockTransport:
