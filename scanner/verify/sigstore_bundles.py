@@ -22,7 +22,7 @@ from typing import Any, BinaryIO
 from cryptography import x509
 
 from scanner.verify import fulcio, keybundle, tlog
-from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope
+from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, verify_envelope
 from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
 from scanner.verify.keys import TrustedKey
@@ -217,6 +217,8 @@ def _verify_with_sigstore(
     signers: Sequence[Signer],
     roots: Sequence[SigstoreRoot],
 ) -> BundleVerification:
+    # Imported here, not at the top: sigstore-python takes seconds to import on a cold cache,
+    # and only keyless bundles need it.
     from sigstore.hashes import Hashed
     from sigstore.models import Bundle
     from sigstore.verify import Verifier
@@ -414,8 +416,6 @@ def verify_envelope_with_keys(
     raw: bytes | str, policy: TrustPolicy, *, signers: Sequence[Signer] | None = None
 ) -> tuple[Signer, Envelope]:
     """A bare DSSE envelope (no transparency log) signed by a trusted key of the policy."""
-    from scanner.verify.dsse import verify_envelope
-
     envelope = Envelope.from_json(raw)
     candidates = [s for s in (signers if signers is not None else policy.signers) if s.key]
     key = verify_envelope(envelope, [s.key for s in candidates if s.key is not None])

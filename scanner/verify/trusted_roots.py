@@ -141,6 +141,7 @@ class SigstoreRoot:
         cached = self.__dict__.get("_sigstore")
         if cached is not None:
             return cached
+        # Imported here: sigstore-python is slow to import (see sigstore_bundles).
         from sigstore.models import TrustedRoot
         from sigstore_models.trustroot import v1 as trustroot_v1
 
