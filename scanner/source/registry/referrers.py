@@ -10,15 +10,15 @@ import json
 from contextlib import closing
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
 
 import httpx
 
 from scanner.errors import SourceError
 from scanner.model import OciDigest
 from scanner.source.oci import Descriptor, split_digest
+from scanner.source.registry.client import RegistryClient
 from scanner.source.registry.manifest import MANIFEST_LIMIT, OCI_INDEX, Manifest
-from scanner.source.registry.transport import Connection, read_limited, scope
+from scanner.source.registry.transport import read_limited, scope
 from scanner.verify.cosign_tags import attestation_tag, referrers_tag, signature_tag
 
 # Answers to GET /v2/<name>/referrers/<digest> from registries without the API: OCI 1.1 says
@@ -57,19 +57,8 @@ class Referrer:
         return self.manifest.layers
 
 
-class Puller(Protocol):
-    """What discovery needs from a registry client (`RegistryClient`)."""
-
-    registry: str
-    connection: Connection
-
-    def get_manifest(
-        self, repository: str, reference: str, *, accept: str = ...
-    ) -> Manifest | None: ...
-
-
 def list_referrers(
-    client: Puller, repository: str, digest: str, *, artifact_type: str | None = None
+    client: RegistryClient, repository: str, digest: str, *, artifact_type: str | None = None
 ) -> list[Referrer]:
     """Manifests that refer to ``digest``: the OCI 1.1 referrers API, or the ``sha256-<hex>``
     referrers tag when the registry has no such API, plus cosign's legacy ``sha256-<hex>.sig``
@@ -111,7 +100,7 @@ def list_referrers(
 
 
 def _fetch(
-    client: Puller,
+    client: RegistryClient,
     repository: str,
     digest: str,
     descs: tuple[Descriptor, ...],
