@@ -371,7 +371,9 @@ class _Elf:
             return regions
         load = [s for s in self.segments if s.ptype == "PT_LOAD" and not s.flags & _PF_W]
         data = [s for s in load if not s.flags & _PF_X] or load
-        return [(s.offset, min(s.offset + s.filesz, self.size)) for s in data]
+        # a segment placed past the end of the file has no bytes here (an offset beyond 2**63
+        # would otherwise overflow the regex searches' bounds)
+        return [(min(s.offset, self.size), min(s.offset + s.filesz, self.size)) for s in data]
 
     # -- dynamic table -----------------------------------------------------------------------
 

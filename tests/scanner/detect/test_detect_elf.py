@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tests.fixtures.elf import (
     build_cuda_library,
     build_cudnn_library,
     compile_library,
+    read_elf64_header,
     strip_section_headers,
 )
 
@@ -147,6 +149,32 @@ def test_without_section_headers(tmp_path: Path, libs: dict[str, Path]) -> None:
     assert dict(f.version_ints)["cudnn_graph_version"] == 0x090100
     assert f.markers == ("cudnn_version_9_1_0_70_c34102860_e0",)
     assert f.cudart_build == 12040
+
+
+def test_a_load_segment_placed_past_any_file_size_is_no_region(
+    tmp_path: Path, libs: dict[str, Path]
+) -> None:
+    # Without section headers the read-only PT_LOAD segments are searched; one whose p_offset
+    # lies beyond 2**63 has no bytes in the file, like any offset past its end (it used to
+    # overflow the regex bounds and turn the whole library into a "malformed ELF" error).
+    copy = tmp_path / "libcudnn_graph.so.9"
+    shutil.copyfile(libs["cudnn9/cudnn_graph"], copy)
+    strip_section_headers(copy)
+    data = bytearray(copy.read_bytes())
+    h = read_elf64_header(copy)
+    phoff, phentsize = int(h["e_phoff"]), int(h["e_phentsize"])
+    read_only = [
+        at
+        for at in range(phoff, phoff + int(h["e_phnum"]) * phentsize, phentsize)
+        # PT_LOAD, neither writable nor executable
+        if struct.unpack_from("<II", data, at) in ((1, 4),)
+    ]
+    assert len(read_only) >= 2  # the dynamic tables' segment, then .rodata's
+    struct.pack_into("<Q", data, read_only[-1] + 8, 2**63 + 4096)
+    copy.write_bytes(bytes(data))
+    f = analyze_elf(str(copy))
+    assert f.soname == "libcudnn_graph.so.9"
+    assert f.markers == ()  # the marker lay in the segment that now has no bytes
 
 
 def test_without_section_headers_aarch64(tmp_path: Path, libs: dict[str, Path]) -> None:
