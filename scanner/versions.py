@@ -17,7 +17,8 @@ _WIDTH = 6
 _MAX = 10**_WIDTH - 1
 #: The version-prefix rule: an optional dpkg/rpm epoch ("1:"), an optional "v", dotted numbers.
 _LEADING = re.compile(r"^(?:\d+:)?v?(\d+(?:\.\d+)*)")
-_DOTTED = re.compile(r"\d+(?:\.\d+)*")
+#: at most 18 digits a part: no real version has more, and int() refuses 4300+ digits
+_DOTTED = re.compile(r"\d{1,18}(?:\.\d{1,18})*")
 _OPERATORS = ("==", ">=", "<=", ">", "<")
 
 
@@ -29,7 +30,8 @@ def dotted_prefix(raw: str) -> str | None:
 
 
 def dotted_parts(version: str) -> tuple[int, ...] | None:
-    """The numbers of a version that is dotted numbers only ("9.1.0" -> (9, 1, 0)), else None."""
+    """The numbers of a version that is dotted numbers only ("9.1.0" -> (9, 1, 0)), else None
+    (also for a part of more than 18 digits)."""
     if _DOTTED.fullmatch(version) is None:
         return None
     return tuple(int(p) for p in version.split("."))

@@ -19,7 +19,9 @@ from scanner.model import AssetInfo, Package, Skipped, Stage
 from scanner.versions import dotted_prefix
 
 _DEFINE_RE: Final = re.compile(
-    rb"^[ \t]*#[ \t]*define[ \t]+CUDNN_(MAJOR|MINOR|PATCHLEVEL)[ \t]+(\d+)", re.MULTILINE
+    # a number of 19+ digits is no version (int() refuses 4300+ digits of a hostile header)
+    rb"^[ \t]*#[ \t]*define[ \t]+CUDNN_(MAJOR|MINOR|PATCHLEVEL)[ \t]+(\d{1,18})(?!\d)",
+    re.MULTILINE,
 )
 _VERSION_TXT_RE: Final = re.compile(rb"CUDA Version (\d+(?:\.\d+)+)")
 

@@ -56,7 +56,8 @@ _MACHINES: Final = {
 _MARKER_LITERAL: Final = b"cudnn_version_"
 _MARKER_RE: Final = re.compile(rb"cudnn_version_(\d+)_(\d+)_(\d+)_(\d+)[_A-Za-z0-9]*")
 _VERSION_SYMBOL_RE: Final = re.compile(r"cudnn[A-Za-z0-9_]*_version")
-_CUDA_REF_RE: Final = re.compile(rb"lib(?:cublasLt|cublas|cudart|nvrtc)\.so\.(\d+)")
+# at most 18 digits: int() refuses 4300+, and a longer run names no CUDA major anyway
+_CUDA_REF_RE: Final = re.compile(rb"lib(?:cublasLt|cublas|cudart|nvrtc)\.so\.(\d{1,18})(?!\d)")
 # A whole C string that is a driver version; other digit runs in rodata are not.
 _DRIVER_RE: Final = re.compile(rb"\x00([2-9]\d{2}\.\d{2,3}(?:\.\d{2})?)(?=\x00)")
 _DRIVER_NAME_RE: Final = re.compile(r"\.so\.([2-9]\d{2}\.\d{2,3}(?:\.\d{2})?)$")

@@ -43,3 +43,6 @@ def test_dotted_prefix_is_the_one_version_prefix_rule() -> None:
     assert dotted_parts("9.1.0") == (9, 1, 0)
     assert dotted_parts("9.1.0-1") is None
     assert dotted_parts("") is None
+    assert dotted_parts("1" * 18) == (int("1" * 18),)
+    assert dotted_parts("9." + "1" * 19) is None  # no version part has 19+ digits
+    assert dotted_parts("9" * 5000) is None  # int() would refuse it

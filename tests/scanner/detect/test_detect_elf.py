@@ -177,6 +177,17 @@ def test_a_load_segment_placed_past_any_file_size_is_no_region(
     assert f.markers == ()  # the marker lay in the segment that now has no bytes
 
 
+def test_a_huge_number_after_a_cuda_library_name_is_no_reference(tmp_path: Path) -> None:
+    src = (
+        f'const char huge[] = "libcudart.so.{"1" * 5000}";\n'
+        'const char real[] = "libcublasLt.so.12";\n'
+        "const int cudnn_graph_version = 0x090100;\n"
+    )
+    lib = compile_library(tmp_path, "libcudnn_graph.so.9", src, soname="libcudnn_graph.so.9")
+    f = analyze_elf(str(lib))  # used to fail as "malformed ELF: ValueError"
+    assert f.referenced_cuda_majors == (12,)
+
+
 def test_without_section_headers_aarch64(tmp_path: Path, libs: dict[str, Path]) -> None:
     copy = tmp_path / "libcudnn_graph.so.9"
     shutil.copyfile(libs["aarch64"], copy)

@@ -266,6 +266,19 @@ def test_deeply_nested_version_json_is_skipped_not_a_crash() -> None:
     assert "invalid CUDA version.json" in ctx.skipped[0].reason
 
 
+def test_absurdly_long_version_numbers_are_no_claim_not_a_crash() -> None:
+    # int() refuses 4300+ digits: a hostile package database, header or image config must
+    # cost that claim only, never the scan.
+    huge = "9" * 5000
+    owner = Package("dpkg", "libcudnn9-cuda-12", huge, "pkg:deb/ubuntu/libcudnn9-cuda-12")
+    header = f"#define CUDNN_MAJOR {huge}\n#define CUDNN_MINOR 1\n#define CUDNN_PATCHLEVEL 0\n"
+    info = AssetInfo(AssetKind.IMAGE, "x", "oci:x", env=(("NV_CUDNN_VERSION", huge),))
+    ctx = build_context({"/usr/include/cudnn_version.h": header.encode()}, info)
+    assert ctx.cudnn_headers == ()
+    ident = identify("/usr/lib/libcudnn_graph.so.9", None, owner, ctx)
+    assert (ident.family, ident.version) == ("cudnn", None)
+
+
 def test_a_v_prefixed_config_version_reads_as_the_service_reads_it() -> None:
     # One version-prefix rule (scanner.versions): detect and the service's normalisation agree.
     info = AssetInfo(AssetKind.IMAGE, "x", "oci:x", env=(("NV_CUDNN_VERSION", "v9.5.1.17-1"),))
