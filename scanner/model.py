@@ -322,15 +322,22 @@ class ScanResult:
     image_trust: ImageTrust | None = None
 
 
+class ProgressStage(StrEnum):
+    """What a `Progress` event reports on."""
+
+    WALK = "walk"  # host files walked
+    LAYERS = "layers"  # image layers read
+    CATALOG = "catalog"
+    HASH = "hash"  # bytes of host candidates hashed
+    VERIFY = "verify"
+
+
 @dataclass(frozen=True, slots=True)
 class Progress:
-    """How far a scan has got, for a progress display (the stages themselves never print).
+    """How far a scan has got, for a progress display (the stages themselves never print);
+    ``total`` is None while unknown."""
 
-    ``stage`` is "walk" (host files walked), "layers" (image layers read), "catalog",
-    "hash" (bytes of host candidates hashed) or "verify"; ``total`` is None while unknown.
-    """
-
-    stage: str
+    stage: ProgressStage
     done: int = 0
     total: int | None = None
     unit: str = ""  # "files", "layers", "bytes"

@@ -34,6 +34,7 @@ from scanner.model import (
     Package,
     Progress,
     ProgressFn,
+    ProgressStage,
     Provenance,
     ScanResult,
     Skipped,
@@ -276,12 +277,12 @@ class _HostHasher:
             total = sum(cand.size for cand, _ in pending)
             hashed = 0
             if progress is not None and pending:
-                progress(Progress("hash", 0, total, "bytes", len(candidates)))
+                progress(Progress(ProgressStage.HASH, 0, total, "bytes", len(candidates)))
             for cand, future in pending:
                 res = future.result()
                 hashed += cand.size
                 if progress is not None:
-                    progress(Progress("hash", hashed, total, "bytes", len(candidates)))
+                    progress(Progress(ProgressStage.HASH, hashed, total, "bytes", len(candidates)))
                 if isinstance(res, Skipped):
                     unread[cand.ref.path] = res.reason
                     continue
@@ -344,7 +345,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     # Every source drops a looping library symlink; say so once here (issue 2, section 7).
     skipped.extend(symlink_loops(view.nodes, selector.is_candidate))
 
-    _stage(options, "catalog", len(view.candidates))
+    _stage(options, ProgressStage.CATALOG, len(view.candidates))
     catalog = catalog_view(view)
     skipped.extend(catalog.skipped)
     ctx = build_context(view.metadata, view.info)
@@ -452,7 +453,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
 
     image_trust = None
     if policy is not None:
-        _stage(options, "verify", len(libraries))
+        _stage(options, ProgressStage.VERIFY, len(libraries))
         from scanner.verify.scan_trust import apply_provenance
 
         if catalogs:
@@ -518,7 +519,7 @@ def _limits(options: ScanOptions) -> Limits:
         raise UsageError(f"{e} (--max-ratio, --max-size and --max-layer-size must be > 0)") from e
 
 
-def _stage(options: ScanOptions, stage: str, candidates: int) -> None:
+def _stage(options: ScanOptions, stage: ProgressStage, candidates: int) -> None:
     """Tell the progress display that a stage without counts of its own has started."""
     if options.progress is not None:
         options.progress(Progress(stage, candidates=candidates))

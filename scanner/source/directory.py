@@ -25,6 +25,7 @@ from scanner.model import (
     FileRef,
     NodeKind,
     Progress,
+    ProgressStage,
     Skipped,
     Stage,
     StatKey,
@@ -114,7 +115,9 @@ class _Walk:
         self.reported = len(self.nodes)
         if self.selector.on_progress is not None:
             found = len(self.stat_keys) if candidates is None else candidates
-            self.selector.on_progress(Progress("walk", self.reported, None, "files", found))
+            self.selector.on_progress(
+                Progress(ProgressStage.WALK, self.reported, None, "files", found)
+            )
 
     def skip(self, path: str, reason: str) -> None:
         self.skipped.append(Skipped(path, reason, Stage.SOURCE))

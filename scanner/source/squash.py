@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from scanner.model import FileFacts, NodeKind, OciDigest, Progress, Skipped, Stage
+from scanner.model import FileFacts, NodeKind, OciDigest, Progress, ProgressStage, Skipped, Stage
 from scanner.source.interface import Node, Selector
 from scanner.source.layerstream import Budget, LayerSpec, Limits
 from scanner.source.tarlayer import LayerYield, check_cached, read_layer
@@ -231,7 +231,7 @@ def squash(
         if selector.on_progress is not None:
             done = int(stats["layers_read"] + stats["layers_cached"] + stats["layers_reused"])
             found = len(tree.candidates)
-            selector.on_progress(Progress("layers", done, len(layers), "layers", found))
+            selector.on_progress(Progress(ProgressStage.LAYERS, done, len(layers), "layers", found))
     stats["layers_total"] = float(len(layers))
     stats["entries"] = float(len(tree.nodes))
     stats["seconds_layers"] = time.perf_counter() - started

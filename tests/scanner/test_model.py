@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 from scanner import vocabulary as V
 from scanner.cli import FAIL_ON_KINDS, FAIL_ON_NEEDS
@@ -12,10 +13,13 @@ from scanner.model import (
     FindingKind,
     Integrity,
     PackageManager,
+    Progress,
+    ProgressStage,
     Provenance,
     Skipped,
     Stage,
 )
+from scanner.pipeline import ScanOptions, run_scan
 
 
 def test_every_finding_kind_is_a_fail_on_kind_in_the_documented_order() -> None:
@@ -50,3 +54,12 @@ def test_the_vocabulary_verdicts_are_the_model_enums() -> None:
     assert V.PROVENANCE_VALUES == ("verified", "conflict", "unknown")
     assert set(V.INTEGRITY_VALUES) == set(Integrity)
     assert set(V.PROVENANCE_VALUES) == set(Provenance)
+
+
+def test_progress_events_name_their_stage_with_the_enum(tmp_path: Path) -> None:
+    (tmp_path / "usr/lib").mkdir(parents=True)
+    (tmp_path / "usr/lib/libcudart.so.12").write_bytes(b"not an ELF library")
+    events: list[Progress] = []
+    run_scan(str(tmp_path), ScanOptions(use_cache=False, progress=events.append))
+    assert {e.stage for e in events} >= {ProgressStage.CATALOG, ProgressStage.HASH}
+    assert all(type(e.stage) is ProgressStage for e in events)
