@@ -313,6 +313,29 @@ def test_normalized_sbom_names_the_image_by_its_repository(
     assert all(owned[ref] for ref in packages)
 
 
+def test_normalized_sbom_keeps_a_purl_it_cannot_parse_as_the_reference(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    """Another tool's malformed purl (a qualifier without '=') is stored as reported; the rebuilt
+    BOM keeps it as the component's bom-ref instead of answering 500."""
+    bom = boms.trivy_bom()
+    broken = "pkg:deb/ubuntu/libcudnn9-cuda-12@9.1.0.70-1?arch"
+    cudnn = bom["components"][0]
+    assert cudnn["name"] == "libcudnn9-cuda-12"
+    cudnn["purl"] = cudnn["bom-ref"] = broken
+    posted = post_report(boms.encode(bom))
+    assert posted.status_code == 201, posted.text
+    answer = service.client.get(
+        f"/api/v1/assets/{posted.json()['asset_id']}/sbom",
+        params={"format": "normalized"},
+        headers=auth(service.token("inventory:read")),
+    )
+    assert answer.status_code == 200, answer.text
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(answer.text) is None
+    kept = [c for c in json.loads(answer.text)["components"] if c["bom-ref"] == broken]
+    assert len(kept) == 1 and "purl" not in kept[0]
+
+
 def test_sbom_of_another_assets_scan_is_not_found(service: Service, fleet: dict[str, Any]) -> None:
     other = _get(service, fleet, f"/api/v1/assets/{fleet['ids']['node1']}")["latest_scan"]["id"]
     answer = service.client.get(

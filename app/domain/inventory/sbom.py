@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from cyclonedx.model import HashAlgorithm, HashType, Property
 from cyclonedx.model.bom import Bom
 from cyclonedx.model.component import Component, ComponentType
+from cyclonedx.model.dependency import Dependency
 from cyclonedx.output import make_outputter
 from cyclonedx.schema import OutputFormat, SchemaVersion
 from packageurl import PackageURL
@@ -67,17 +68,26 @@ def normalized_sbom(session: Session, asset_id: int, scan_id: int | None) -> str
         if artifact.kind != "file":
             continue
         component = _file_component(artifact, refs)
-        bom.components.add(component)
         if artifact.owner_purl in packages:
             owned.setdefault(artifact.owner_purl, []).append(component)
         else:
             unowned.append(component)
-    bom.components.update(packages.values())
-    for purl, files in owned.items():
-        bom.register_dependency(packages[purl], files)
-    bom.register_dependency(described, [*packages.values(), *unowned])
+    files = [c for group in owned.values() for c in group] + unowned
+    # Set whole, not added one by one: the library keeps sorted sets, and its
+    # register_dependency scans every known dependency per call (quadratic in files).
+    bom.components = [*packages.values(), *files]
+    bom.dependencies = [
+        _depends(described, [*packages.values(), *unowned]),
+        *(_depends(packages[purl], group) for purl, group in owned.items()),
+        *(_depends(c, []) for ref, c in packages.items() if ref not in owned),
+        *(_depends(c, []) for c in files),
+    ]
     outputter = make_outputter(bom, OutputFormat.JSON, SchemaVersion.V1_6)
     return str(outputter.output_as_string(indent=2))
+
+
+def _depends(target: Component, on: Sequence[Component]) -> Dependency:
+    return Dependency(ref=target.bom_ref, dependencies=[Dependency(ref=c.bom_ref) for c in on])
 
 
 def _props(pairs: Iterable[tuple[str, str | None]]) -> list[Property]:
