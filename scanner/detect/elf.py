@@ -141,12 +141,15 @@ def analyze_elf_bytes(data: bytes, *, name: str) -> ElfFacts:
 def _analyze(
     buf: Buffer, size: int, name: str, window: tuple[mmap.mmap, int] | None = None
 ) -> ElfFacts:
+    from elftools.common.exceptions import ELFError
+    from elftools.construct import ConstructError
+
     _check_ident(buf, size)
     try:
         return _Elf(buf, size, window).facts(os.path.basename(name))
-    except DetectError:
-        raise
-    except Exception as e:  # pyelftools and construct raise many types on hostile input
+    except (ELFError, ConstructError, struct.error) as e:
+        # what pyelftools, its construct and struct raise on hostile bytes; any other
+        # exception is a defect of this module and fails the tests that reach it
         raise DetectError(f"malformed ELF: {type(e).__name__}: {e}") from e
 
 
