@@ -6,6 +6,7 @@ it down, so tests and tools can run several configurations in one process.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -55,6 +56,9 @@ class Settings(BaseSettings):
     max_clock_skew_seconds: int = Field(default=300, ge=0, le=86_400)
     #: reports one process ingests at a time; one more answers 503 with Retry-After
     max_concurrent_ingests: int = Field(default=8, ge=1, le=1_000)
+    #: PEM private key (unencrypted; ECDSA, Ed25519 or RSA) signing the VSA of an allowed gate
+    #: decision; none: the gate answers without a VSA
+    vsa_key_file: Path | None = None
 
     @field_validator("database_url")
     @classmethod

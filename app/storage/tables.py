@@ -6,6 +6,10 @@ Current-state queries never read history: an artifact row carries ``is_current``
 for the rows of its asset's latest scan) and its digest and asset indexes are partial on that
 flag; `AssetLibrary` holds one row per (asset, family, version, CUDA major) of the latest scan,
 so family/version questions and the fleet-wide aggregate read a few rows per asset.
+
+Promotion policies are versioned documents; every gate decision is an audit row; fleet
+compliance is stored per (policy, asset) and per (policy, control, asset) when a scan or a
+policy changes, so compliance reads count index rows instead of evaluating.
 """
 
 from __future__ import annotations
@@ -287,3 +291,86 @@ class CatalogEntryRow(Base):
     cuda_major: Mapped[int | None] = mapped_column(Integer)
     arch: Mapped[str | None] = mapped_column(String(32))
     package: Mapped[str | None] = mapped_column(Text)
+
+
+class PromotionPolicyVersion(Base):
+    """One version of a named promotion policy (YAML as received); the highest is current."""
+
+    __tablename__ = "promotion_policy"
+    __table_args__ = (UniqueConstraint("name", "version"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    version: Mapped[int] = mapped_column(Integer)
+    document: Mapped[str] = mapped_column(Text)
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_by: Mapped[str | None] = mapped_column(String(128))
+    token_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("api_token.id", ondelete="SET NULL")
+    )
+
+
+class GateDecision(Base):
+    """The audit record of one gate decision: who asked, about what, under which policy
+    version, and the answer with its reasons. Kept when the asset or token goes."""
+
+    __tablename__ = "gate_decision"
+    __table_args__ = (
+        Index(None, "decided_at"),
+        Index(None, "policy_name", "decided_at"),
+        Index(None, "subject_digest", "decided_at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    decided_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    token_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("api_token.id", ondelete="SET NULL")
+    )
+    token_name: Mapped[str] = mapped_column(String(128))
+    policy_name: Mapped[str] = mapped_column(String(128))
+    policy_version: Mapped[int] = mapped_column(Integer)
+    policy_sha256: Mapped[str] = mapped_column(String(64))
+    decision: Mapped[str] = mapped_column(String(8))
+    subject_kind: Mapped[str] = mapped_column(String(16))
+    subject_name: Mapped[str] = mapped_column(String(1024))
+    subject_digest: Mapped[str | None] = mapped_column(String(255))
+    asset_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("asset.id", ondelete="SET NULL"))
+    scan_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("scan.id", ondelete="SET NULL"))
+    reasons: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    controls: Mapped[dict[str, str]] = mapped_column(JSON)
+
+
+class ComplianceAsset(Base):
+    """An asset's latest scan evaluated under the current version of a policy."""
+
+    __tablename__ = "compliance_asset"
+
+    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    policy_version: Mapped[int] = mapped_column(Integer)
+    scan_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("scan.id", ondelete="SET NULL"))
+    decision: Mapped[str] = mapped_column(String(8))
+    #: when the evaluated scan ran: scan_age is judged against it when compliance is read
+    scanned_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    evaluated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: every rule's result (rule, action, status, message, files, evidence, controls)
+    results: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+
+
+class ComplianceControl(Base):
+    """One control's status for one asset under a policy, without the time-dependent scan_age
+    rule (applied when read, from ``scanned_at``). The index answers per-control counts."""
+
+    __tablename__ = "compliance_control"
+    __table_args__ = (Index(None, "policy_name", "control_id", "status", "scanned_at"),)
+
+    policy_name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    control_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    status: Mapped[str] = mapped_column(String(16))
+    scanned_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -32,7 +32,12 @@ FAMILIES = frozenset(c.family for c in CLASSIFIERS)
 
 
 class PolicyError(ScannerError):
-    """A policy document that cannot be used; the message names each bad field."""
+    """A policy document that cannot be used; the message names each bad field, and
+    ``errors`` holds each as (field path, why) for callers that answer them one by one."""
+
+    def __init__(self, message: str, errors: tuple[tuple[str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.errors = errors
 
 
 class Action(StrEnum):
@@ -199,10 +204,11 @@ def validate_policy(doc: object) -> PromotionPolicy:
     try:
         return PromotionPolicy.model_validate(doc)
     except ValidationError as e:
-        lines = [
-            f"{_path(_model_field_path(tuple(err['loc'])))}: {_why(err)}" for err in e.errors()
-        ]
-        raise PolicyError("invalid policy: " + "; ".join(lines)) from None
+        errors = tuple(
+            (_path(_model_field_path(tuple(err["loc"]))), _why(err)) for err in e.errors()
+        )
+        lines = [f"{where}: {why}" for where, why in errors]
+        raise PolicyError("invalid policy: " + "; ".join(lines), errors) from None
 
 
 def load_policy(raw: bytes, version: str | None = None) -> LoadedPolicy:

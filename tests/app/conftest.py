@@ -30,7 +30,10 @@ from app.storage.session import Database
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 #: filled by policy and catalog imports, never by a report
 PROVENANCE_TABLES = ("catalog_entry", "reference_catalog", "trust_policy")
+#: filled by policy changes, gate decisions and the compliance they trigger
+POLICY_TABLES = ("compliance_control", "compliance_asset", "gate_decision", "promotion_policy")
 TABLES = (
+    *POLICY_TABLES,
     *PROVENANCE_TABLES,
     "artifact",
     "package",
@@ -106,7 +109,11 @@ class Service:
 
     def stored(self) -> dict[str, int]:
         """Row counts of every table that a report fills."""
-        return {t: self.count(t) for t in TABLES if t not in ("api_token", *PROVENANCE_TABLES)}
+        return {
+            t: self.count(t)
+            for t in TABLES
+            if t not in ("api_token", *PROVENANCE_TABLES, *POLICY_TABLES)
+        }
 
     def truncate(self) -> None:
         with self.db.transaction(write=True) as session:

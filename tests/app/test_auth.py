@@ -15,6 +15,9 @@ from tests.fixtures import keys
 
 PUBLIC_OPERATIONS = {("get", "/healthz"), ("get", "/readyz")}
 DOC_PAGES = ("/openapi.json", "/docs", "/redoc")
+PROMOTION = (
+    "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: prod\nrules:\n  integrity: {}\n"
+)
 
 
 def operations(service: Service) -> list[tuple[str, str, list[str]]]:
@@ -52,6 +55,10 @@ class Walk:
         admin = auth(service.token("admin"), **catalogs.YAML)
         put = service.client.put("/api/v1/trust-policy", content=self.policy, headers=admin)
         assert put.status_code == 201, put.text
+        self.digest = boms.gpuprov_bom()["metadata"]["component"]["version"]
+        self.promotion = PROMOTION.encode()
+        put = service.client.put("/api/v1/policies/prod", content=self.promotion, headers=admin)
+        assert put.status_code == 201, put.text
 
     def _token_id(self) -> int:
         victim = self.service.token("inventory:read", name="victim")
@@ -78,7 +85,17 @@ class Walk:
         if (method, path) == ("post", "/api/v1/tokens"):
             body = {"name": "x", "scopes": ["inventory:read"]}
             return client.post(path, json=body, headers=headers)
-        params = {"family": "cudnn"} if path.endswith("where-used") else {}
+        path = path.replace("{name}", "prod").replace("{control_id}", "CIS-2.5")
+        if (method, path) == ("put", "/api/v1/policies/prod"):
+            headers.update(catalogs.YAML)
+            return client.put(path, content=self.promotion, headers=headers)
+        if (method, path) == ("post", "/api/v1/gate"):
+            return client.post(path, json={"policy": "prod", "image": self.digest}, headers=headers)
+        params: dict[str, str] = {"family": "cudnn"} if path.endswith("where-used") else {}
+        if path.startswith("/api/v1/compliance"):
+            params = {"policy": "prod"}
+        if path == "/api/v1/gate/diff":
+            params = {"from": self.digest, "to": self.digest}
         return client.request(method.upper(), path, params=params, headers=headers)
 
 

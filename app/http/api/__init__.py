@@ -2,7 +2,16 @@
 
 from fastapi import APIRouter
 
-from app.http.api import assets, inventory, provenance, reports, tokens
+from app.http.api import (
+    assets,
+    compliance,
+    gate,
+    inventory,
+    policies,
+    provenance,
+    reports,
+    tokens,
+)
 
 router = APIRouter(prefix="/api/v1")
 router.include_router(reports.router)
@@ -10,3 +19,6 @@ router.include_router(assets.router)
 router.include_router(inventory.router)
 router.include_router(tokens.router)
 router.include_router(provenance.router)
+router.include_router(policies.router)
+router.include_router(gate.router)
+router.include_router(compliance.router)

@@ -7,10 +7,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import Response
 
+from app.clock import utcnow
+from app.domain import compliance
 from app.domain.inventory import filters, queries, sbom
 from app.http.deps import InventoryReader, SessionDep
 from app.http.params import MAX_BIGINT, IdPath, Limit, Offset
-from app.http.schemas import AssetDetail, AssetPage, ErrorResponse
+from app.http.schemas import AssetPage, ErrorResponse
+from app.http.schemas_policy import AssetDetailWithCompliance
 from scanner import vocabulary as v
 
 router = APIRouter(tags=["inventory"])
@@ -97,10 +100,12 @@ def list_assets(
     return queries.list_assets(session, query, limit, offset)
 
 
-@router.get("/assets/{asset_id}", response_model=AssetDetail, responses=_NOT_FOUND)
+@router.get("/assets/{asset_id}", response_model=AssetDetailWithCompliance, responses=_NOT_FOUND)
 def get_asset(_: InventoryReader, session: SessionDep, asset_id: IdPath) -> dict[str, Any]:
-    """One asset: its latest scan with libraries and packages, and its scan history."""
-    return queries.asset_detail(session, asset_id)
+    """One asset: its latest scan with libraries and packages, its scan history, and its
+    compliance under every stored policy."""
+    detail = queries.asset_detail(session, asset_id)
+    return {**detail, "compliance": compliance.asset_compliance(session, asset_id, utcnow())}
 
 
 @router.get(

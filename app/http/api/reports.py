@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 
 from app.clock import utcnow
+from app.domain import compliance
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory.filters import label_filters
 from app.domain.report_parser import ReportLimits, parse_report
@@ -95,6 +96,8 @@ def post_report(
     # worker-thread hops per report (enter and exit); it commits before the answer is sent
     with db.transaction(write=True) as session:
         result = ingest(session, report, raw, principal, labels, now, catalogs)
+    if result.latest:  # compliance follows the asset's latest scan, once it is committed
+        compliance.after_ingest(db, result.asset_id, now)
     response.status_code = 201 if result.created else 200
     request.app.state.counters.bump("created" if result.created else "duplicate")
     url = f"/api/v1/assets/{result.asset_id}"

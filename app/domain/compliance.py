@@ -1,0 +1,455 @@
+"""Fleet compliance: every asset's latest scan evaluated under every stored policy, stored per
+asset and per control when a report is ingested or a policy version is stored, and counted
+per control when read (never evaluated on a read).
+
+One rule depends on the clock: `scan_age`. It is left out of the stored control statuses and
+applied when compliance is read, from each asset's stored scan time, so a scan that was fresh
+when stored turns stale without any write. The `parity` rule is judged against the baseline
+fleet as it was when the asset was evaluated (re-evaluated with every scan and policy change).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from app.domain import gate, policies
+from app.errors import NotFound
+from app.storage.repositories import compliance as repo
+from app.storage.repositories import gate as gate_repo
+from app.storage.repositories import policies as policy_repo
+from app.storage.session import Database
+from app.storage.tables import Asset, ComplianceAsset, PromotionPolicyVersion
+from scanner.errors import ScannerError
+from scanner.model import AssetKind
+from scanner.policy import rules
+from scanner.policy.controls import ControlsCatalog, default_catalog
+from scanner.policy.document import Action, LoadedPolicy, PromotionPolicy
+from scanner.policy.drivers import default_drivers
+from scanner.policy.evaluate import Decision, Evaluation, RuleResult, control_status, evaluate
+from scanner.policy.facts import AssetFacts
+from scanner.policy.rules import FleetBaseline, Status
+
+log = logging.getLogger(__name__)
+_AGE = "scan_age"
+
+
+def _slsa_level(policy: PromotionPolicy) -> int | None:
+    return policy.rules.slsa.min_level if policy.rules.slsa else None
+
+
+def cited_controls(policy: PromotionPolicy, catalog: ControlsCatalog) -> list[str]:
+    """The controls the policy's rules cite, in rule order."""
+    out: dict[str, None] = {}
+    for rule_id in rules.RULES:
+        if getattr(policy.rules, rule_id) is not None:
+            out.update(dict.fromkeys(catalog.for_rule(rule_id, _slsa_level(policy))))
+    return list(out)
+
+
+def _aged(policy: PromotionPolicy, catalog: ControlsCatalog) -> frozenset[str]:
+    if policy.rules.scan_age is None:
+        return frozenset()
+    return frozenset(catalog.for_rule(_AGE, _slsa_level(policy)))
+
+
+def _cutoff(policy: PromotionPolicy, now: datetime) -> datetime | None:
+    rule = policy.rules.scan_age
+    return None if rule is None else now - timedelta(hours=rule.max_hours)
+
+
+# ---------------------------------------------------------------------------- writing
+
+
+def _rows(
+    policy_name: str,
+    version: int,
+    asset: Asset,
+    scan_id: int,
+    facts: AssetFacts,
+    evaluation: Evaluation,
+    policy: PromotionPolicy,
+    catalog: ControlsCatalog,
+    now: datetime,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    static = control_status([r for r in evaluation.results if r.rule != _AGE])
+    for cid in _aged(policy, catalog):
+        static.setdefault(cid, Status.NOT_APPLICABLE)  # the read applies scan_age
+    asset_row = {
+        "policy_name": policy_name,
+        "asset_id": asset.id,
+        "policy_version": version,
+        "scan_id": scan_id,
+        "decision": evaluation.decision.value,
+        "scanned_at": facts.scanned_at,
+        "evaluated_at": now,
+        "results": [r.to_dict() for r in evaluation.results],
+    }
+    controls = [
+        {
+            "policy_name": policy_name,
+            "asset_id": asset.id,
+            "control_id": cid,
+            "status": status.value,
+            "scanned_at": facts.scanned_at,
+        }
+        for cid, status in static.items()
+    ]
+    return asset_row, controls
+
+
+def _evaluate_batch(
+    session: Session,
+    assets: Sequence[Asset],
+    row: PromotionPolicyVersion,
+    loaded: LoadedPolicy,
+    baseline: FleetBaseline | None,
+    catalog: ControlsCatalog,
+    now: datetime,
+) -> int:
+    scan_ids = [a.latest_scan_id for a in assets if a.latest_scan_id is not None]
+    scans = gate_repo.scans_by_id(session, scan_ids)
+    files = gate_repo.artifacts_of(session, scan_ids)
+    asset_rows: list[dict[str, Any]] = []
+    control_rows: list[dict[str, Any]] = []
+    for asset in assets:
+        scan = scans.get(asset.latest_scan_id or 0)
+        if scan is None:
+            continue
+        facts = gate.facts_of(asset, scan, files[scan.id])
+        evaluation = evaluate(facts, loaded.policy, catalog, now=now, baseline=baseline)
+        a, c = _rows(
+            row.name, row.version, asset, scan.id, facts, evaluation, loaded.policy, catalog, now
+        )
+        asset_rows.append(a)
+        control_rows.extend(c)
+    repo.clear(session, row.name, [a.id for a in assets])
+    repo.add(session, asset_rows, control_rows)
+    return len(asset_rows)
+
+
+def reevaluate_policy(session: Session, row: PromotionPolicyVersion, now: datetime) -> int:
+    """Evaluate every asset's latest scan under a newly stored policy version (replacing the
+    stored compliance of that policy); returns how many assets were evaluated."""
+    loaded = policies.loaded_of(row)
+    catalog = default_catalog()
+    baseline = gate.fleet_baseline(session, loaded.policy)
+    repo.clear(session, row.name)
+    evaluated = 0
+    for batch in repo.assets_with_scans(session):
+        evaluated += _evaluate_batch(session, batch, row, loaded, baseline, catalog, now)
+    return evaluated
+
+
+def evaluate_asset(session: Session, asset_id: int, now: datetime) -> int:
+    """Evaluate one asset's latest scan under every stored policy; returns the policies."""
+    policy_repo.lock(session)  # after any concurrent policy change, never interleaved with it
+    asset = gate_repo.asset_by_id(session, asset_id)
+    if asset is None or asset.latest_scan_id is None:
+        return 0
+    catalog = default_catalog()
+    count = 0
+    for row in policy_repo.current_all(session):
+        loaded = policies.loaded_of(row)
+        baseline = gate.fleet_baseline(session, loaded.policy)
+        _evaluate_batch(session, [asset], row, loaded, baseline, catalog, now)
+        count += 1
+    return count
+
+
+def after_ingest(db: Database, asset_id: int, now: datetime) -> None:
+    """Bring the asset's compliance up to date once its report is committed. A failure leaves
+    the report stored and is logged; the asset then shows its previous evaluation (or none,
+    counted as not evaluated) until its next report or policy change."""
+    try:
+        with db.lookup() as conn:
+            if not policy_repo.any_stored(conn):
+                return  # the common case before policies exist: no write transaction
+        with db.transaction(write=True) as session:
+            evaluate_asset(session, asset_id, now)
+    except (SQLAlchemyError, ScannerError) as e:
+        log.warning("compliance of asset %s not updated: %s", asset_id, type(e).__name__)
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _result_of(d: dict[str, Any]) -> RuleResult:
+    return RuleResult(
+        rule=d["rule"],
+        action=Action(d["action"]),
+        status=Status(d["status"]),
+        message=d["message"],
+        files=tuple(d.get("files", ())),
+        evidence=tuple(d.get("evidence", {}).items()),
+        controls=tuple(d.get("controls", ())),
+        missing_input=bool(d.get("missing_input")),
+    )
+
+
+def current_results(
+    stored: ComplianceAsset, asset: Asset | None, policy: PromotionPolicy, now: datetime
+) -> tuple[RuleResult, ...]:
+    """The stored rule results with scan_age judged now."""
+    out = []
+    for d in stored.results:
+        result = _result_of(d)
+        if result.rule == _AGE and policy.rules.scan_age is not None:
+            facts = AssetFacts(
+                AssetKind(asset.kind) if asset else AssetKind.IMAGE,
+                asset.name if asset else "",
+                None,
+                stored.scanned_at,
+                (),
+            )
+            outcome = rules.scan_age(
+                policy.rules.scan_age, rules.Context(facts, now, default_drivers())
+            )
+            result = RuleResult(
+                result.rule,
+                result.action,
+                outcome.status,
+                outcome.message,
+                (),
+                outcome.evidence,
+                result.controls,
+                outcome.missing_input,
+            )
+        out.append(result)
+    return tuple(out)
+
+
+def _decision(results: Sequence[RuleResult]) -> Decision:
+    failed = [r for r in results if r.status is Status.FAIL]
+    if any(r.action is Action.DENY for r in failed):
+        return Decision.DENY
+    return Decision.WARN if failed else Decision.ALLOW
+
+
+def _policy(session: Session, name: str) -> tuple[PromotionPolicyVersion, LoadedPolicy]:
+    row = policies.stored(session, name)
+    return row, policies.loaded_of(row)
+
+
+def _control(catalog: ControlsCatalog, cid: str) -> dict[str, Any]:
+    c = catalog.controls[cid]
+    return {
+        "id": c.id,
+        "title": c.title,
+        "framework": c.framework,
+        "source": c.source,
+        "implementation_groups": list(c.implementation_groups),
+        "level": c.level,
+    }
+
+
+def summary(
+    session: Session, policy_name: str, framework: str | None, now: datetime
+) -> dict[str, Any]:
+    """Per control the policy cites (of one framework, or all): assets passing, failing and
+    not applicable, counted from the stored statuses."""
+    row, loaded = _policy(session, policy_name)
+    catalog = default_catalog()
+    policy = loaded.policy
+    aged = _aged(policy, catalog)
+    counts: dict[str, dict[str, int]] = {}
+    for cid, status, stale, n in repo.control_counts(session, row.name, _cutoff(policy, now)):
+        effective = (
+            "fail"
+            if status == "fail" or (cid in aged and stale)
+            else "pass"
+            if cid in aged
+            else status
+        )
+        bucket = counts.setdefault(cid, {"pass": 0, "fail": 0, "not_applicable": 0})
+        bucket[effective] += int(n)
+    controls = [
+        {**_control(catalog, cid), **counts.get(cid, {"pass": 0, "fail": 0, "not_applicable": 0})}
+        for cid in cited_controls(policy, catalog)
+        if framework is None or catalog.controls[cid].framework == framework
+    ]
+    evaluated = repo.evaluated_count(session, row.name)
+    return {
+        "policy": {"name": row.name, "version": row.version, "sha256": row.content_sha256},
+        "framework": framework,
+        "assets": {
+            "evaluated": evaluated,
+            "not_evaluated": max(0, repo.scanned_asset_count(session) - evaluated),
+        },
+        "controls": controls,
+    }
+
+
+def control_detail(
+    session: Session, policy_name: str, control_id: str, now: datetime, limit: int, offset: int
+) -> dict[str, Any]:
+    """The assets failing one control under a policy, each with the failing rules that cite
+    the control and their files."""
+    row, loaded = _policy(session, policy_name)
+    catalog = default_catalog()
+    policy = loaded.policy
+    if control_id not in cited_controls(policy, catalog):
+        raise NotFound(f"policy {row.name!r} cites no control {control_id!r}")
+    cutoff = _cutoff(policy, now) if control_id in _aged(policy, catalog) else None
+    ids, total = repo.failing(session, row.name, control_id, cutoff, limit, offset)
+    items = []
+    for stored, asset in repo.evaluations(session, row.name, ids):
+        results = current_results(stored, asset, policy, now)
+        items.append(
+            {
+                "asset": {
+                    "id": asset.id,
+                    "kind": asset.kind,
+                    "name": asset.name,
+                    "identity": asset.identity,
+                },
+                "scan_id": stored.scan_id,
+                "reasons": [
+                    r.to_dict()
+                    for r in results
+                    if r.status is Status.FAIL and control_id in r.controls
+                ],
+            }
+        )
+    return {
+        "policy": {"name": row.name, "version": row.version, "sha256": row.content_sha256},
+        "control": _control(catalog, control_id),
+        "items": items,
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+    }
+
+
+def asset_compliance(session: Session, asset_id: int, now: datetime) -> list[dict[str, Any]]:
+    """One asset's compliance under every stored policy (for GET /assets/{id})."""
+    asset = gate_repo.asset_by_id(session, asset_id)
+    if asset is None:
+        return []
+    out = []
+    for stored in repo.of_asset(session, asset.id):
+        row = policy_repo.version(session, stored.policy_name, stored.policy_version)
+        if row is None:
+            continue
+        policy = policies.loaded_of(row).policy
+        results = current_results(stored, asset, policy, now)
+        out.append(
+            {
+                "policy": {"name": row.name, "version": row.version},
+                "decision": _decision(results).value,
+                "scan_id": stored.scan_id,
+                "evaluated_at": stored.evaluated_at.isoformat(),
+                "controls": {cid: s.value for cid, s in control_status(results).items()},
+                "reasons": [r.to_dict() for r in results if r.status is Status.FAIL],
+            }
+        )
+    return out
+
+
+def export_rows(
+    session: Session, policy_name: str, framework: str | None, now: datetime
+) -> Iterator[dict[str, Any]]:
+    """One row per (asset, control) the policy cites: the status as read now (the policy is
+    looked up now, so an unknown one is a 404 before anything is streamed)."""
+    row, loaded = _policy(session, policy_name)
+    return _export(session, row, loaded, framework, now)
+
+
+def _export(
+    session: Session,
+    row: PromotionPolicyVersion,
+    loaded: LoadedPolicy,
+    framework: str | None,
+    now: datetime,
+) -> Iterator[dict[str, Any]]:
+    catalog = default_catalog()
+    policy = loaded.policy
+    aged = _aged(policy, catalog)
+    cutoff = _cutoff(policy, now)
+    cited = [
+        c
+        for c in cited_controls(policy, catalog)
+        if framework is None or catalog.controls[c].framework == framework
+    ]
+    for asset_id, kind, name, cid, status, scanned_at in repo.export_rows(session, row.name, cited):
+        if cid in aged:
+            stale = cutoff is not None and (scanned_at is None or scanned_at < cutoff)
+            status = "fail" if status == "fail" or stale else "pass"
+        yield {
+            "policy": row.name,
+            "policy_version": row.version,
+            "asset_id": asset_id,
+            "asset_kind": kind,
+            "asset_name": name,
+            "control_id": cid,
+            "framework": catalog.controls[cid].framework,
+            "status": status,
+        }
+
+
+EXPORT_COLUMNS = (
+    "policy",
+    "policy_version",
+    "asset_id",
+    "asset_kind",
+    "asset_name",
+    "control_id",
+    "framework",
+    "status",
+)
+
+
+def export_csv(rows: Iterator[dict[str, Any]]) -> Iterator[str]:
+    """CSV with a header; cells a spreadsheet would run as a formula are quoted with '."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(EXPORT_COLUMNS)
+    yield buffer.getvalue()
+    for r in rows:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow([_csv_safe(r[c]) for c in EXPORT_COLUMNS])
+        yield buffer.getvalue()
+
+
+def _csv_safe(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def export_json(rows: Iterator[dict[str, Any]]) -> Iterator[str]:
+    """A JSON array, one element per line, streamed."""
+    yield "["
+    for n, r in enumerate(rows):
+        yield ("\n" if n == 0 else ",\n") + json.dumps(r, ensure_ascii=False)
+    yield "\n]\n"
+
+
+def catalog_listing(framework: str | None) -> dict[str, Any]:
+    """The controls catalog: frameworks, controls, and the rules citing each control."""
+    catalog = default_catalog()
+    cited_by: dict[str, list[str]] = {}
+    for rule_id, ids in catalog.rules.items():
+        for cid in ids:
+            cited_by.setdefault(cid, []).append(rule_id)
+    items = [
+        {**_control(catalog, cid), "rules": cited_by.get(cid, [])}
+        for cid in catalog.controls
+        if framework is None or catalog.controls[cid].framework == framework
+    ]
+    return {
+        "frameworks": [
+            {"id": f.id, "title": f.title, "source": f.source} for f in catalog.frameworks
+        ],
+        "items": items,
+        "total": len(items),
+    }

@@ -1,0 +1,377 @@
+"""The service's gate: a stored scan's facts evaluated under a stored policy, every decision
+recorded, a signed VSA on allow, and the promotion diff between two images.
+
+Facts come from the database, never from the report's own words where the service knows better:
+file verdicts are the stored ones (the service's provenance verdicts once it holds catalogs), and
+a verdict that was never computed (another tool's BOM) stays None, so the rules say so instead
+of passing. Evaluation is the scanner's pure function (`scanner.policy.evaluate`), so the service
+and `gpuprov gate --policy-file` decide the same way on the same facts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.domain import policies
+from app.domain.ingest import RawReport, ingest
+from app.domain.provenance import CatalogCache
+from app.domain.report_parser import ReportLimits, parse_report
+from app.domain.tokens import Principal
+from app.errors import NotFound, ServiceUnavailable
+from app.storage.repositories import gate as repo
+from app.storage.repositories.gate import DecisionQuery
+from app.storage.session import Database
+from app.storage.tables import Artifact, Asset, GateDecision, Scan
+from scanner.model import AssetKind
+from scanner.policy.controls import ControlsCatalog, default_catalog
+from scanner.policy.document import LoadedPolicy, PromotionPolicy
+from scanner.policy.evaluate import Decision, Evaluation, decision_json, evaluate
+from scanner.policy.facts import AssetFacts, FileFact, ImageTrustFacts, driver_version_of
+from scanner.policy.rules import FleetBaseline, baseline_of
+from scanner.verify.errors import Rejected
+
+DECISIONS = tuple(d.value for d in Decision)
+
+
+def _digest(asset: Asset) -> str | None:
+    identity = asset.identity
+    if identity.startswith("name:"):
+        return None
+    return identity.removeprefix("config:")
+
+
+def _findings(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for value in values:
+        kind, sep, message = value.partition(":")
+        out.append((kind.strip(), message.strip()) if sep else ("finding", value))
+    return tuple(out)
+
+
+def _file(a: Artifact) -> FileFact:
+    return FileFact(
+        path=a.path or a.name,
+        family=a.family,
+        component=a.component or a.family,
+        version=a.version,
+        cuda_major=a.cuda_major,
+        sha256=a.sha256,
+        layer=a.layer,
+        integrity=a.integrity,
+        integrity_reason=a.integrity_reason or "",
+        provenance=a.provenance,
+        provenance_signer=a.provenance_signer,
+        provenance_reason=a.provenance_reason or "",
+        owner=a.owner_purl,
+    )
+
+
+def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[Artifact]) -> AssetFacts:
+    """The facts of one stored scan of an asset."""
+    files = tuple(_file(a) for a in artifacts)
+    # as for a BOM: the scan applied a trust policy to the image iff it states any outcome
+    checked = (
+        scan.image_signer is not None
+        or scan.slsa_level is not None
+        or scan.slsa_builder is not None
+        or bool(scan.signature_rejected)
+    )
+    trust = (
+        ImageTrustFacts(
+            scan.image_signer, scan.slsa_level, scan.slsa_builder, tuple(scan.signature_rejected)
+        )
+        if checked
+        else None
+    )
+    return AssetFacts(
+        kind=AssetKind(asset.kind),
+        name=asset.name,
+        digest=_digest(asset),
+        scanned_at=scan.scanned_at,
+        files=files,
+        labels=tuple(sorted(asset.labels.items())),
+        image_trust=trust,
+        driver_version=driver_version_of(files),
+        findings=_findings(scan.findings),
+        producer=scan.tool or scan.producer,
+    )
+
+
+def fleet_baseline(session: Session, policy: PromotionPolicy) -> FleetBaseline | None:
+    """The parity rule's baseline: what the assets labelled ``label=baseline`` run now."""
+    rule = policy.rules.parity
+    if rule is None:
+        return None
+    count, rows = repo.labelled_libraries(session, rule.label, rule.baseline)
+    by_asset: dict[int, list[FileFact]] = defaultdict(list)
+    for asset_id, family, version, cuda_major in rows:
+        by_asset[asset_id].append(FileFact("", family, family, version, cuda_major, None))
+    assets = [
+        AssetFacts(AssetKind.IMAGE, str(asset_id), None, None, tuple(files))
+        for asset_id, files in by_asset.items()
+    ]
+    # assets without GPU libraries still count: the baseline exists, it runs none
+    empty = [AssetFacts(AssetKind.IMAGE, "", None, None, ()) for _ in range(count - len(assets))]
+    return baseline_of(rule.label, rule.baseline, [*assets, *empty])
+
+
+def evaluate_stored(
+    session: Session,
+    asset: Asset,
+    scan: Scan,
+    loaded: LoadedPolicy,
+    now: datetime,
+    *,
+    catalog: ControlsCatalog | None = None,
+    baseline: FleetBaseline | None = None,
+) -> tuple[AssetFacts, Evaluation]:
+    """Evaluate one stored scan under a policy."""
+    artifacts = repo.artifacts_of(session, [scan.id])[scan.id]
+    facts = facts_of(asset, scan, artifacts)
+    if baseline is None:
+        baseline = fleet_baseline(session, loaded.policy)
+    evaluation = evaluate(
+        facts, loaded.policy, catalog or default_catalog(), now=now, baseline=baseline
+    )
+    return facts, evaluation
+
+
+@dataclass(frozen=True, slots=True)
+class VsaSigning:
+    """How the service signs VSAs: the PEM key and the base URL its policies are served at."""
+
+    key_pem: bytes
+    base_url: str
+
+
+def read_vsa_key(path: Path, retry_after: int) -> bytes:
+    """The VSA signing key (503 when the configured file cannot be read)."""
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise ServiceUnavailable(
+            f"the VSA signing key (GPUPROV_VSA_KEY_FILE) cannot be read: {e.strerror}",
+            retry_after,
+        ) from None
+
+
+def _vsa(
+    facts: AssetFacts, loaded: LoadedPolicy, signing: VsaSigning, now: datetime
+) -> dict[str, Any]:
+    from scanner.policy.vsa import sign_vsa, vsa_statement
+
+    name = loaded.policy.name
+    uri = f"{signing.base_url.rstrip('/')}/api/v1/policies/{name}?version={loaded.version}"
+    try:
+        statement = vsa_statement(
+            facts,
+            policy_uri=uri,
+            policy_sha256=loaded.sha256,
+            policy_name=name,
+            time_verified=now,
+        )
+        envelope = sign_vsa(statement, signing.key_pem)
+    except Rejected as e:
+        return {"vsa_error": f"no VSA: {e}"}
+    return {"vsa": json.loads(envelope.to_json())}
+
+
+def gate_scan(
+    session: Session,
+    principal: Principal,
+    policy_name: str,
+    asset: Asset,
+    scan: Scan,
+    now: datetime,
+    signing: VsaSigning | None = None,
+) -> dict[str, Any]:
+    """Decide on one stored scan under the current version of a policy, record the decision,
+    and answer the gate JSON (with a signed VSA on allow when the service has a key)."""
+    row = policies.stored(session, policy_name)
+    loaded = policies.loaded_of(row)
+    facts, evaluation = evaluate_stored(session, asset, scan, loaded, now)
+    answer = decision_json(evaluation, loaded.ref(), facts.subject())
+    record = repo.add_decision(
+        session,
+        {
+            "decided_at": now,
+            "token_id": principal.token_id,
+            "token_name": principal.name,
+            "policy_name": row.name,
+            "policy_version": row.version,
+            "policy_sha256": row.content_sha256,
+            "decision": evaluation.decision.value,
+            "subject_kind": asset.kind,
+            "subject_name": asset.name,
+            "subject_digest": facts.digest,
+            "asset_id": asset.id,
+            "scan_id": scan.id,
+            "reasons": answer["reasons"],
+            "controls": answer["controls"],
+        },
+    )
+    answer["decision_id"] = record.id
+    answer["decided_at"] = now.isoformat()
+    if signing is not None and evaluation.decision is Decision.ALLOW:
+        answer.update(_vsa(facts, loaded, signing, now))
+    return answer
+
+
+def _image(session: Session, digest: str) -> tuple[Asset, Scan]:
+    asset = repo.image_by_digest(session, digest)
+    if asset is None or asset.latest_scan_id is None:
+        raise NotFound(f"no image with digest {digest} in the inventory; push its report first")
+    scan = repo.scan_by_id(session, asset.latest_scan_id)
+    assert scan is not None  # latest_scan_id references a scan
+    return asset, scan
+
+
+def gate_image(
+    db: Database,
+    principal: Principal,
+    policy_name: str,
+    digest: str,
+    now: datetime,
+    signing: VsaSigning | None = None,
+) -> dict[str, Any]:
+    """Gate the latest scan of the image with this manifest digest (one transaction, with
+    its audit record)."""
+    with db.transaction(write=True) as session:
+        policies.stored(session, policy_name)  # an unknown policy is the first thing to name
+        asset, scan = _image(session, digest)
+        return gate_scan(session, principal, policy_name, asset, scan, now, signing)
+
+
+def gate_bom(
+    db: Database,
+    principal: Principal,
+    policy_name: str,
+    data: bytes,
+    limits: ReportLimits,
+    catalogs: CatalogCache,
+    now: datetime,
+    signing: VsaSigning | None = None,
+) -> dict[str, Any]:
+    """Ingest a BOM as `POST /reports` does (nothing is stored for an unknown policy), bring
+    the asset's compliance up to date, then gate the scan just stored."""
+    with db.transaction() as session:
+        policies.stored(session, policy_name)
+    report = parse_report(data, limits, now=now)
+    stored = RawReport("application/vnd.cyclonedx+json", len(data), gzip.compress(data, 1))
+    with db.transaction(write=True) as session:
+        result = ingest(session, report, stored, principal, {}, now, catalogs)
+    if result.latest:
+        from app.domain import compliance  # compliance builds on this module
+
+        compliance.after_ingest(db, result.asset_id, now)
+    with db.transaction(write=True) as session:
+        asset = repo.asset_by_id(session, result.asset_id)
+        scan = repo.scan_by_id(session, result.scan_id)
+        if asset is None or scan is None:
+            raise NotFound("the ingested report's asset is gone")  # deleted concurrently
+        return gate_scan(session, principal, policy_name, asset, scan, now, signing)
+
+
+# ------------------------------------------------------------------------- decision audit
+
+
+def decision_dict(row: GateDecision) -> dict[str, Any]:
+    """A recorded decision, JSON-ready."""
+    return {
+        "id": row.id,
+        "decided_at": row.decided_at.isoformat(),
+        "token_name": row.token_name,
+        "policy": {"name": row.policy_name, "version": row.policy_version},
+        "policy_sha256": row.policy_sha256,
+        "decision": row.decision,
+        "subject": {
+            "kind": row.subject_kind,
+            "name": row.subject_name,
+            "digest": row.subject_digest,
+            "asset_id": row.asset_id,
+            "scan_id": row.scan_id,
+        },
+        "reasons": list(row.reasons),
+        "controls": dict(row.controls),
+    }
+
+
+def list_decisions(
+    session: Session,
+    limit: int,
+    offset: int,
+    *,
+    policy: str | None = None,
+    decision: str | None = None,
+    subject: str | None = None,
+    since: datetime | None = None,
+) -> dict[str, Any]:
+    """A page of recorded decisions, newest first, filtered by policy name, decision, subject
+    (an image digest or an exact name) and time."""
+    query = DecisionQuery(policy=policy, decision=decision, subject=subject, since=since)
+    rows, total = repo.decisions(session, query, limit, offset)
+    return {
+        "items": [decision_dict(r) for r in rows],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+    }
+
+
+# ------------------------------------------------------------------------- promotion diff
+
+
+def _lib(a: Artifact) -> dict[str, Any]:
+    return {
+        "path": a.path or a.name,
+        "family": a.family,
+        "component": a.component,
+        "version": a.version,
+        "sha256": a.sha256,
+    }
+
+
+def diff(session: Session, from_digest: str, to_digest: str) -> dict[str, Any]:
+    """GPU libraries added, removed, version-changed and digest-changed from the image
+    ``from_digest`` (the one being replaced) to ``to_digest`` (the candidate), by file path."""
+    old_asset, old_scan = _image(session, from_digest)
+    new_asset, new_scan = _image(session, to_digest)
+    files = repo.artifacts_of(session, [old_scan.id, new_scan.id])
+    old = {a.path or f"{a.family}:{a.name}": a for a in files[old_scan.id]}
+    new = {a.path or f"{a.family}:{a.name}": a for a in files[new_scan.id]}
+    version_changed = []
+    digest_changed = []
+    for key in sorted(old.keys() & new.keys()):
+        a, b = old[key], new[key]
+        change = {"path": key, "family": b.family, "from": _lib(a), "to": _lib(b)}
+        if a.version != b.version:
+            version_changed.append(change)
+        elif a.sha256 != b.sha256:
+            digest_changed.append(change)
+    return {
+        "from": {
+            "asset_id": old_asset.id,
+            "name": old_asset.name,
+            "digest": from_digest,
+            "scan_id": old_scan.id,
+        },
+        "to": {
+            "asset_id": new_asset.id,
+            "name": new_asset.name,
+            "digest": to_digest,
+            "scan_id": new_scan.id,
+        },
+        "added": [_lib(new[k]) for k in sorted(new.keys() - old.keys())],
+        "removed": [_lib(old[k]) for k in sorted(old.keys() - new.keys())],
+        "version_changed": version_changed,
+        "digest_changed": digest_changed,
+    }

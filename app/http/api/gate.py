@@ -1,0 +1,209 @@
+"""``/api/v1/gate``: may this image be promoted? Decisions under a stored policy, their audit
+records, and the promotion diff between two images.
+
+`POST /gate` takes an image digest (looked up in the inventory) or a CycloneDX BOM (ingested as
+`POST /reports` would, then gated) and answers the JSON of `gpuprov gate --format json`. A deny
+is a successful answer carrying a decision, not an HTTP error.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from app.clock import utcnow
+from app.domain import gate
+from app.domain.tokens import Principal, Scope
+from app.errors import BadRequest, Forbidden, InvalidReport
+from app.http.api.reports import report_limits
+from app.http.body import IngestSlot, read_limited
+from app.http.deps import (
+    CatalogsDep,
+    DatabaseDep,
+    InventoryReader,
+    SessionDep,
+    SettingsDep,
+    scoped,
+)
+from app.http.params import Limit, Offset
+from app.http.schemas import ErrorResponse
+from app.http.schemas_policy import GateAnswer, GateDecisionPage, PromotionDiff
+from app.settings import Settings
+
+router = APIRouter(tags=["gate"])
+
+GateCaller = Annotated[Principal, scoped(Scope.GATE)]
+_DIGEST = r"^sha256:[0-9a-f]{64}$"
+ImageDigest = Annotated[str, Query(pattern=_DIGEST, description="an image manifest digest")]
+
+
+class GateIn(BaseModel):
+    """A gate request: a stored policy's name and either an image digest or a BOM."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    image: str | None = Field(default=None, pattern=_DIGEST)
+    bom: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one_subject(self) -> GateIn:
+        if (self.image is None) == (self.bom is None):
+            raise ValueError("give exactly one of image (a sha256 digest) or bom (CycloneDX JSON)")
+        return self
+
+
+_REQUEST_SCHEMA = {
+    "type": "object",
+    "required": ["policy"],
+    "additionalProperties": False,
+    "properties": {
+        "policy": {"type": "string", "minLength": 1, "maxLength": 128},
+        "image": {"type": "string", "pattern": _DIGEST},
+        "bom": {"type": "object", "description": "a CycloneDX 1.4-1.7 JSON BOM"},
+    },
+    "description": "exactly one of image or bom",
+}
+
+
+def _parse(raw: bytes) -> GateIn:
+    try:
+        doc = json.loads(raw)
+    except RecursionError:
+        raise InvalidReport("the request nests too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InvalidReport(f"the request is not JSON: {e}") from None
+    try:
+        return GateIn.model_validate(doc)
+    except ValidationError as e:
+        details = [
+            {
+                "pointer": "".join(f"/{p}" for p in err["loc"]),
+                "message": str(err["msg"]).removeprefix("Value error, "),
+            }
+            for err in e.errors()[:10]
+        ]
+        first = details[0]
+        raise InvalidReport(
+            f"{first['pointer'] or '(body)'}: {first['message']}", details=details
+        ) from None
+
+
+async def _gate_body(request: Request, settings: SettingsDep) -> bytes:
+    return await read_limited(
+        request, settings.max_report_bytes, ("application/json",), "a gate request"
+    )
+
+
+GateBody = Annotated[bytes, Depends(_gate_body)]
+
+
+def _signing(settings: Settings, request: Request) -> gate.VsaSigning | None:
+    if settings.vsa_key_file is None:
+        return None
+    key = gate.read_vsa_key(settings.vsa_key_file, settings.retry_after_seconds)
+    return gate.VsaSigning(key, str(request.base_url))
+
+
+@router.post(
+    "/gate",
+    response_model=GateAnswer,
+    responses={
+        code: {"model": ErrorResponse, "description": text}
+        for code, text in (
+            (403, "the token lacks the gate scope (and report:write to send a BOM)"),
+            (404, "no such policy, or no image with this digest in the inventory"),
+            (409, "the BOM's serial number was stored before with different content"),
+            (413, "the request is larger than the report size limit"),
+            (415, "not JSON"),
+            (422, "not a gate request, or the BOM is not acceptable: details say where"),
+            (503, "database unavailable, too many reports at once, or the VSA key unreadable"),
+        )
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": _REQUEST_SCHEMA}},
+        }
+    },
+    summary="Decide whether an image (by digest, or a BOM) may be promoted under a policy",
+)
+def post_gate(
+    principal: GateCaller,
+    raw: GateBody,
+    request: Request,
+    settings: SettingsDep,
+    db: DatabaseDep,
+    catalogs: CatalogsDep,
+    _slot: IngestSlot,
+) -> dict[str, Any]:
+    """allow, warn or deny with every reason and the controls each cites, recorded in the
+    decision audit; on allow, with the service's VSA key set, a signed VSA (DSSE)."""
+    return _gate(principal, raw, settings, db, catalogs, _signing(settings, request))
+
+
+def _gate(
+    principal: Principal,
+    raw: bytes,
+    settings: Settings,
+    db: DatabaseDep,
+    catalogs: CatalogsDep,
+    signing: gate.VsaSigning | None,
+) -> dict[str, Any]:
+    body = _parse(raw)
+    now = utcnow()
+    if body.image is not None:
+        return gate.gate_image(db, principal, body.policy, body.image, now, signing)
+    if not principal.has(Scope.REPORT_WRITE):
+        raise Forbidden("gating a BOM stores it: the token needs the report:write scope too")
+    data = json.dumps(body.bom, separators=(",", ":")).encode()
+    return gate.gate_bom(
+        db, principal, body.policy, data, report_limits(settings), catalogs, now, signing
+    )
+
+
+@router.get("/gate/decisions", response_model=GateDecisionPage)
+def list_decisions(
+    _: InventoryReader,
+    session: SessionDep,
+    policy: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+    decision: Literal["allow", "warn", "deny"] | None = None,
+    subject: Annotated[
+        str | None,
+        Query(min_length=1, max_length=1024, description="an image digest or a subject name"),
+    ] = None,
+    since: Annotated[
+        datetime | None, Query(description="decisions at or after this time (RFC 3339)")
+    ] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """The recorded gate decisions, newest first."""
+    if since is not None:
+        try:
+            since = (since if since.tzinfo else since.replace(tzinfo=UTC)).astimezone(UTC)
+        except OverflowError:
+            raise BadRequest("since is out of range") from None
+    return gate.list_decisions(
+        session, limit, offset, policy=policy, decision=decision, subject=subject, since=since
+    )
+
+
+@router.get(
+    "/gate/diff",
+    response_model=PromotionDiff,
+    responses={404: {"model": ErrorResponse, "description": "no image with one of the digests"}},
+)
+def promotion_diff(
+    _: InventoryReader,
+    session: SessionDep,
+    from_: Annotated[str, Query(alias="from", pattern=_DIGEST, description="the image replaced")],
+    to: Annotated[str, Query(pattern=_DIGEST, description="the candidate image")],
+) -> dict[str, Any]:
+    """GPU libraries added, removed, version-changed and digest-changed between two images'
+    latest scans (matched by file path)."""
+    return gate.diff(session, from_, to)

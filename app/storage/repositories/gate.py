@@ -1,0 +1,120 @@
+"""Queries of the gate: an image asset by digest, a scan's GPU libraries, the libraries a
+labelled part of the fleet runs (parity baseline), and the decision audit records."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Row, func, select
+from sqlalchemy.orm import Session
+
+from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, GateDecision, Scan
+
+
+def image_by_digest(session: Session, digest: str) -> Asset | None:
+    """The image asset whose manifest digest is ``digest`` (index of (kind, identity))."""
+    return session.scalars(
+        select(Asset).where(Asset.kind == "image", Asset.identity == digest)
+    ).first()
+
+
+def asset_by_id(session: Session, asset_id: int) -> Asset | None:
+    """One asset."""
+    return session.get(Asset, asset_id)
+
+
+def scan_by_id(session: Session, scan_id: int) -> Scan | None:
+    """One scan."""
+    return session.get(Scan, scan_id)
+
+
+def scans_by_id(session: Session, scan_ids: Sequence[int]) -> dict[int, Scan]:
+    """Scans by id."""
+    if not scan_ids:
+        return {}
+    return {s.id: s for s in session.scalars(select(Scan).where(Scan.id.in_(scan_ids)))}
+
+
+def artifacts_of(session: Session, scan_ids: Sequence[int]) -> dict[int, list[Artifact]]:
+    """The GPU libraries of each scan, in stored order."""
+    out: dict[int, list[Artifact]] = {i: [] for i in scan_ids}
+    if not scan_ids:
+        return out
+    rows = session.scalars(
+        select(Artifact).where(Artifact.scan_id.in_(scan_ids)).order_by(Artifact.id)
+    )
+    for row in rows:
+        out[row.scan_id].append(row)
+    return out
+
+
+def labelled_libraries(
+    session: Session, key: str, value: str
+) -> tuple[int, Sequence[Row[int, str, str | None, int | None]]]:
+    """How many assets carry the label, and the (asset, family, version, CUDA major) rows of
+    their latest scans (the current-state summary)."""
+    labelled = select(AssetLabel.asset_id).where(AssetLabel.key == key, AssetLabel.value == value)
+    count = session.scalar(select(func.count()).select_from(labelled.subquery())) or 0
+    rows = session.execute(
+        select(
+            AssetLibrary.asset_id,
+            AssetLibrary.family,
+            AssetLibrary.version,
+            AssetLibrary.cuda_major,
+        ).where(AssetLibrary.asset_id.in_(labelled))
+    ).all()
+    return count, rows
+
+
+def add_decision(session: Session, values: Mapping[str, Any]) -> GateDecision:
+    """Record a decision."""
+    row = GateDecision(**values)
+    session.add(row)
+    session.flush()
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionQuery:
+    """Filters of the decision list (all optional, all must match)."""
+
+    policy: str | None = None
+    decision: str | None = None
+    subject: str | None = None  # a digest (sha256:...) or an exact subject name
+    since: datetime | None = None
+
+
+def _conditions(query: DecisionQuery) -> list[ColumnElement[bool]]:
+    out: list[ColumnElement[bool]] = []
+    if query.policy is not None:
+        out.append(GateDecision.policy_name == query.policy)
+    if query.decision is not None:
+        out.append(GateDecision.decision == query.decision)
+    if query.subject is not None:
+        out.append(
+            GateDecision.subject_digest == query.subject
+            if query.subject.startswith("sha256:")
+            else GateDecision.subject_name == query.subject
+        )
+    if query.since is not None:
+        out.append(GateDecision.decided_at >= query.since)
+    return out
+
+
+def decisions(
+    session: Session, query: DecisionQuery, limit: int, offset: int
+) -> tuple[Sequence[GateDecision], int]:
+    """A page of decisions, newest first, and how many match."""
+    where = _conditions(query)
+    total = session.scalar(select(func.count()).select_from(GateDecision).where(*where)) or 0
+    rows = session.scalars(
+        select(GateDecision)
+        .where(*where)
+        .order_by(GateDecision.decided_at.desc(), GateDecision.id.desc())
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return rows, total

@@ -1,0 +1,174 @@
+"""Fleet compliance: per-control counts under a stored policy checked against the inventory of a
+small fleet, kept current at ingest and on policy change (not computed on read), scan_age judged
+when read, drill-down, per-asset compliance, export, and the controls catalog."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from typing import Any
+
+from scanner.policy.controls import default_catalog
+from tests.app import boms
+from tests.app.conftest import Service, auth
+from tests.app.test_gate_api import HEAD, _now, image_bom, put_policy, tampered
+
+POLICY = (
+    HEAD
+    + """rules:
+  integrity: {forbid: [modified]}
+  cuda_pairing: {}
+  scan_age: {max_hours: 24}
+"""
+)
+
+
+def _fleet(post_report: Callable[..., Any]) -> dict[str, dict[str, Any]]:
+    fleet = {
+        "clean": image_bom("reg.example/clean:1", timestamp=_now(1)),
+        "tampered": tampered("reg.example/tampered:1"),  # also scanned days ago: stale
+        "mismatch": image_bom(
+            "reg.example/mismatch:1",
+            owners=[boms.cudnn_wheel(), *boms.cuda_wheels("11.8.89", cuda=11)],
+            timestamp=_now(2),
+        ),
+    }
+    for bom in fleet.values():
+        assert post_report(boms.encode(bom)).status_code == 201
+    return fleet
+
+
+def _counts(service: Service, reader: dict[str, str], **params: Any) -> dict[str, dict[str, Any]]:
+    answer = service.client.get(
+        "/api/v1/compliance", params={"policy": "prod", **params}, headers=reader
+    )
+    assert answer.status_code == 200, answer.text
+    return {c["id"]: c for c in answer.json()["controls"]}
+
+
+def test_counts_per_control_follow_the_inventory(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    # two assets stored before the policy (evaluated when it is stored), one after (at ingest)
+    fleet = _fleet(post_report)
+    assert put_policy(service, POLICY).json()["compliance_evaluated"] == 3
+    late = image_bom("reg.example/late:1", timestamp=_now(0.5))
+    post_report(boms.encode(late))
+    reader = auth(service.token("inventory:read"))
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 4, "not_evaluated": 0}
+    counts = _counts(service, reader)
+    # integrity: only the tampered image fails
+    for cid in ("ID.RA-09", "PR.DS-01", "CIS-2.5"):
+        assert (counts[cid]["pass"], counts[cid]["fail"]) == (3, 1), cid
+    # CIS-2.6 is cited by integrity only here; PR.PS-01 by cuda_pairing: the CUDA 11 runtime
+    assert (counts["PR.PS-01"]["pass"], counts["PR.PS-01"]["fail"]) == (3, 1)
+    assert counts["CIS-4.1"]["fail"] == 1
+    # scan_age, judged now: the tampered image's scan is days old
+    assert (counts["ID.AM-02"]["pass"], counts["ID.AM-02"]["fail"]) == (3, 1)
+    assert counts["CIS-2.1"]["title"] == "Establish and Maintain a Software Inventory"
+    for c in counts.values():
+        assert c["pass"] + c["fail"] + c["not_applicable"] == 4
+    assert "PR.DS-10" not in counts and "PR.PS-03" not in counts
+    # one framework
+    cis = _counts(service, reader, framework="cis-v8")
+    assert cis and all(c["framework"] == "cis-v8" for c in cis.values())
+    assert set(cis) == {"CIS-2.5", "CIS-2.6", "CIS-4.1", "CIS-2.1", "CIS-2.4", "CIS-16.4"}
+
+    # drill-down: the failing assets and the files behind the failure
+    answer = service.client.get(
+        "/api/v1/compliance/controls/CIS-2.5?policy=prod", headers=reader
+    ).json()
+    assert answer["total"] == 1 and answer["control"]["framework"] == "cis-v8"
+    (item,) = answer["items"]
+    assert item["asset"]["name"] == "reg.example/tampered:1"
+    (reason,) = item["reasons"]
+    assert reason["rule"] == "integrity"
+    assert [f["path"] for f in reason["files"]] == [f"{boms.SITE}/cudnn/lib/libcudnn_ops.so.9"]
+    stale = service.client.get(
+        "/api/v1/compliance/controls/ID.AM-02?policy=prod", headers=reader
+    ).json()
+    assert [i["asset"]["name"] for i in stale["items"]] == ["reg.example/tampered:1"]
+    assert stale["items"][0]["reasons"][0]["rule"] == "scan_age"
+    for url in (
+        "/api/v1/compliance/controls/PR.DS-10?policy=prod",
+        "/api/v1/compliance/controls/CIS-2.5?policy=nope",
+        "/api/v1/compliance?policy=nope",
+    ):
+        assert service.client.get(url, headers=reader).status_code == 404, url
+    assert fleet
+
+
+def test_a_new_scan_and_a_new_policy_version_update_compliance(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    put_policy(service, POLICY)
+    bad = tampered("reg.example/fixme:1")
+    post_report(boms.encode(bad))
+    reader = auth(service.token("inventory:read"))
+    assert _counts(service, reader)["PR.DS-01"]["fail"] == 1
+    # the same image rescanned, fixed: its latest scan passes
+    fixed = image_bom("reg.example/fixme:1", timestamp=_now(0.1))
+    fixed["metadata"]["component"] = bad["metadata"]["component"]
+    post_report(boms.encode(fixed))
+    assert (_counts(service, reader)["PR.DS-01"]["fail"], service.count("asset")) == (0, 1)
+    # a policy that forbids versions the asset runs: re-evaluated when stored
+    stricter = POLICY + '  versions: {deny: {cudnn: ["9.1.*"]}}\n'
+    assert put_policy(service, stricter).json()["compliance_evaluated"] == 1
+    assert _counts(service, reader)["PR.PS-02"]["fail"] == 1
+    assert service.count("compliance_asset") == 1
+
+
+def test_asset_detail_carries_its_compliance(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    put_policy(service, POLICY)
+    asset_id = post_report(boms.encode(tampered("reg.example/t:1"))).json()["asset_id"]
+    reader = auth(service.token("inventory:read"))
+    detail = service.client.get(f"/api/v1/assets/{asset_id}", headers=reader).json()
+    (entry,) = detail["compliance"]
+    assert entry["policy"] == {"name": "prod", "version": 1}
+    assert entry["decision"] == "deny"
+    assert {r["rule"] for r in entry["reasons"]} == {"integrity", "scan_age"}
+    assert entry["controls"]["CIS-2.5"] == "fail" and entry["controls"]["PR.PS-01"] == "pass"
+
+
+def test_compliance_export(service: Service, post_report: Callable[..., Any]) -> None:
+    _fleet(post_report)
+    put_policy(service, POLICY)
+    reader = auth(service.token("inventory:read"))
+    answer = service.client.get(
+        "/api/v1/compliance/export?policy=prod&format=csv&framework=nist-csf-2.0", headers=reader
+    )
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(answer.text)))
+    assert {r["framework"] for r in rows} == {"nist-csf-2.0"}
+    failing = {(r["asset_name"], r["control_id"]) for r in rows if r["status"] == "fail"}
+    assert ("reg.example/tampered:1", "PR.DS-01") in failing
+    assert ("reg.example/tampered:1", "ID.AM-02") in failing
+    assert ("reg.example/clean:1", "ID.AM-02") not in failing
+    as_json = service.client.get("/api/v1/compliance/export?policy=prod", headers=reader).json()
+    assert len(as_json) == 3 * len(_counts(service, reader))
+    missing = service.client.get("/api/v1/compliance/export?policy=nope", headers=reader)
+    assert missing.status_code == 404
+
+
+def test_controls_catalog_is_listed(service: Service) -> None:
+    reader = auth(service.token("inventory:read"))
+    answer = service.client.get("/api/v1/controls", headers=reader).json()
+    catalog = default_catalog()
+    assert answer["total"] == len(catalog.controls)
+    by_id = {c["id"]: c for c in answer["items"]}
+    assert by_id["CIS-2.6"]["implementation_groups"] == [2, 3]
+    assert set(by_id["CIS-2.6"]["rules"]) >= {"integrity", "ownership"}
+    assert by_id["SLSA_BUILD_LEVEL_2"]["level"] == 2
+    assert {f["id"] for f in answer["frameworks"]} == {"slsa-v1.2", "cis-v8", "nist-csf-2.0"}
+    assert "PR.DS-10" not in by_id and "PR.PS-03" not in by_id
+    slsa = service.client.get("/api/v1/controls?framework=slsa-v1.2", headers=reader).json()
+    assert [c["id"] for c in slsa["items"]] == [
+        "SLSA_BUILD_LEVEL_1",
+        "SLSA_BUILD_LEVEL_2",
+        "SLSA_BUILD_LEVEL_3",
+    ]
+    assert service.client.get("/api/v1/controls").status_code == 401
