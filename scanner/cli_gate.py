@@ -7,6 +7,7 @@ or warn, 1 deny, 2 error (bad policy, unreadable target or BOM, failed scan).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -82,8 +83,22 @@ def _scan_to_bom(ctx: click.Context, args: list[str]) -> bytes:
 def gate(
     ctx: typer.Context,
     policy_file: Annotated[
-        Path, typer.Option("--policy-file", help="PromotionPolicy YAML (docs/policy.md).")
-    ],
+        Path | None,
+        typer.Option("--policy-file", help="PromotionPolicy YAML (docs/policy.md): decide here."),
+    ] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy", help="Name of a policy stored in the service: the service decides."
+        ),
+    ] = None,
+    server: Annotated[
+        str | None, typer.Option("--server", help="Service URL for --policy ($GPUPROV_SERVER).")
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option("--token-file", help="Token (gate and report:write) for --policy."),
+    ] = None,
     bom: Annotated[
         Path | None,
         typer.Option("--bom", help="Gate this CycloneDX BOM (ours or another tool's); no scan."),
@@ -113,7 +128,40 @@ def gate(
     ] = None,
 ) -> None:
     """Decide whether TARGET (scanned with any `gpuprov scan` option) or --bom FILE may be
-    promoted under --policy-file. Exit 0 allow or warn, 1 deny, 2 error."""
+    promoted under --policy-file, or ask the service under its stored --policy NAME.
+    Exit 0 allow or warn, 1 deny, 2 error."""
+    if (policy_file is None) == (policy is None):
+        raise fail(
+            "give --policy-file FILE (decide here) or --policy NAME with --server (the service "
+            "decides)",
+            EXIT_ERROR,
+        )
+    if policy is not None:
+        local = {"--baseline": bool(baseline), "--vsa-key": vsa_key, "--policy-uri": policy_uri}
+        given = [name for name, value in local.items() if value]
+        if given:
+            raise fail(
+                f"{given[0]} applies to --policy-file only (the service decides)", EXIT_ERROR
+            )
+        _remote(ctx, policy, bom, server, token_file, fmt, output, vsa_out)
+        return
+    if server is not None or token_file is not None:
+        raise fail("--server and --token-file apply to --policy NAME only", EXIT_ERROR)
+    _local(ctx, policy_file, bom, fmt, output, baseline, policy_uri, vsa_key, vsa_out)
+
+
+def _local(
+    ctx: typer.Context,
+    policy_file: Path | None,
+    bom: Path | None,
+    fmt: GateFormat,
+    output: Path | None,
+    baseline: list[Path] | None,
+    policy_uri: str | None,
+    vsa_key: Path | None,
+    vsa_out: Path | None,
+) -> None:
+    """Scan (or read the BOM) and evaluate the policy file here."""
     from scanner.policy.bom_facts import facts_from_bom
     from scanner.policy.controls import default_catalog
     from scanner.policy.document import load_policy
@@ -125,6 +173,7 @@ def gate(
     scan_args = list(ctx.args)
     if (bom is None) == (not scan_args):
         raise fail("give a TARGET to scan (with any scan option) or --bom FILE", EXIT_ERROR)
+    assert policy_file is not None
     try:
         loaded = load_policy(_read(policy_file, "policy"))
         raw = _read(bom, "BOM") if bom is not None else _scan_to_bom(ctx, scan_args)
@@ -155,6 +204,89 @@ def gate(
             _write_vsa(facts, loaded.policy.name, loaded.sha256, uri, vsa_key, vsa_out, now)
     if evaluation.decision is Decision.DENY:
         raise typer.Exit(EXIT_DENY)
+
+
+def _remote(
+    ctx: typer.Context,
+    policy: str,
+    bom: Path | None,
+    server: str | None,
+    token_file: Path | None,
+    fmt: GateFormat,
+    output: Path | None,
+    vsa_out: Path | None,
+) -> None:
+    """Scan (or read the BOM), send it to the service's gate (which stores it, then decides
+    under its stored policy) and render the service's answer in any gate format."""
+    from scanner.deliver import Target, check_report
+    from scanner.policy.controls import default_catalog
+    from scanner.policy.evaluate import Decision, evaluation_from_json
+
+    scan_args = list(ctx.args)
+    if (bom is None) == (not scan_args):
+        raise fail("give a TARGET to scan (with any scan option) or --bom FILE", EXIT_ERROR)
+    try:
+        target = Target.resolve(server, token_file)
+        raw = _read(bom, "BOM") if bom is not None else _scan_to_bom(ctx, scan_args)
+        check_report(raw)
+        answer = _ask(target, policy, raw)
+        evaluation = evaluation_from_json(answer)
+    except ScannerError as e:
+        raise fail(str(e), EXIT_ERROR) from None
+    except (KeyError, TypeError, ValueError) as e:
+        raise fail(f"the service's answer is not a gate decision: {e!r}", EXIT_ERROR) from None
+    ref = dict(answer["policy"])
+    uri = f"{target.server}/api/v1/policies/{policy}?version={ref.get('version')}"
+    text = _render(fmt, evaluation, ref, dict(answer["subject"]), default_catalog(), uri)
+    _write(text, output)
+    if vsa_out is not None:
+        if answer.get("vsa"):
+            _write(json.dumps(answer["vsa"], indent=2) + "\n", vsa_out)
+            say(f"VSA written to {vsa_out}")
+        else:
+            why = answer.get("vsa_error") or (
+                f"the decision is {evaluation.decision.value}"
+                if evaluation.decision is not Decision.ALLOW
+                else "the service signs no VSA (GPUPROV_VSA_KEY_FILE unset)"
+            )
+            say(f"no VSA: {why} ({vsa_out} not written)")
+    if evaluation.decision is Decision.DENY:
+        raise typer.Exit(EXIT_DENY)
+
+
+def _ask(target: Any, policy: str, bom: bytes) -> dict[str, Any]:
+    """POST the BOM to the service's gate; the decision JSON, or a ScannerError saying why not."""
+    import httpx
+
+    # the BOM's bytes as they are (check_report parsed them): nothing is re-encoded
+    body = b'{"policy": ' + json.dumps(policy).encode() + b', "bom": ' + bom + b"}"
+    try:
+        response = httpx.post(
+            f"{target.server}/api/v1/gate",
+            content=body,
+            headers={
+                "Authorization": f"Bearer {target.token}",
+                "Content-Type": "application/json",
+                "User-Agent": "gpuprov-gate",
+            },
+            timeout=max(target.timeout, 120.0),
+        )
+    except httpx.HTTPError as e:
+        raise ScannerError(f"cannot reach the service at {target.server}: {e}") from None
+    try:
+        doc = response.json()
+    except ValueError:
+        doc = None
+    if response.status_code != 200:
+        message = (
+            doc.get("error", {}).get("message")
+            if isinstance(doc, dict) and isinstance(doc.get("error"), dict)
+            else response.text[:200]
+        )
+        raise ScannerError(f"the service refused the gate ({response.status_code}): {message}")
+    if not isinstance(doc, dict):
+        raise ScannerError("the service's answer is not JSON")
+    return doc
 
 
 def _render(

@@ -32,9 +32,9 @@ from scanner.errors import ScannerError
 from scanner.model import AssetKind
 from scanner.policy import rules
 from scanner.policy.controls import ControlsCatalog, default_catalog
-from scanner.policy.document import Action, LoadedPolicy, PromotionPolicy
+from scanner.policy.document import LoadedPolicy, PromotionPolicy
 from scanner.policy.drivers import default_drivers
-from scanner.policy.evaluate import Decision, Evaluation, RuleResult, control_status, evaluate
+from scanner.policy.evaluate import Evaluation, RuleResult, control_status, decide, evaluate
 from scanner.policy.facts import AssetFacts
 from scanner.policy.rules import FleetBaseline, Status
 
@@ -182,26 +182,13 @@ def after_ingest(db: Database, asset_id: int, now: datetime) -> None:
 # ---------------------------------------------------------------------------- reading
 
 
-def _result_of(d: dict[str, Any]) -> RuleResult:
-    return RuleResult(
-        rule=d["rule"],
-        action=Action(d["action"]),
-        status=Status(d["status"]),
-        message=d["message"],
-        files=tuple(d.get("files", ())),
-        evidence=tuple(d.get("evidence", {}).items()),
-        controls=tuple(d.get("controls", ())),
-        missing_input=bool(d.get("missing_input")),
-    )
-
-
 def current_results(
     stored: ComplianceAsset, asset: Asset | None, policy: PromotionPolicy, now: datetime
 ) -> tuple[RuleResult, ...]:
     """The stored rule results with scan_age judged now."""
     out = []
     for d in stored.results:
-        result = _result_of(d)
+        result = RuleResult.from_dict(d)
         if result.rule == _AGE and policy.rules.scan_age is not None:
             facts = AssetFacts(
                 AssetKind(asset.kind) if asset else AssetKind.IMAGE,
@@ -225,13 +212,6 @@ def current_results(
             )
         out.append(result)
     return tuple(out)
-
-
-def _decision(results: Sequence[RuleResult]) -> Decision:
-    failed = [r for r in results if r.status is Status.FAIL]
-    if any(r.action is Action.DENY for r in failed):
-        return Decision.DENY
-    return Decision.WARN if failed else Decision.ALLOW
 
 
 def _policy(session: Session, name: str) -> tuple[PromotionPolicyVersion, LoadedPolicy]:
@@ -344,7 +324,7 @@ def asset_compliance(session: Session, asset_id: int, now: datetime) -> list[dic
         out.append(
             {
                 "policy": {"name": row.name, "version": row.version},
-                "decision": _decision(results).value,
+                "decision": decide(results).value,
                 "scan_id": stored.scan_id,
                 "evaluated_at": stored.evaluated_at.isoformat(),
                 "controls": {cid: s.value for cid, s in control_status(results).items()},

@@ -6,6 +6,7 @@ failing rule's action is deny, warn when only warn rules fail, else allow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -34,6 +35,20 @@ class RuleResult:
     evidence: tuple[tuple[str, str], ...]
     controls: tuple[str, ...]
     missing_input: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RuleResult:
+        """A result as `to_dict` wrote it (the service's stored results, its gate answer)."""
+        return cls(
+            rule=str(d["rule"]),
+            action=Action(d["action"]),
+            status=Status(d["status"]),
+            message=str(d["message"]),
+            files=tuple(d.get("files") or ()),
+            evidence=tuple((d.get("evidence") or {}).items()),
+            controls=tuple(d.get("controls") or ()),
+            missing_input=bool(d.get("missing_input")),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,18 +107,28 @@ def evaluate(
                 missing_input=outcome.missing_input,
             )
         )
+    return Evaluation(decide(results), tuple(results), control_status(results))
+
+
+def decide(results: Sequence[RuleResult]) -> Decision:
+    """deny when a failing rule's action is deny, warn when only warn rules fail, else allow."""
     failed = [r for r in results if r.status is Status.FAIL]
-    decision = (
-        Decision.DENY
-        if any(r.action is Action.DENY for r in failed)
-        else Decision.WARN
-        if failed
-        else Decision.ALLOW
+    if any(r.action is Action.DENY for r in failed):
+        return Decision.DENY
+    return Decision.WARN if failed else Decision.ALLOW
+
+
+def evaluation_from_json(doc: Mapping[str, Any]) -> Evaluation:
+    """The evaluation a gate JSON answer (`decision_json`) describes, for the output formats."""
+    results = tuple(RuleResult.from_dict(r) for r in doc["rules"])
+    return Evaluation(
+        Decision(doc["decision"]),
+        results,
+        {cid: Status(s) for cid, s in dict(doc["controls"]).items()},
     )
-    return Evaluation(decision, tuple(results), control_status(results))
 
 
-def control_status(results: list[RuleResult] | tuple[RuleResult, ...]) -> dict[str, Status]:
+def control_status(results: Sequence[RuleResult]) -> dict[str, Status]:
     """Per control: fail if any citing rule fails, pass if one passes, else not_applicable."""
     status: dict[str, Status] = {}
     rank = {Status.NOT_APPLICABLE: 0, Status.PASS: 1, Status.FAIL: 2}
