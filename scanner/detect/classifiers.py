@@ -27,7 +27,7 @@ class CudaRule(StrEnum):
     NONE = "none"
 
 
-class Scan(StrEnum):
+class ContentSearch(StrEnum):
     """Content searches `analyze_elf` runs for a family (each one costs a bounded read)."""
 
     #: exported ``cudnn*_version`` ints, the ``cudnn_version_*`` marker, cudnnGetCudartVersion
@@ -60,7 +60,7 @@ class Classifier:
     #: image config env vars / labels whose value is this library's version
     config_env: tuple[str, ...] = ()
     config_labels: tuple[str, ...] = ()
-    scans: frozenset[Scan] = frozenset()
+    scans: frozenset[ContentSearch] = frozenset()
     note: str = ""
 
 
@@ -75,7 +75,7 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         cuda_rule=CudaRule.BUILT,
         config_env=("NV_CUDNN_VERSION",),
         config_labels=("com.nvidia.cudnn.version",),
-        scans=frozenset({Scan.CUDNN, Scan.CUDA_REFS}),
+        scans=frozenset({ContentSearch.CUDNN, ContentSearch.CUDA_REFS}),
         note="libcudnn.so.N is the shim; cuDNN 8: ops/cnn/adv _infer/_train; cuDNN 9: graph, ...",
     ),
     Classifier(
@@ -161,7 +161,7 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         package_re=r"nccl",
         cuda_rule=CudaRule.BUILT,
         config_env=("NCCL_VERSION", "NV_LIBNCCL_PACKAGE_VERSION"),
-        scans=frozenset({Scan.CUDA_REFS}),
+        scans=frozenset({ContentSearch.CUDA_REFS}),
     ),
     Classifier(
         family="nvrtc",
@@ -189,7 +189,7 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         package_re=r"tensorrt|nvinfer|nvonnxparser|nvparsers",
         cuda_rule=CudaRule.BUILT,
         config_env=("TRT_VERSION", "TENSORRT_VERSION"),
-        scans=frozenset({Scan.CUDA_REFS}),
+        scans=frozenset({ContentSearch.CUDA_REFS}),
         note="TensorRT",
     ),
     Classifier(
@@ -201,7 +201,7 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         package_re=r"^(?:libcuda1|libnvidia-compute|nvidia-driver|cuda-compat|libnvidia-gl)",
         cuda_rule=CudaRule.NONE,
         soname_is_major=False,
-        scans=frozenset({Scan.DRIVER}),
+        scans=frozenset({ContentSearch.DRIVER}),
         note="the CUDA driver (libcuda.so.1); version is the driver version",
     ),
     Classifier(
@@ -212,7 +212,7 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         package_re=r"^(?:libnvidia-ml|libnvidia-compute|nvidia-driver)",
         cuda_rule=CudaRule.NONE,
         soname_is_major=False,
-        scans=frozenset({Scan.DRIVER}),
+        scans=frozenset({ContentSearch.DRIVER}),
         note="NVML, shipped with the driver; version is the driver version",
     ),
 )

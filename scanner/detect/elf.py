@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from scanner.detect.classifiers import Scan, classify_name
+from scanner.detect.classifiers import ContentSearch, classify_name
 from scanner.errors import DetectError, NotElfError
 from scanner.model import ElfFacts
 
@@ -602,7 +602,7 @@ class _Elf:
             elif tag == _DT_NEEDED:
                 needed.append(self._dyn_string(strtab, val, "DT_NEEDED"))
 
-        scans: set[Scan] = set()
+        scans: set[ContentSearch] = set()
         for n in (basename, soname):
             match = classify_name(n) if n else None
             if match is not None:
@@ -613,7 +613,7 @@ class _Elf:
         markers: list[str] = []
         refs: set[int] = set()
         version_strings: list[str] = []
-        if Scan.CUDNN in scans:
+        if ContentSearch.CUDNN in scans:
             for name, stype, value, sym_size, shndx in self._symbols(entries, strtab):
                 if stype == _STT_OBJECT and sym_size == 4 and _VERSION_SYMBOL_RE.fullmatch(name):
                     v = self._read_int(value, shndx)
@@ -626,13 +626,13 @@ class _Elf:
                     if v is not None:
                         version_ints.append(("cudnnGetVersion()", v))
         regions: list[tuple[int, int]] | None = None
-        if Scan.CUDNN in scans:
+        if ContentSearch.CUDNN in scans:
             regions = self._readonly_regions()
             markers = self._markers(regions)
-        if Scan.CUDA_REFS in scans:
+        if ContentSearch.CUDA_REFS in scans:
             regions = regions if regions is not None else self._readonly_regions()
             refs |= self._cuda_refs(regions)
-        if Scan.DRIVER in scans:
+        if ContentSearch.DRIVER in scans:
             regions = regions if regions is not None else self._readonly_regions()
             version_strings = self._driver_strings(regions, basename)
         if strtab is not None:
