@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.domain import compliance
 from app.domain.columns import limits_of, misfit
 from app.domain.provenance import (
     ActiveCatalogs,
@@ -133,7 +134,10 @@ def put_policy(
         changed |= _reverify(session, catalog, policy, row.version, now)
     reevaluation = None
     if changed:
-        reevaluation = reevaluate_all(session, _active_now(session)).as_dict()
+        done = reevaluate_all(session, _active_now(session))
+        reevaluation = done.as_dict()
+        if done.changed:  # the facts under the stored compliance changed
+            compliance.reevaluate_all(session, now)
     return {
         **policy_dict(row),
         "catalogs": [catalog_dict(c) for c in repo.all_catalogs(session)],
@@ -367,4 +371,6 @@ def import_catalog(
             [CatalogRef(row.id, verified.name, verified.signer)], [verified.entries]
         )
         reevaluation = reevaluate_added(session, added)
+    if reevaluation.changed:  # the facts under the stored compliance changed
+        compliance.reevaluate_all(session, now)
     return ImportResult(catalog_dict(row), True, reevaluation)

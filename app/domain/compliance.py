@@ -149,10 +149,21 @@ def reevaluate_policy(session: Session, row: PromotionPolicyVersion, now: dateti
     return evaluated
 
 
+def reevaluate_all(session: Session, now: datetime) -> int:
+    """Evaluate every asset under every stored policy again (the facts changed under them: a
+    trust policy or catalog change re-evaluated provenance verdicts); returns the policies."""
+    policy_repo.lock(session)
+    rows = policy_repo.current_all(session)
+    for row in rows:
+        reevaluate_policy(session, row, now)
+    return len(rows)
+
+
 def evaluate_asset(session: Session, asset_id: int, now: datetime) -> int:
     """Evaluate one asset's latest scan under every stored policy; returns the policies."""
-    policy_repo.lock(session)  # after any concurrent policy change, never interleaved with it
-    asset = gate_repo.asset_by_id(session, asset_id)
+    # never interleaved with a policy change; two reports of one asset one after the other
+    policy_repo.lock(session, exclusive=False)
+    asset = gate_repo.asset_by_id(session, asset_id, lock=True)
     if asset is None or asset.latest_scan_id is None:
         return 0
     catalog = default_catalog()

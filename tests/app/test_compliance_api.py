@@ -172,3 +172,41 @@ def test_controls_catalog_is_listed(service: Service) -> None:
         "SLSA_BUILD_LEVEL_3",
     ]
     assert service.client.get("/api/v1/controls").status_code == 401
+
+
+def test_a_catalog_import_updates_compliance(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    """Provenance verdicts change without a report (a catalog is imported): the stored
+    compliance follows them."""
+    from tests.app import catalogs
+    from tests.app.test_provenance_api import NVIDIA, golden_cudnn, tampered_graph
+
+    admin = auth(service.token("admin"))
+    trust = catalogs.policy_yaml(("nvidia", NVIDIA))
+    put = service.client.put(
+        "/api/v1/trust-policy", content=trust, headers={**admin, **catalogs.YAML}
+    )
+    assert put.status_code == 201, put.text
+    put_policy(service, HEAD + "rules:\n  provenance: {}\n")
+    wheel = boms.cudnn_wheel()
+    wheel.libs = [lib for lib in wheel.libs if "graph" not in lib.path]
+    post_report(
+        boms.encode(image_bom("reg.example/p:1", owners=[wheel], extra_libs=[tampered_graph()]))
+    )
+    post_report(boms.encode(image_bom("reg.example/p:2")))
+    reader = auth(service.token("inventory:read"))
+    assert _counts(service, reader)["GV.SC-09"]["fail"] == 0  # nothing contradicts them yet
+    answer = service.client.post(
+        "/api/v1/catalogs",
+        content=catalogs.signed(golden_cudnn(), NVIDIA),
+        headers={**admin, "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 201, answer.text
+    counts = _counts(service, reader)["GV.SC-09"]
+    assert (counts["pass"], counts["fail"]) == (1, 1)
+    failing = service.client.get(
+        "/api/v1/compliance/controls/GV.SC-09?policy=prod", headers=reader
+    ).json()
+    assert [i["asset"]["name"] for i in failing["items"]] == ["reg.example/p:1"]
+    assert failing["items"][0]["reasons"][0]["files"][0]["path"].endswith("libcudnn_graph.so.9")

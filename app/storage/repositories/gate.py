@@ -21,8 +21,10 @@ def image_by_digest(session: Session, digest: str) -> Asset | None:
     ).first()
 
 
-def asset_by_id(session: Session, asset_id: int) -> Asset | None:
-    """One asset."""
+def asset_by_id(session: Session, asset_id: int, *, lock: bool = False) -> Asset | None:
+    """One asset; ``lock`` holds its row until the transaction ends (one writer per asset)."""
+    if lock:
+        return session.scalars(select(Asset).where(Asset.id == asset_id).with_for_update()).first()
     return session.get(Asset, asset_id)
 
 

@@ -14,12 +14,14 @@ from app.storage.tables import PromotionPolicyVersion as Policy
 _LOCK_KEY = 0x67706F6C
 
 
-def lock(session: Session) -> None:
-    """Serialize policy changes (version numbers, compliance re-evaluation) for the rest of the
+def lock(session: Session, *, exclusive: bool = True) -> None:
+    """Serialize policy changes (version numbers, fleet-wide re-evaluation; exclusive) against
+    per-asset compliance updates (shared, so those run side by side) for the rest of the
     transaction; SQLite write transactions already run one at a time."""
     conn = session.connection()
     if conn.dialect.name == "postgresql":
-        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK_KEY})
+        function = "pg_advisory_xact_lock" if exclusive else "pg_advisory_xact_lock_shared"
+        conn.execute(text(f"SELECT {function}(:key)"), {"key": _LOCK_KEY})
 
 
 def any_stored(conn: Session | Connection) -> bool:
