@@ -22,8 +22,8 @@ run: $(STAMP)
 	@bash scripts/run.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check scanner app tests bench
-	$(BIN)/ruff format --check scanner app tests bench
+	$(BIN)/ruff check gpuprov scanner app tests bench
+	$(BIN)/ruff format --check gpuprov scanner app tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

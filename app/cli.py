@@ -1,8 +1,8 @@
-"""Service commands (`gpuprov serve`, `gpuprov db upgrade`, `gpuprov token ...`) and `main()`,
-which assembles the whole `gpuprov` command line.
+"""Service commands: `gpuprov serve`, `gpuprov db upgrade|current`, `gpuprov token ...`.
 
-FastAPI, SQLAlchemy and uvicorn are imported inside the commands so ``gpuprov --help`` and the
-scanner's commands start fast. Secrets go to stdout alone; every message goes to stderr.
+`register(app)` adds them to a command line; the `gpuprov` entry (gpuprov/cli.py) composes
+them with the scanner's. FastAPI, SQLAlchemy and uvicorn are imported inside the commands so
+``gpuprov --help`` stays light. Secrets go to stdout alone; every message goes to stderr.
 """
 
 from __future__ import annotations
@@ -269,24 +269,7 @@ def _database_failure(what: str, e: Exception) -> typer.Exit:
 
 
 def register(app: typer.Typer) -> None:
-    """Add the service commands to the `gpuprov` command line."""
+    """Add `serve`, `db` and `token` to a `gpuprov` command line."""
     app.command("serve", cls=StrictCommand)(serve)
     app.add_typer(db_app, name="db")
     app.add_typer(token_app, name="token")
-
-
-def full_app(argv: list[str] | None = None) -> typer.Typer:
-    """The whole `gpuprov` command line; with ``argv``, only what that command line needs."""
-    from scanner.cli import app, register_all
-
-    register_all(argv or ["gpuprov"])
-    if not any(c.name == "serve" for c in app.registered_commands):
-        register(app)
-    return app
-
-
-def main() -> None:
-    """Entry point of the ``gpuprov`` console script: scanner, agent and service commands."""
-    import sys
-
-    full_app(sys.argv)()

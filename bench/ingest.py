@@ -118,7 +118,7 @@ def start_server(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-c",
-        "from app.cli import main; main()",
+        "from gpuprov.cli import main; main()",
         "serve",
         "--port",
         str(port),

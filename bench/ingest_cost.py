@@ -109,7 +109,7 @@ def main() -> None:
         db.dispose()
         port = free_port()
         env = {**os.environ, "GPUPROV_DATABASE_URL": url}
-        command = [sys.executable, "-c", "from app.cli import main; main()", "serve"]
+        command = [sys.executable, "-c", "from gpuprov.cli import main; main()", "serve"]
         command += ["--port", str(port), "--workers", "1", "--log-level", "warning"]
         server = subprocess.Popen(command, cwd=ROOT, env=env)
         base = f"http://127.0.0.1:{port}"

@@ -28,7 +28,7 @@ CACHE = Path(os.environ.get("GPUPROV_BENCH_CACHE", Path.home() / ".cache" / "gpu
 WHEELS = ("nvidia-cudnn-cu12>=9,<10", "nvidia-cublas-cu12")
 GPU_PREFIXES = ("libcudnn", "libcublas")
 TREE_VERSION = "v1"
-GPROV = [sys.executable, "-m", "scanner.cli"]
+GPROV = [sys.executable, "-m", "gpuprov"]
 
 
 def sh(cmd: list[str], **kw: object) -> None:

@@ -1,44 +1,42 @@
-"""Command line of the scanner agent: the only place that prints or exits.
+"""`gpuprov scan`: the scanner's command, the only place of a scan that prints or exits.
 
-Exit codes (stable, documented in docs/cli.md): 0 clean, 1 findings matched ``--fail-on``
-(or a verification was rejected), 2 usage error or unreadable target.
+The command checks its options, builds a `ScanOptions` and hands it to `scanner.pipeline`,
+then writes the result in the chosen format. Exit codes (stable, documented in docs/cli.md):
+0 clean, 1 findings matched ``--fail-on`` (or a verification was rejected), 2 usage error or
+unreadable target. Imported only when `scan` (or `gate`) runs or its help is shown.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import os
 import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from click.core import ParameterSource
 
-from scanner import __version__
 from scanner.cli_common import (
     StrictCommand,
     fail,
     say,
     split_list,
-    typer_app,
     usage_error,
+    write_output,
 )
 from scanner.errors import ScannerError
 from scanner.model import FindingKind
 
 if TYPE_CHECKING:
     from scanner.model import ScanResult
+    from scanner.pipeline import ScanOptions
+    from scanner.source.registry import RegistryOptions
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_USAGE = 2
-
-app = typer_app(
-    name="gpuprov",
-    help="Inventory and provenance of GPU libraries (cuDNN, CUDA, NCCL, ...) in hosts and images.",
-)
 
 
 class Format(StrEnum):
@@ -66,23 +64,13 @@ FAIL_ON_NEEDS: dict[str, str | None] = {
 }
 FAIL_ON_KINDS = tuple(kind.value for kind in FindingKind)
 
-
-def _version_callback(value: bool) -> None:
-    if value:
-        typer.echo(f"gpuprov {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version", callback=_version_callback, is_eager=True, help="Print the version."
-        ),
-    ] = False,
-) -> None:
-    """gpuprov: which GPU libraries run where, are they the vendor's bytes, may this ship?"""
+#: Options that only some scans use, by the scans they apply to. Giving one to another scan
+#: is a usage error: an ignored option is a silent pass.
+_APPLIES_ONLY: dict[str, tuple[str, ...]] = {
+    "to registry: targets": ("username", "password_stdin", "ca_file", "insecure"),
+    "to image targets": ("attestation", "max_ratio", "max_layer_size", "max_size"),
+    "with --push": ("server", "token_file", "label"),
+}
 
 
 def _parse_fail_on(values: list[str] | None) -> set[str]:
@@ -135,16 +123,21 @@ def _parse_size(value: str | None) -> int | None:
         raise typer.BadParameter(f"not a size: {value!r} (e.g. 64G)") from None
 
 
-def _check_applicable(given: dict[str, bool], applies: bool, where: str) -> None:
-    """Refuse options that this scan would ignore (an ignored option is a silent pass)."""
-    if not applies:
-        names = [name for name, used in given.items() if used]
-        if names:
-            usage_error(f"{', '.join(names)} only appl{'ies' if len(names) == 1 else 'y'} {where}")
+def _refuse_ignored(ctx: typer.Context, applies: dict[str, bool]) -> None:
+    """Refuse the options given to a scan that would ignore them (see `_APPLIES_ONLY`)."""
+    options = {p.name: p.opts[0] for p in ctx.command.params}
+    for where, names in _APPLIES_ONLY.items():
+        given = [
+            options[name]
+            for name in names
+            if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+        ]
+        if given and not applies[where]:
+            usage_error(f"{', '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} {where}")
 
 
-@app.command(cls=StrictCommand)
 def scan(
+    ctx: typer.Context,
     target: Annotated[
         str,
         typer.Argument(
@@ -262,7 +255,7 @@ def scan(
     ] = None,
 ) -> None:
     """Scan a host root or a container image for GPU libraries and report them."""
-    from scanner.pipeline import ScanOptions, run_scan
+    from scanner.pipeline import ScanOptions
     from scanner.source.reference import is_registry_target
     from scanner.verify.inputs import TrustInputs
 
@@ -271,135 +264,141 @@ def scan(
     layer_total = _parse_size(max_layer_size)
     is_registry = is_registry_target(target)
     image = True if is_registry else _is_image(target)
-    _check_applicable(
+    _refuse_ignored(
+        ctx,
         {
-            "--username": username is not None,
-            "--password-stdin": password_stdin,
-            "--ca-file": ca_file is not None,
-            "--insecure": insecure,
+            "to registry: targets": is_registry,
+            "to image targets": image is not False,
+            "with --push": push,
         },
-        is_registry,
-        "to registry: targets",
     )
-    _check_applicable(
-        {
-            "--attestation": bool(attestation),
-            "--max-ratio": max_ratio is not None,
-            "--max-layer-size": max_layer_size is not None,
-            "--max-size": max_size is not None,
-        },
-        image is not False,
-        "to image targets",
-    )
-    _check_applicable(
-        {
-            "--server": server is not None,
-            "--token-file": token_file is not None,
-            "--label": bool(label),
-        },
-        push,
-        "with --push",
+    trust_inputs = TrustInputs(
+        trust=trust,
+        trust_key=trust_key,
+        catalogs=tuple(catalog or ()),
+        attestations=tuple(attestation or ()),
     )
     missing = _unevaluable(
         fail_kinds, trust=bool(trust or trust_key), catalogs=bool(catalog), image=image
     )
     if missing:
         usage_error("; ".join(missing), "--fail-on")
-    labels: dict[str, str] = {}
-    if push:
-        from scanner.deliver import labels_from
-
-        try:
-            labels = labels_from(label or [])
-        except ScannerError as e:
-            usage_error(str(e), "--label")
-
-    registry = None
-    if is_registry:
-        # Imported only here: the HTTP client costs a registry-less scan 0.1 s of start-up.
-        from scanner.source.registry import RegistryOptions
-
-        registry = RegistryOptions(
-            username=username,
-            password=sys.stdin.readline().rstrip("\n") if password_stdin else None,
-            ca_file=str(ca_file) if ca_file else None,
-            insecure=insecure,
-        )
-
+    labels = _labels(label) if push else {}
+    options = ScanOptions(
+        cache_dir=cache_dir,
+        use_cache=not no_cache,
+        all_filesystems=all_filesystems,
+        include=tuple(include or ()),
+        platform=platform,
+        workers=workers,
+        max_ratio=max_ratio,
+        max_total_bytes=total,
+        max_layer_bytes=layer_total,
+        trust=trust_inputs,
+        registry=(
+            _registry_options(username, password_stdin, ca_file, insecure) if is_registry else None
+        ),
+    )
     chosen = fmt or (Format.TABLE if sys.stdout.isatty() and output is None else Format.CYCLONEDX)
+    result = _run(target, options, quiet=quiet)
+    _require_included(include or [], result)
+    report = _write_report(result, chosen, output, spec_version, wide=wide)
+    code = _fail_on(result, fail_kinds, tell_skipped=not quiet and chosen is not Format.TABLE)
+    if push:
+        from scanner.bom.cyclonedx import to_json as bom_json
+        from scanner.cli_agent import push_report
+
+        bom = report if chosen is Format.CYCLONEDX else bom_json(result, spec_version.value)
+        pushed = push_report(bom.encode(), server=server, token_file=token_file, labels=labels)
+        # Findings decide a gate: they win over a delivery problem (named on stderr anyway).
+        code = code or pushed
+    if code != EXIT_OK:
+        raise typer.Exit(code)
+
+
+def _labels(values: list[str] | None) -> dict[str, str]:
+    from scanner.deliver import labels_from
+
+    try:
+        return labels_from(values or [])
+    except ScannerError as e:
+        usage_error(str(e), "--label")
+
+
+def _registry_options(
+    username: str | None, password_stdin: bool, ca_file: Path | None, insecure: bool
+) -> RegistryOptions:
+    # Imported only here: the HTTP client costs a registry-less scan 0.1 s of start-up.
+    from scanner.source.registry import RegistryOptions
+
+    return RegistryOptions(
+        username=username,
+        password=sys.stdin.readline().rstrip("\n") if password_stdin else None,
+        ca_file=str(ca_file) if ca_file else None,
+        insecure=insecure,
+    )
+
+
+def _run(target: str, options: ScanOptions, *, quiet: bool) -> ScanResult:
+    """The scan, with a progress display on a terminal's stderr unless ``quiet``."""
+    from dataclasses import replace
+
+    from scanner.pipeline import run_scan
+
     display = None
     if not quiet and sys.stderr.isatty():
         from scanner.cli_progress import ProgressDisplay
 
         display = ProgressDisplay(sys.stderr)
+        options = replace(options, progress=display.update)
     try:
         with display or contextlib.nullcontext():
-            result = run_scan(
-                target,
-                ScanOptions(
-                    cache_dir=cache_dir,
-                    use_cache=not no_cache,
-                    all_filesystems=all_filesystems,
-                    include=tuple(include or ()),
-                    platform=platform,
-                    workers=workers,
-                    max_ratio=max_ratio,
-                    max_total_bytes=total,
-                    max_layer_bytes=layer_total,
-                    progress=display.update if display is not None else None,
-                    trust=TrustInputs(
-                        trust=trust,
-                        trust_key=trust_key,
-                        catalogs=tuple(catalog or ()),
-                        attestations=tuple(attestation or ()),
-                    ),
-                    registry=registry,
-                ),
-            )
+            return run_scan(target, options)
     except ScannerError as e:
         raise fail(str(e), EXIT_USAGE) from None
-    _require_included(include or [], result)
 
-    text = ""
+
+def _write_report(
+    result: ScanResult, chosen: Format, output: Path | None, spec: SpecVersion, *, wide: bool
+) -> str:
+    """Write the report in the chosen format; returns its text (empty for a table)."""
     if chosen is Format.TABLE:
         from scanner.report import render_table
 
-        if output is not None:
-            # Through _write like the other formats: atomic, and an unwritable FILE is a
-            # clear error (exit 2) instead of a traceback from open().
-            buf = io.StringIO()
-            render_table(result, buf, color=False, wide=wide)
-            _write(buf.getvalue(), output)
-        else:
+        if output is None:
             render_table(result, sys.stdout, color=sys.stdout.isatty(), wide=wide)
+            return ""
+        # Through write_output like the other formats: atomic, and an unwritable FILE is a
+        # clear error (exit 2) instead of a traceback from open().
+        buf = io.StringIO()
+        render_table(result, buf, color=False, wide=wide)
+        write_output(_line_ended(buf.getvalue()), output)
+        return ""
+    if chosen is Format.JSON:
+        from scanner.report import to_json
+
+        text = to_json(result)
     else:
-        if chosen is Format.JSON:
-            from scanner.report import to_json
+        from scanner.bom.cyclonedx import to_json as bom_json
 
-            text = to_json(result)
-        else:
-            from scanner.bom.cyclonedx import to_json as bom_json
+        text = bom_json(result, spec.value)
+    write_output(_line_ended(text), output)
+    return text
 
-            text = bom_json(result, spec_version.value)
-        _write(text, output)
 
-    if not quiet and chosen is not Format.TABLE:
+def _line_ended(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _fail_on(result: ScanResult, kinds: set[str], *, tell_skipped: bool) -> int:
+    """Say what was skipped (when asked) and which findings match ``--fail-on``; the exit code."""
+    if tell_skipped:
         for s in result.skipped:
             say(f"skipped: {s.stage}: {s.path}: {s.reason}")
-    matched = [f for f in result.findings if f.kind in fail_kinds or fail_kinds & set(f.also)]
+    matched = [f for f in result.findings if f.kind in kinds or kinds & set(f.also)]
     for f in matched:
         say(f"fail-on {f.kind}: {', '.join(f.paths) or f.message}")
-    code = EXIT_FINDINGS if matched else EXIT_OK
-    if push:
-        from scanner.bom.cyclonedx import to_json as bom_json
-        from scanner.cli_agent import push_report
-
-        report = text if chosen is Format.CYCLONEDX else bom_json(result, spec_version.value)
-        pushed = push_report(report.encode(), server=server, token_file=token_file, labels=labels)
-        # Findings decide a gate: they win over a delivery problem (named on stderr anyway).
-        code = code or pushed
-    if code != EXIT_OK:
-        raise typer.Exit(code)
+    return EXIT_FINDINGS if matched else EXIT_OK
 
 
 def _require_included(include: list[str], result: ScanResult) -> None:
@@ -417,43 +416,6 @@ def _require_included(include: list[str], result: ScanResult) -> None:
         )
 
 
-def _write(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        if not text.endswith("\n"):
-            sys.stdout.write("\n")
-        return
-    tmp = output.with_name(output.name + f".tmp{os.getpid()}")
-    try:
-        tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-        os.replace(tmp, output)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            tmp.unlink()  # never leave a partial report behind
-        raise fail(f"cannot write {output}: {e.strerror or e}", EXIT_USAGE) from None
-
-
-def register_all(argv: list[str]) -> None:
-    """Add the agent and provenance commands to `app`, unless the command is ``scan``.
-
-    Their modules pull in httpx, cryptography and sigstore (about 0.25 s of imports), which a
-    ``scan`` never needs; skipping them keeps a warm host rescan fast.
-    """
-    words = [a for a in argv[1:] if not a.startswith("-")]
-    if words[:1] == ["scan"] or any(c.name == "push" for c in app.registered_commands):
-        return
-    from scanner import cli_agent, cli_gate, cli_provenance
-
-    cli_agent.register(app)
-    cli_provenance.register(app)
-    cli_gate.register(app)
-
-
-def main() -> None:
-    """Console entry point of the scanner-only CLI."""
-    register_all(sys.argv)
-    app()
-
-
-if __name__ == "__main__":
-    main()
+def register(app: typer.Typer) -> None:
+    """Add `scan` to a `gpuprov` command line."""
+    app.command("scan", cls=StrictCommand)(scan)

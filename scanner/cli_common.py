@@ -1,8 +1,10 @@
-"""What every `gpuprov` command shares: one error style, strict option parsing, and target
-data made harmless before it reaches a terminal.
+"""What every `gpuprov` command shares: one error style, strict option parsing, one way to
+write a result (stdout, or a file replaced atomically), and target data made harmless before
+it reaches a terminal.
 
-Used by scanner/cli*.py and app/cli.py; it imports nothing beyond typer and click, so every
-command (even a warm host rescan) can afford it.
+Used by gpuprov/cli.py (the entry), scanner/cli*.py and app/cli.py; it imports nothing beyond
+typer, click and two small scanner modules, so every command (even a warm host rescan) can
+afford it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import inspect
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -64,6 +67,25 @@ def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
     """Print ``message`` as an error and return the exit to raise: ``raise fail(...)``."""
     error(message)
     return typer.Exit(code)
+
+
+def write_output(data: str | bytes, output: Path | None) -> None:
+    """A command's result: to stdout as it is, or to ``output`` replaced atomically (a reader
+    never sees half a report). An unwritable file is a usage error (exit 2), not a traceback."""
+    if output is None:
+        if isinstance(data, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+        sys.stdout.flush()
+        return
+    from scanner.fsutil import atomic_write  # tempfile and its imports: not for --version
+
+    try:
+        atomic_write(output, data.encode() if isinstance(data, str) else data)
+    except OSError as e:
+        raise fail(f"cannot write {output}: {e.strerror or e}", EXIT_USAGE) from None
 
 
 def usage_error(message: str, option: str | None = None) -> NoReturn:
@@ -162,12 +184,12 @@ class _Typer(typer.Typer):
         return super().command(*args, cls=cls or StrictCommand, **kwargs)
 
 
-def typer_app(**kwargs: Any) -> typer.Typer:
-    """A Typer (sub)app with gpuprov's group class, strict commands and without Typer's extra
-    suggestions."""
+def typer_app(*, cls: type[Group] = Group, **kwargs: Any) -> typer.Typer:
+    """A Typer (sub)app with gpuprov's group class (or a subclass), strict commands and without
+    Typer's extra suggestions."""
     kwargs.setdefault("no_args_is_help", True)
     return _Typer(
-        cls=Group,
+        cls=cls,
         suggest_commands=False,
         add_completion=False,
         pretty_exceptions_enable=False,

@@ -8,8 +8,6 @@ or warn, 1 deny, 2 error (bad policy, unreadable target or BOM, failed scan).
 from __future__ import annotations
 
 import json
-import os
-import sys
 import tempfile
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -19,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import click
 import typer
 
-from scanner.cli_common import fail, say, show_usage_error
+from scanner.cli_common import fail, say, show_usage_error, write_output
 from scanner.errors import ScannerError
 
 if TYPE_CHECKING:  # the policy modules load only when the command runs
@@ -195,7 +193,7 @@ def _local(
     ref = loaded.ref()
     subject = facts.subject()
     text = _render(fmt, evaluation, ref, subject, catalog, uri)
-    _write(text, output)
+    write_output(text, output)
     if vsa_key is not None and vsa_out is not None:
         if evaluation.decision is not Decision.ALLOW:
             # a VSA says PASSED: only an allow earns it (a warn still names failing rules)
@@ -238,10 +236,10 @@ def _remote(
     ref = dict(answer["policy"])
     uri = f"{target.server}/api/v1/policies/{policy}?version={ref.get('version')}"
     text = _render(fmt, evaluation, ref, dict(answer["subject"]), default_catalog(), uri)
-    _write(text, output)
+    write_output(text, output)
     if vsa_out is not None:
         if answer.get("vsa"):
-            _write(json.dumps(answer["vsa"], indent=2) + "\n", vsa_out)
+            write_output(json.dumps(answer["vsa"], indent=2) + "\n", vsa_out)
             say(f"VSA written to {vsa_out}")
         else:
             why = answer.get("vsa_error") or (
@@ -324,21 +322,8 @@ def _write_vsa(
         envelope = sign_vsa(statement, _read(key, "VSA key"))
     except Rejected as e:
         raise fail(f"no VSA: {e}", EXIT_ERROR) from None
-    _write(envelope.to_json(), dest)
+    write_output(envelope.to_json(), dest)
     say(f"VSA written to {dest}")
-
-
-def _write(text: str, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    tmp = output.with_name(output.name + f".tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, output)
-    except OSError as e:
-        raise fail(f"cannot write {output}: {e.strerror}", EXIT_ERROR) from None
 
 
 def register(app: typer.Typer) -> None:

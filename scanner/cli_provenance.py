@@ -6,15 +6,13 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from scanner.cli_common import PROG, StrictCommand, fail, out, say, typer_app
+from scanner.cli_common import PROG, StrictCommand, fail, out, say, typer_app, write_output
 from scanner.errors import ScannerError, VerifyError
 from scanner.refcatalog.model import Catalog, RefCatalogError
 from scanner.verify.errors import Rejected
@@ -46,19 +44,6 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as e:
         raise fail(f"cannot read {path}: {e.strerror}", EXIT_USAGE) from None
-
-
-def _write(data: bytes, output: Path | None) -> None:
-    if output is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-        return
-    tmp = output.with_name(output.name + f".tmp{os.getpid()}")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, output)
-    except OSError as e:
-        raise fail(f"cannot write {output}: {e.strerror}", EXIT_USAGE) from None
 
 
 def _policy(trust: Path | None, trust_key: Path | None) -> TrustPolicy:
@@ -236,7 +221,7 @@ def _emit(build: Callable[[], Catalog], output: Path | None) -> None:
         raise fail(str(e), EXIT_REJECTED) from None
     except ScannerError as e:
         raise fail(str(e), EXIT_USAGE) from None
-    _write(catalog.to_bytes(), output)
+    write_output(catalog.to_bytes(), output)
     say(f"catalog {catalog.name!r}: {len(catalog.entries)} files")
 
 
@@ -255,7 +240,7 @@ def catalog_sign(
         envelope = sign_catalog(raw, load_private_key(key), keyid)
     except RefCatalogError as e:
         raise fail(str(e), EXIT_USAGE) from None
-    _write(envelope.to_json().encode(), output)
+    write_output(envelope.to_json().encode(), output)
 
 
 @catalog_app.command("verify", cls=StrictCommand)

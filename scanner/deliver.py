@@ -29,7 +29,6 @@ import hashlib
 import json
 import os
 import random
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -40,6 +39,7 @@ from typing import Any
 import httpx
 
 from scanner.errors import ScannerError, UsageError
+from scanner.fsutil import atomic_write
 
 ENV_SERVER = "GPUPROV_SERVER"
 ENV_TOKEN = "GPUPROV_TOKEN"
@@ -408,18 +408,8 @@ class Spool:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Spool files: private to the agent (0600) and fsynced, a report must survive a crash."""
+    atomic_write(path, data, mode=0o600, durable=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 Files are hashed in parallel threads: hashlib releases the GIL on large buffers, so two
 threads keep two cores busy. Memory stays bounded by the chunk size whatever the file size.
-Host scans keep a digest cache keyed by (device, inode, size, mtime_ns, ctime_ns).
+Host scans keep a digest cache keyed by (device, inode, size, mtime_ns, ctime_ns). What a file
+*is* (its ELF facts) is computed by a function the pipeline passes in, in the same job.
 """
 
 from __future__ import annotations
@@ -15,15 +16,54 @@ import queue
 import stat
 import tempfile
 import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-from scanner.errors import HashError
-from scanner.model import Digests, ElfFacts, FileFacts, Sha256, StatKey
+from scanner.errors import DetectError, HashError, NotElfError
+from scanner.fsutil import atomic_write
+from scanner.model import (
+    Candidate,
+    Digests,
+    ElfFacts,
+    FileFacts,
+    Progress,
+    ProgressFn,
+    ProgressStage,
+    Sha256,
+    Skipped,
+    Stage,
+    StatKey,
+)
 
 CHUNK = 4 * 1024 * 1024
 #: Bumped when what the cache stores changes meaning (2: ctime joined the key).
 CACHE_SCHEMA = "2"
+
+
+#: ELF analysis of a file on this machine: (path on the host, path in the scanned root).
+AnalyzeHostFile = Callable[[str, str], ElfFacts]
+
+
+def may_be_dpkg_owned(path: str) -> bool:
+    """Whether a file may need MD5 before its owner is known (dpkg records only MD5).
+
+    In an image, a layer is read once and the package database may come in a later layer,
+    so MD5 is computed up front unless the path belongs to a manager that records SHA-256
+    (pip site-packages); this keeps MD5 off the large wheel-installed libraries.
+    """
+    return "/site-packages/" not in path and "/dist-packages/" not in path
+
+
+def facts_of(digests: Digests, analyze: Callable[[], ElfFacts]) -> FileFacts:
+    """A candidate's facts: its digests and ELF facts, or why it is no (readable) library."""
+    try:
+        return FileFacts(digests=digests, elf=analyze())
+    except NotElfError as e:
+        return FileFacts(digests=digests, error=str(e), not_elf=True)
+    except DetectError as e:
+        return FileFacts(digests=digests, error=str(e))
 
 
 def hash_file(path: str, *, md5: bool = False) -> Digests:
@@ -83,22 +123,6 @@ def hash_region(path: str, offset: int, size: int, *, md5: bool = False) -> Dige
         raise HashError(f"{path}: read failed while hashing: {e.strerror}") from e
     finally:
         os.close(fd)
-    return Digests(size=size, sha256=Sha256(sha.hexdigest()), md5=m.hexdigest() if m else None)
-
-
-def hash_stream(stream: IO[bytes], size: int, *, md5: bool = False) -> Digests:
-    """Hash exactly ``size`` bytes of a stream (fewer means a truncated entry)."""
-    sha = hashlib.sha256()
-    m = hashlib.md5(usedforsecurity=False) if md5 else None
-    remaining = size
-    while remaining > 0:
-        chunk = stream.read(min(CHUNK, remaining))
-        if not chunk:
-            raise HashError(f"stream ended {remaining} bytes early")
-        remaining -= len(chunk)
-        sha.update(chunk)
-        if m is not None:
-            m.update(chunk)
     return Digests(size=size, sha256=Sha256(sha.hexdigest()), md5=m.hexdigest() if m else None)
 
 
@@ -271,11 +295,131 @@ class HostFactsCache:
             self._dirty = True
 
     def save(self) -> None:
-        """Write the cache atomically (temp file + rename) when it changed."""
+        """Write the cache atomically when it changed (OSError propagates)."""
         if self._path is None or not self._dirty:
             return
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"schema": CACHE_SCHEMA, "entries": self._entries}))
-        os.replace(tmp, self._path)
+        data = json.dumps({"schema": CACHE_SCHEMA, "entries": self._entries}).encode()
+        atomic_write(self._path, data)
         self._dirty = False
+
+
+class HostHasher:
+    """Hashes and analyzes host candidates on a thread pool, starting while the walk runs.
+
+    The directory source reports each candidate as soon as it finds it (`early`), so hashing
+    overlaps the walk; `finish` then settles the owners' needs (MD5 for dpkg) and waits.
+    Results go through the (dev, inode, size, mtime, ctime) cache, so an unchanged host is not
+    read.
+    """
+
+    def __init__(
+        self,
+        *,
+        cache_path: Path | None,
+        version: str,
+        workers: int,
+        analyze: AnalyzeHostFile,
+        progress: ProgressFn | None = None,
+    ) -> None:
+        self.cache_path = cache_path
+        self.cache = HostFactsCache(cache_path)
+        self.version = version
+        self.analyze = analyze
+        self.progress = progress
+        self.pool = ThreadPoolExecutor(
+            max_workers=workers or os.cpu_count() or 2, thread_name_prefix="gpuprov-hash"
+        )
+        self.jobs: dict[str, tuple[StatKey, bool, Future[FileFacts | Skipped]]] = {}
+
+    def early(self, path: str, host_path: str, stat_key: StatKey) -> None:
+        """Start on a candidate found by the walk (MD5 guessed from the path, as for images)."""
+        md5 = may_be_dpkg_owned(path)
+        if self.cache.get(stat_key, self.version, need_md5=md5) is None:
+            job = self.pool.submit(self._work, path, host_path, md5)
+            self.jobs[path] = (stat_key, md5, job)
+
+    def _work(self, path: str, host_path: str, md5: bool) -> FileFacts | Skipped:
+        try:
+            digests = hash_file(host_path, md5=md5)
+        except HashError as e:
+            return Skipped(path, str(e), Stage.HASH)
+        return facts_of(digests, lambda: self.analyze(host_path, path))
+
+    def finish(
+        self,
+        candidates: Sequence[Candidate],
+        need_md5: Callable[[Candidate], bool],
+        skipped: list[Skipped],
+        unread: dict[str, str],
+    ) -> dict[str, FileFacts]:
+        """Facts of every host candidate (``need_md5``: its owner recorded MD5); why a
+        candidate could not be read goes to ``unread`` (path -> reason). The pool is shut down
+        and the cache saved."""
+        out: dict[str, FileFacts] = {}
+        try:
+            pending = self._settle(candidates, need_md5, out)
+            self._wait(pending, len(candidates), out, unread)
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            self.cache.save()
+        except OSError as e:
+            reason = f"cannot write the host cache: {e}"
+            skipped.append(Skipped(str(self.cache_path), reason, Stage.HASH))
+        return out
+
+    def _settle(
+        self,
+        candidates: Sequence[Candidate],
+        need_md5: Callable[[Candidate], bool],
+        out: dict[str, FileFacts],
+    ) -> list[tuple[Candidate, Future[FileFacts | Skipped]]]:
+        """Cached facts into ``out``; the jobs still to wait for, largest file first."""
+        pending: list[tuple[Candidate, Future[FileFacts | Skipped]]] = []
+        for cand in sorted(candidates, key=lambda c: c.size, reverse=True):
+            if cand.host_path is None or cand.stat_key is None:
+                continue
+            md5 = need_md5(cand)
+            cached = self.cache.get(cand.stat_key, self.version, need_md5=md5)
+            if cached is not None:
+                out[cand.ref.path] = cached
+                continue
+            job = self.jobs.pop(cand.ref.path, None)
+            # A job still queued is cancelled and submitted again here, in largest-first
+            # order, so the two threads finish together whatever order the walk took.
+            if (
+                job is not None
+                and job[0] == cand.stat_key
+                and (job[1] or not md5)
+                and not job[2].cancel()
+            ):
+                pending.append((cand, job[2]))
+            else:
+                work = self.pool.submit(self._work, cand.ref.path, cand.host_path, md5)
+                pending.append((cand, work))
+        return pending
+
+    def _wait(
+        self,
+        pending: list[tuple[Candidate, Future[FileFacts | Skipped]]],
+        candidates: int,
+        out: dict[str, FileFacts],
+        unread: dict[str, str],
+    ) -> None:
+        progress = self.progress
+        total = sum(cand.size for cand, _ in pending)
+        hashed = 0
+        if progress is not None and pending:
+            progress(Progress(ProgressStage.HASH, 0, total, "bytes", candidates))
+        for cand, future in pending:
+            res = future.result()
+            hashed += cand.size
+            if progress is not None:
+                progress(Progress(ProgressStage.HASH, hashed, total, "bytes", candidates))
+            if isinstance(res, Skipped):
+                unread[cand.ref.path] = res.reason
+                continue
+            out[cand.ref.path] = res
+            assert cand.stat_key is not None
+            self.cache.put(cand.stat_key, self.version, res)

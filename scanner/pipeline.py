@@ -1,7 +1,8 @@
-"""The one module that composes the scan: source -> catalog -> detect -> hash -> verify.
+"""The one module that composes the scan: source -> catalog -> hash -> detect -> verify.
 
 `run_scan` returns a format-neutral `ScanResult`; encoders (bom/, report.py) and the CLI
-consume it. Nothing here prints.
+consume it. Nothing here prints. `run_scan` reads as its stages; each stage below is one
+function taking what it needs and returning what the next stages use.
 """
 
 from __future__ import annotations
@@ -11,24 +12,31 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 from scanner import __version__
-from scanner.errors import DetectError, HashError, NotElfError, SourceError, UsageError
-from scanner.hash import HostFactsCache, SpoolingHasher, hash_file, hash_region
+from scanner.errors import SourceError, UsageError
+from scanner.fsutil import cache_root
+from scanner.hash import (
+    HostHasher,
+    SpoolingHasher,
+    facts_of,
+    hash_region,
+    may_be_dpkg_owned,
+)
 from scanner.model import (
     AssetKind,
     Candidate,
     Digests,
-    ElfFacts,
     FileFacts,
     Finding,
     FindingKind,
     GpuLibrary,
+    ImageTrust,
     Integrity,
     OwnedFile,
     Package,
@@ -38,33 +46,30 @@ from scanner.model import (
     Provenance,
     ScanResult,
     Skipped,
-    Stage,
-    StatKey,
 )
 from scanner.source.interface import RootView, Selector, Source
 from scanner.verify.inputs import TrustInputs
 from scanner.verify.integrity import integrity_verdict
 
 if TYPE_CHECKING:
+    from scanner.catalog.interface import CatalogResult
+    from scanner.detect.context import DetectContext
     from scanner.source import Limits
     from scanner.source.registry import RegistryOptions
+    from scanner.verify.provenance import VerifiedCatalog
     from scanner.verify.trust import TrustPolicy
 
 #: Bumped when what the probe computes changes, so cached layer yields are recomputed.
 PROBE_VERSION = "1"
 
-
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/gpuprov`` or ``~/.cache/gpuprov``."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "gpuprov"
+Owners = dict[str, tuple[Package, OwnedFile]]
 
 
 @dataclass(frozen=True)
 class ScanOptions:
     """Knobs of one scan; defaults are what a user gets without flags."""
 
-    cache_dir: Path | None = None  # None -> default_cache_dir()
+    cache_dir: Path | None = None  # None -> scanner.fsutil.cache_root()
     use_cache: bool = True
     all_filesystems: bool = False
     include: tuple[str, ...] = ()
@@ -78,17 +83,7 @@ class ScanOptions:
     registry: RegistryOptions | None = None
 
     def resolved_cache_dir(self) -> Path:
-        return self.cache_dir if self.cache_dir is not None else default_cache_dir()
-
-
-def _may_be_dpkg_owned(path: str) -> bool:
-    """Whether an image file may need MD5 (dpkg records only MD5).
-
-    In an image, a layer is read once and the package database may come in a later layer,
-    so MD5 is computed up front unless the path belongs to a manager that records SHA-256
-    (pip site-packages); this keeps MD5 off the large wheel-installed libraries.
-    """
-    return "/site-packages/" not in path and "/dist-packages/" not in path
+        return self.cache_dir if self.cache_dir is not None else cache_root()
 
 
 #: A spooled library is at most this large in practice (cuBLASLt: 0.75 GB), one at a time.
@@ -110,26 +105,16 @@ def _spool_parent() -> str | None:
     return None
 
 
-def _analyzed(digests: Digests, analyze: Callable[[], ElfFacts]) -> FileFacts:
-    """A candidate's facts: its digests and ELF facts, or why it is no (readable) library."""
-    try:
-        return FileFacts(digests=digests, elf=analyze())
-    except NotElfError as e:
-        return FileFacts(digests=digests, error=str(e), not_elf=True)
-    except DetectError as e:
-        return FileFacts(digests=digests, error=str(e))
-
-
 def _make_image_probe(spool_dir: str) -> Callable[[str, IO[bytes], int], FileFacts]:
     """Probe for image layers: hash while spooling, then analyze the spooled ELF file."""
     from scanner.detect import analyze_elf
 
     def probe(path: str, stream: IO[bytes], size: int) -> FileFacts:
-        hasher = SpoolingHasher(spool_dir, md5=_may_be_dpkg_owned(path))
+        hasher = SpoolingHasher(spool_dir, md5=may_be_dpkg_owned(path))
         try:
             hasher.feed(stream, size)
             digests = hasher.finish()
-            return _analyzed(digests, lambda: analyze_elf(hasher.path, name=path))
+            return facts_of(digests, lambda: analyze_elf(hasher.path, name=path))
         finally:
             hasher.discard()
 
@@ -145,8 +130,8 @@ def _make_located_probe(
 
     def work(path: str, size: int, at: tuple[str, int]) -> FileFacts:
         before = os.stat(at[0])
-        digests = hash_region(at[0], at[1], size, md5=_may_be_dpkg_owned(path))
-        facts = _analyzed(digests, lambda: analyze_elf_region(at[0], at[1], size, name=path))
+        digests = hash_region(at[0], at[1], size, md5=may_be_dpkg_owned(path))
+        facts = facts_of(digests, lambda: analyze_elf_region(at[0], at[1], size, name=path))
         after = os.stat(at[0])
         if (before.st_mtime_ns, before.st_size) != (after.st_mtime_ns, after.st_size):
             raise SourceError(f"{at[0]} changed while it was being scanned")
@@ -182,9 +167,7 @@ def _probe_version() -> str:
     return f"{catalog.CATALOG_VERSION}/{detect.DETECT_VERSION}/{PROBE_VERSION}"
 
 
-def _owner_of(
-    cand: Candidate, owners: dict[str, tuple[Package, OwnedFile]]
-) -> tuple[Package, OwnedFile] | None:
+def _owner_of(cand: Candidate, owners: Owners) -> tuple[Package, OwnedFile] | None:
     hit = owners.get(cand.ref.path)
     if hit is not None:
         return hit
@@ -200,186 +183,196 @@ def _owner_of(
     return None
 
 
-class _HostHasher:
-    """Hashes and analyzes host candidates on a thread pool, starting while the walk runs.
+def _host_hasher(options: ScanOptions) -> HostHasher:
+    from scanner.detect import analyze_elf
 
-    The directory source reports each candidate as soon as it finds it (`early`), so hashing
-    overlaps the walk; `finish` then settles the owners' needs (MD5 for dpkg) and waits.
-    Results go through the (dev, inode, size, mtime, ctime) cache, so an unchanged host is not read.
-    """
+    return HostHasher(
+        cache_path=options.resolved_cache_dir() / "host-files.json" if options.use_cache else None,
+        version=_probe_version(),
+        workers=options.workers,
+        analyze=lambda host_path, path: analyze_elf(host_path, name=path),
+        progress=options.progress,
+    )
 
-    def __init__(self, options: ScanOptions, version: str) -> None:
-        from concurrent.futures import ThreadPoolExecutor
 
-        self.options = options
-        self.version = version
-        self.cache_path = (
-            options.resolved_cache_dir() / "host-files.json" if options.use_cache else None
-        )
-        self.cache = HostFactsCache(self.cache_path)
-        workers = options.workers or os.cpu_count() or 2
-        self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gpuprov-hash")
-        self.jobs: dict[str, tuple[StatKey, bool, Future[FileFacts | Skipped]]]
-        self.jobs = {}
+class _Clock:
+    """Seconds spent in each stage, for the result's stats."""
 
-    def early(self, path: str, host_path: str, stat_key: StatKey) -> None:
-        """Start on a candidate found by the walk (MD5 guessed from the path, as for images)."""
-        md5 = _may_be_dpkg_owned(path)
-        if self.cache.get(stat_key, self.version, need_md5=md5) is None:
-            job = self.pool.submit(self._work, path, host_path, md5)
-            self.jobs[path] = (stat_key, md5, job)
+    def __init__(self) -> None:
+        self.marks = [time.perf_counter()]
 
-    @staticmethod
-    def _work(path: str, host_path: str, md5: bool) -> FileFacts | Skipped:
-        from scanner.detect import analyze_elf
+    def lap(self) -> None:
+        self.marks.append(time.perf_counter())
 
-        try:
-            digests = hash_file(host_path, md5=md5)
-        except HashError as e:
-            return Skipped(path, str(e), Stage.HASH)
-        return _analyzed(digests, lambda: analyze_elf(host_path, name=path))
-
-    def finish(
-        self,
-        candidates: Sequence[Candidate],
-        owners: dict[str, tuple[Package, OwnedFile]],
-        skipped: list[Skipped],
-        unread: dict[str, str],
-    ) -> dict[str, FileFacts]:
-        """Facts of every host candidate; why a candidate could not be read goes to
-        ``unread`` (path -> reason). The pool is shut down and the cache saved."""
-        out: dict[str, FileFacts] = {}
-        pending: list[tuple[Candidate, Future[FileFacts | Skipped]]] = []
-        try:
-            for cand in sorted(candidates, key=lambda c: c.size, reverse=True):
-                if cand.host_path is None or cand.stat_key is None:
-                    continue
-                owner = _owner_of(cand, owners)
-                need_md5 = owner is not None and (owner[1].algorithm or "").lower() == "md5"
-                cached = self.cache.get(cand.stat_key, self.version, need_md5=need_md5)
-                if cached is not None:
-                    out[cand.ref.path] = cached
-                    continue
-                job = self.jobs.pop(cand.ref.path, None)
-                # A job still queued is cancelled and submitted again here, in largest-first
-                # order, so the two threads finish together whatever order the walk took.
-                if (
-                    job is not None
-                    and job[0] == cand.stat_key
-                    and (job[1] or not need_md5)
-                    and not job[2].cancel()
-                ):
-                    pending.append((cand, job[2]))
-                else:
-                    work = self.pool.submit(self._work, cand.ref.path, cand.host_path, need_md5)
-                    pending.append((cand, work))
-            progress = self.options.progress
-            total = sum(cand.size for cand, _ in pending)
-            hashed = 0
-            if progress is not None and pending:
-                progress(Progress(ProgressStage.HASH, 0, total, "bytes", len(candidates)))
-            for cand, future in pending:
-                res = future.result()
-                hashed += cand.size
-                if progress is not None:
-                    progress(Progress(ProgressStage.HASH, hashed, total, "bytes", len(candidates)))
-                if isinstance(res, Skipped):
-                    unread[cand.ref.path] = res.reason
-                    continue
-                out[cand.ref.path] = res
-                assert cand.stat_key is not None
-                self.cache.put(cand.stat_key, self.version, res)
-        finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-        try:
-            self.cache.save()
-        except OSError as e:
-            reason = f"cannot write the host cache: {e}"
-            skipped.append(Skipped(str(self.cache_path), reason, Stage.HASH))
-        return out
+    def stats(self) -> dict[str, float]:
+        start, source, catalog, hashed, end = self.marks
+        return {
+            "seconds_source": round(source - start, 4),
+            "seconds_catalog": round(catalog - source, 4),
+            "seconds_hash": round(hashed - catalog, 4),
+            "seconds_total": round(end - start, 4),
+        }
 
 
 def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     """Scan a host root or an image and return every GPU library with its verdicts."""
-    from scanner.catalog import catalog_view
-    from scanner.detect import (
-        build_context,
-        digest_records,
-        fill_from_identical,
-        fill_from_siblings,
-        find_mixed_cudnn,
-        identify,
-    )
-    from scanner.source import open_source, symlink_loops
+    from scanner.source import symlink_loops
 
     options = options or ScanOptions()
     started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     # Trust material is checked before any work: a catalog that does not verify stops here.
     policy, catalogs = _load_trust(options.trust)
-    t0 = time.perf_counter()
-    limits = _limits(options)
-    source = open_source(
+    clock = _Clock()
+    source = _open_source(target, options)
+    hasher = _host_hasher(options)
+    view, selector = _read_root(source, hasher, options.progress)
+    clock.lap()
+    skipped: list[Skipped] = list(view.skipped)
+    # Every source drops a looping library symlink; say so once here (issue 2, section 7).
+    skipped.extend(symlink_loops(view.nodes, selector.is_candidate))
+
+    catalog, ctx = _catalog(view, options, skipped)
+    clock.lap()
+    facts, unread = _hash(view, catalog.owners, hasher, skipped)
+    clock.lap()
+    ctx = _with_records(ctx, facts, catalog, catalogs)
+    libraries, not_library, told = _identify(view, facts, unread, catalog.owners, ctx, skipped)
+    libraries, findings = _cross_check(libraries)
+    findings.extend(not_library)
+    skipped = [s for s in skipped if s not in told]
+    findings.extend(_integrity_findings(libraries))
+
+    image_trust = None
+    if policy is not None:
+        _stage(options, ProgressStage.VERIFY, len(libraries))
+        libraries, image_trust = _verify(source, view, options.trust, policy, catalogs, libraries)
+        findings.extend(_trust_findings(libraries, catalogs, image_trust))
+    clock.lap()
+    owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
+    return ScanResult(
+        asset=view.info,
+        libraries=tuple(libraries),
+        packages=tuple(sorted(owners_used.values(), key=lambda p: p.purl)),
+        findings=tuple(findings),
+        skipped=tuple(skipped),
+        started_at=started,
+        tool_version=__version__,
+        stats={
+            **view.stats,
+            **clock.stats(),
+            "nodes": float(len(view.nodes)),
+            "candidates": float(len(view.candidates)),
+        },
+        image_trust=image_trust,
+    )
+
+
+def _open_source(target: str, options: ScanOptions) -> Source:
+    from scanner.source import open_source
+
+    return open_source(
         target,
         cache_dir=options.resolved_cache_dir() / "layers",
         use_cache=options.use_cache,
         all_filesystems=options.all_filesystems,
         include=options.include,
-        limits=limits,
+        limits=_limits(options),
         platform=options.platform,
         registry=options.registry,
     )
+
+
+def _read_root(
+    source: Source, hasher: HostHasher, progress: ProgressFn | None
+) -> tuple[RootView, Selector]:
+    """Source stage: the squashed view of the target. Host candidates start hashing as the
+    walk finds them; image candidates are hashed and analyzed as their layer streams by."""
     spool_dir = tempfile.mkdtemp(prefix="gpuprov-", dir=_spool_parent())
-    hasher = _HostHasher(options, _probe_version())
     selector = _selector(spool_dir, hasher.pool)
     try:
-        view: RootView = source.open_view(
-            replace(selector, on_candidate=hasher.early, on_progress=options.progress)
-        )
+        view = source.open_view(replace(selector, on_candidate=hasher.early, on_progress=progress))
     except BaseException:
         hasher.pool.shutdown(wait=True, cancel_futures=True)
         raise
     finally:
         shutil.rmtree(spool_dir, ignore_errors=True)
-    t_source = time.perf_counter()
-    skipped: list[Skipped] = list(view.skipped)
-    # Every source drops a looping library symlink; say so once here (issue 2, section 7).
-    skipped.extend(symlink_loops(view.nodes, selector.is_candidate))
+    return view, selector
+
+
+def _catalog(
+    view: RootView, options: ScanOptions, skipped: list[Skipped]
+) -> tuple[CatalogResult, DetectContext]:
+    """Catalog stage: owner packages of the root, and what its metadata says for detection."""
+    from scanner.catalog import catalog_view
+    from scanner.detect import build_context
 
     _stage(options, ProgressStage.CATALOG, len(view.candidates))
     catalog = catalog_view(view)
     skipped.extend(catalog.skipped)
     ctx = build_context(view.metadata, view.info)
     skipped.extend(ctx.skipped)
-    t_catalog = time.perf_counter()
+    return catalog, ctx
 
-    facts: dict[str, FileFacts] = {
-        c.ref.path: c.facts for c in view.candidates if c.facts is not None
-    }
+
+def _hash(
+    view: RootView, owners: Owners, hasher: HostHasher, skipped: list[Skipped]
+) -> tuple[dict[str, FileFacts], dict[str, str]]:
+    """Hash stage: facts of every candidate (images': from the source already), and why a
+    candidate could not be read (path -> reason)."""
+    facts = {c.ref.path: c.facts for c in view.candidates if c.facts is not None}
     unread: dict[str, str] = {}
-    facts.update(hasher.finish(view.candidates, catalog.owners, skipped, unread))
-    t_hash = time.perf_counter()
-    # Other records of the same bytes, wherever the file lies: a relocated toolkit's wheel
-    # RECORD, a signed catalog (issue 7: hosts had no version where images had the config).
-    ctx = replace(
-        ctx,
-        records=digest_records(
-            {f.digests.sha256 for f in facts.values()},
-            catalog.packages,
-            [
-                (
-                    f"catalog {c.name} (signed by {c.signer})",
-                    [(e.name, e.sha256, e.family, e.version, e.cuda_major) for e in c.entries],
-                )
-                for c in catalogs
-            ],
-        ),
+
+    def need_md5(cand: Candidate) -> bool:
+        owner = _owner_of(cand, owners)
+        return owner is not None and (owner[1].algorithm or "").lower() == "md5"
+
+    facts.update(hasher.finish(view.candidates, need_md5, skipped, unread))
+    return facts, unread
+
+
+def _with_records(
+    ctx: DetectContext,
+    facts: dict[str, FileFacts],
+    catalog: CatalogResult,
+    catalogs: Sequence[VerifiedCatalog],
+) -> DetectContext:
+    """Other records of the same bytes, wherever the file lies: a relocated toolkit's wheel
+    RECORD, a signed catalog (issue 7: hosts had no version where images had the config)."""
+    from scanner.detect import digest_records
+
+    records = digest_records(
+        {f.digests.sha256 for f in facts.values()},
+        catalog.packages,
+        [
+            (
+                f"catalog {c.name} (signed by {c.signer})",
+                [(e.name, e.sha256, e.family, e.version, e.cuda_major) for e in c.entries],
+            )
+            for c in catalogs
+        ],
     )
+    return replace(ctx, records=records)
+
+
+def _identify(
+    view: RootView,
+    facts: dict[str, FileFacts],
+    unread: dict[str, str],
+    owners: Owners,
+    ctx: DetectContext,
+    skipped: list[Skipped],
+) -> tuple[list[GpuLibrary], list[Finding], set[Skipped]]:
+    """Detect stage: each candidate as a GPU library with its integrity verdict, or as a
+    finding when it is none; and the source's skipped records those findings replace.
+
+    A candidate is a GPU library only when its bytes were read and are an ELF shared library;
+    anything else is reported once, as a finding of its own kind, in every format (issue 7: a
+    non-ELF file was listed as cuDNN *and* skipped; an unreadable one was a table row, counted
+    by a finding, and missing from the CycloneDX).
+    """
+    from scanner.detect import identify
 
     libraries: list[GpuLibrary] = []
-    # A candidate is a GPU library only when its bytes were read and are an ELF shared
-    # library; anything else is reported once, as a finding of its own kind, in every format
-    # (issue 7: a non-ELF file was listed as cuDNN *and* skipped; an unreadable one was a
-    # table row, counted by a finding, and missing from the CycloneDX).
     not_library: list[Finding] = []
     # Why an image source did not read a candidate (a sparse tar entry) becomes the reason of
     # its finding rather than a second, skipped, record of the same file.
@@ -389,7 +382,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     told: set[Skipped] = set()
     for cand in sorted(view.candidates, key=lambda c: c.ref.path):
         f = facts.get(cand.ref.path)
-        hit = _owner_of(cand, catalog.owners)
+        hit = _owner_of(cand, owners)
         owner, record = (hit[0], hit[1]) if hit else (None, None)
         if f is None:
             source_skip = not_read.get(cand.ref.path)
@@ -418,6 +411,13 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
                 error=f.error,
             )
         )
+    return libraries, not_library, told
+
+
+def _cross_check(libraries: list[GpuLibrary]) -> tuple[list[GpuLibrary], list[Finding]]:
+    """What the libraries say about each other: versions from identical bytes and from
+    agreeing siblings, then mixed cuDNN installs (each such library noted)."""
+    from scanner.detect import fill_from_identical, fill_from_siblings, find_mixed_cudnn
 
     filled = fill_from_identical(
         [(lib.ref.path, lib.digests.sha256, lib.ident) for lib in libraries]
@@ -429,12 +429,18 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         lib if ident is lib.ident else replace(lib, ident=ident)
         for lib, ident in zip(libraries, filled, strict=True)
     ]
-    findings: list[Finding] = list(
-        find_mixed_cudnn([(lib.ref.path, lib.ident) for lib in libraries])
-    )
-    findings.extend(not_library)
-    skipped = [s for s in skipped if s not in told]
+    findings = list(find_mixed_cudnn([(lib.ref.path, lib.ident) for lib in libraries]))
     mixed_paths = {p for fnd in findings for p in fnd.paths}
+    if mixed_paths:
+        libraries = [
+            _with_note(lib, "mixed-cudnn") if lib.ref.path in mixed_paths else lib
+            for lib in libraries
+        ]
+    return libraries, findings
+
+
+def _integrity_findings(libraries: Sequence[GpuLibrary]) -> list[Finding]:
+    findings = []
     for kind in (Integrity.MODIFIED, Integrity.UNOWNED, Integrity.NO_RECORD):
         hits = tuple(lib.ref.path for lib in libraries if lib.integrity is kind)
         if hits:
@@ -445,61 +451,43 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
                     hits,
                 )
             )
-    if mixed_paths:
-        libraries = [
-            _with_note(lib, "mixed-cudnn") if lib.ref.path in mixed_paths else lib
-            for lib in libraries
-        ]
+    return findings
 
+
+def _verify(
+    source: Source,
+    view: RootView,
+    inputs: TrustInputs,
+    policy: TrustPolicy,
+    catalogs: Sequence[VerifiedCatalog],
+    libraries: list[GpuLibrary],
+) -> tuple[list[GpuLibrary], ImageTrust | None]:
+    """Verify stage: provenance against the signed catalogs; an image's signatures."""
+    from scanner.verify.scan_trust import apply_provenance
+
+    if catalogs:
+        libraries = apply_provenance(libraries, catalogs)
     image_trust = None
-    if policy is not None:
-        _stage(options, ProgressStage.VERIFY, len(libraries))
-        from scanner.verify.scan_trust import apply_provenance
+    if view.info.kind is AssetKind.IMAGE:
+        image_trust = _image_trust(source, view, inputs, policy)
+    return libraries, image_trust
 
-        if catalogs:
-            libraries = apply_provenance(libraries, catalogs)
-            hits = tuple(lib.ref.path for lib in libraries if lib.provenance == Provenance.CONFLICT)
-            if hits:
-                findings.append(
-                    Finding(
-                        FindingKind.CONFLICT,
-                        f"{len(hits)} file(s) contradict a signed catalog",
-                        hits,
-                    )
-                )
-        if view.info.kind is AssetKind.IMAGE:
-            image_trust = _image_trust(source, view, options.trust, policy)
-            if not image_trust.signed:
-                findings.append(
-                    Finding(
-                        FindingKind.UNSIGNED, "; ".join(image_trust.rejected) or "image not signed"
-                    )
-                )
 
-    owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
-    t_end = time.perf_counter()
-    stats = dict(view.stats)
-    stats.update(
-        {
-            "seconds_source": round(t_source - t0, 4),
-            "seconds_catalog": round(t_catalog - t_source, 4),
-            "seconds_hash": round(t_hash - t_catalog, 4),
-            "seconds_total": round(t_end - t0, 4),
-            "nodes": float(len(view.nodes)),
-            "candidates": float(len(view.candidates)),
-        }
-    )
-    return ScanResult(
-        asset=view.info,
-        libraries=tuple(libraries),
-        packages=tuple(sorted(owners_used.values(), key=lambda p: p.purl)),
-        findings=tuple(findings),
-        skipped=tuple(skipped),
-        started_at=started,
-        tool_version=__version__,
-        stats=stats,
-        image_trust=image_trust,
-    )
+def _trust_findings(
+    libraries: Sequence[GpuLibrary],
+    catalogs: Sequence[VerifiedCatalog],
+    image_trust: ImageTrust | None,
+) -> list[Finding]:
+    findings = []
+    hits = tuple(lib.ref.path for lib in libraries if lib.provenance == Provenance.CONFLICT)
+    if catalogs and hits:
+        findings.append(
+            Finding(FindingKind.CONFLICT, f"{len(hits)} file(s) contradict a signed catalog", hits)
+        )
+    if image_trust is not None and not image_trust.signed:
+        rejected = "; ".join(image_trust.rejected) or "image not signed"
+        findings.append(Finding(FindingKind.UNSIGNED, rejected))
+    return findings
 
 
 def _limits(options: ScanOptions) -> Limits:
@@ -525,7 +513,7 @@ def _stage(options: ScanOptions, stage: ProgressStage, candidates: int) -> None:
         options.progress(Progress(stage, candidates=candidates))
 
 
-def _load_trust(inputs: TrustInputs) -> tuple[TrustPolicy | None, list[Any]]:
+def _load_trust(inputs: TrustInputs) -> tuple[TrustPolicy | None, list[VerifiedCatalog]]:
     if not inputs.wanted:
         return None, []
     from scanner.verify.scan_trust import load_catalogs, load_policy
@@ -536,7 +524,9 @@ def _load_trust(inputs: TrustInputs) -> tuple[TrustPolicy | None, list[Any]]:
     return policy, load_catalogs(inputs, policy)
 
 
-def _image_trust(source: Source, view: RootView, inputs: TrustInputs, policy: TrustPolicy) -> Any:
+def _image_trust(
+    source: Source, view: RootView, inputs: TrustInputs, policy: TrustPolicy
+) -> ImageTrust:
     """Signatures from the registry (when the image came from one) and local files."""
     from scanner.source.reference import split_name
     from scanner.verify.cosign import CosignLayer

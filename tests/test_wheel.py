@@ -33,7 +33,7 @@ from tests.app.conftest import free_port
 CHECKOUT = Path(__file__).resolve().parents[1]
 # What an sdist or a clean clone holds for the build; the rest of the checkout is not needed.
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "alembic.ini")
-TREES = ("scanner", "app", "migrations")
+TREES = ("gpuprov", "scanner", "app", "migrations")
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def test_scan_push_spools_while_down_then_delivers_once(
     service: Service, host_root: Path, tmp_path: Path
 ) -> None:
     """`gpuprov scan --push`: spooled (exit 3) while the service is down, delivered later."""
-    from scanner.cli import app as scan_app
+    from gpuprov.cli import app as scan_app
 
     token_file = tmp_path / "agent.token"
     token_file.write_text(service.token("report:write"))

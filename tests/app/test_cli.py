@@ -18,6 +18,7 @@ from app import cli
 from app.domain.tokens import authenticate
 from app.settings import Settings
 from app.storage.session import Database
+from gpuprov.cli import app as gpuprov_app
 from scanner.cli_common import StrictCommand
 from tests.app.conftest import free_port
 
@@ -119,7 +120,7 @@ def test_bad_settings_are_a_usage_error(tmp_path: Path, monkeypatch: pytest.Monk
 def test_serve_runs_the_service(db_url: str) -> None:
     port = free_port()
     env = {**os.environ, "GPUPROV_DATABASE_URL": db_url}
-    code = "from app.cli import main; main()"
+    code = "from gpuprov.cli import main; main()"
     process = subprocess.Popen(
         [sys.executable, "-c", code, "serve", "--port", str(port), "--workers", "2"]
         + ["--log-level", "warning"],
@@ -149,7 +150,7 @@ def test_serve_runs_the_service(db_url: str) -> None:
 
 def test_whole_command_line_and_lazy_imports() -> None:
     probe = (
-        "import sys; from app.cli import main; sys.argv = ['gpuprov', '--help']\n"
+        "import sys; from gpuprov.cli import main; sys.argv = ['gpuprov', '--help']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "heavy = [m for m in ('fastapi', 'sqlalchemy', 'uvicorn', 'alembic') if m in sys.modules]\n"
         "print('HEAVY', heavy)"
@@ -234,12 +235,15 @@ def test_a_schema_from_a_newer_gpuprov_is_one_clear_line(
 
 def _commands() -> list[tuple[list[str], click.Command]]:
     """Every command of `gpuprov` with its words (``["catalog", "verify"]``)."""
-    root = typer.main.get_command(cli.full_app())
+    root = typer.main.get_command(gpuprov_app)
     out: list[tuple[list[str], click.Command]] = []
 
     def walk(words: list[str], command: click.Command) -> None:
         if isinstance(command, click.Group):
-            for name, sub in command.commands.items():
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None, name
                 walk([*words, name], sub)
         else:
             out.append((words, command))
@@ -249,7 +253,7 @@ def _commands() -> list[tuple[list[str], click.Command]]:
 
 
 def _invoke(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli.full_app(), list(args))
+    result = CliRunner().invoke(gpuprov_app, list(args))
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from gpuprov.cli import app
 from scanner.bom.cyclonedx import validate_json
-from scanner.cli import app
 from tests.fixtures import elf
 from tests.fixtures import images as im
 from tests.fixtures import packages as pk
@@ -71,7 +71,7 @@ def plain(text: str) -> str:
 def run_real(args: Sequence[str], timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
     """The real console entry point in a subprocess (what a user's shell runs)."""
     exe = Path(sys.executable).with_name("gpuprov")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "scanner.cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "gpuprov"]
     done = subprocess.run(
         [*cmd, *args], capture_output=True, text=True, timeout=timeout, cwd=Path.cwd()
     )

@@ -16,12 +16,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from scanner.cli import app, register_all
+from gpuprov.cli import app
 from tests.fixtures.elf import build_cudnn_library
 from tests.fixtures.keys import generate, write_keypair
 from tests.scanner import scenarios as sc
-
-register_all(["gpuprov"])
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from scanner.cli import app, register_all
+from gpuprov.cli import app
 from scanner.model import Progress
 from scanner.pipeline import ScanOptions, run_scan
 from scanner.report import render_table
@@ -25,7 +25,6 @@ from tests.fixtures.elf import build_cuda_library, build_cudnn_library
 from tests.fixtures.keys import generate, write_keypair
 from tests.scanner import scenarios as sc
 
-register_all(["gpuprov"])
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -245,7 +244,7 @@ def _scan_on_a_terminal(args: list[str], tmp_path: Path) -> tuple[int, str]:
         "XDG_CACHE_HOME": str(tmp_path),
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "scanner.cli", *args],
+        [sys.executable, "-m", "gpuprov", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=slave,
@@ -289,7 +288,7 @@ def test_no_progress_with_quiet_on_a_terminal(world: sc.World, tmp_path: Path) -
 
 def test_no_progress_off_a_terminal(world: sc.World) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "scanner.cli", "scan", str(world.root), "-f", "json", "--no-cache"],
+        [sys.executable, "-m", "gpuprov", "scan", str(world.root), "-f", "json", "--no-cache"],
         capture_output=True,
         text=True,
         timeout=120,

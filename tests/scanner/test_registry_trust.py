@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from scanner.cli import app, register_all
+from gpuprov.cli import app
 from tests.fixtures import cosign as cs
 from tests.fixtures import keys
 from tests.fixtures.images import Image, Layer, file, oci_layout_files, write_oci_layout
@@ -33,7 +33,6 @@ from tests.fixtures.registry import (
 )
 from tests.fixtures.sigstore_private import ISSUER, SUBJECT, PrivateSigstore
 
-register_all(["gpuprov"])
 runner = CliRunner()
 trust_registry = registry_fixture("trust_registry")
 

@@ -145,7 +145,7 @@ def _gpuprov(args: list[str]) -> subprocess.CompletedProcess[str]:
     """The real CLI. As root (whom file modes do not stop) it runs with every capability
     dropped (setpriv), so a mode-000 file is as unreadable to it as to any other user."""
     exe = Path(sys.executable).with_name("gpuprov")
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "scanner.cli"]
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "gpuprov"]
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
         assert setpriv, "running as root needs setpriv (util-linux) to drop capabilities"

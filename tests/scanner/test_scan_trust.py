@@ -9,11 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scanner.cli import app, register_all
+from gpuprov.cli import app
 from tests.fixtures.elf import build_cudnn_library
 from tests.fixtures.keys import generate, write_keypair
 
-register_all(["gpuprov"])
 runner = CliRunner()
 
 

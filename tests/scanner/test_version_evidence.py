@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scanner.cli import app, register_all
+from gpuprov.cli import app
 from scanner.model import GpuLibrary, ScanResult
 from scanner.pipeline import ScanOptions, run_scan
 from scanner.verify.inputs import TrustInputs
@@ -112,7 +112,6 @@ def test_signed_catalog_given_to_the_scan_names_the_version(
     tmp_path: Path, cudart13: bytes
 ) -> None:
     """A signed catalog that lists these bytes gives their version on a bare host tree."""
-    register_all(["gpuprov"])
     runner = CliRunner()
     golden = tmp_path / "golden"
     wheel_toolkit(golden, cudart13)

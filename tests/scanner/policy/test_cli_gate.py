@@ -12,8 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from scanner.cli import app as cli_app
-from scanner.cli import register_all
+from gpuprov.cli import app as cli_app
 from tests.fixtures import keys
 from tests.scanner import scenarios as sc
 
@@ -42,7 +41,6 @@ def _isolated_cache(
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    register_all(["gpuprov"])
     return cli_app
 
 

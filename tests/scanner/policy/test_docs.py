@@ -10,7 +10,7 @@ import click
 import typer
 import yaml
 
-from scanner.cli import app, register_all
+from gpuprov.cli import app
 from scanner.policy.controls import default_catalog
 from scanner.policy.document import RULE_IDS
 
@@ -29,10 +29,11 @@ def test_policy_doc_names_every_rule_and_control() -> None:
 
 
 def _options(name: str) -> set[str]:
-    register_all(["gpuprov"])
     group = typer.main.get_command(app)
     assert isinstance(group, click.Group)
-    return {o for p in group.commands[name].params for o in getattr(p, "opts", [])}
+    command = group.get_command(click.Context(group), name)
+    assert command is not None
+    return {o for p in command.params for o in getattr(p, "opts", [])}
 
 
 def test_ci_examples_are_yaml_and_use_real_options() -> None:

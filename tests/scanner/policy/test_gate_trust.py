@@ -16,8 +16,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from scanner.cli import app as cli_app
-from scanner.cli import register_all
+from gpuprov.cli import app as cli_app
 from tests.fixtures import cosign as cs
 from tests.fixtures import elf, keys
 from tests.fixtures.images import Image, Layer, file, write_oci_layout
@@ -41,7 +40,6 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    register_all(["gpuprov"])
     return cli_app
 
 

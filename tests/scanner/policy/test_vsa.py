@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from scanner.cli import app, register_all
+from gpuprov.cli import app
 from scanner.model import AssetKind
 from scanner.policy.facts import AssetFacts, ImageTrustFacts
 from scanner.policy.vsa import VSA_PREDICATE, check_vsa, sign_vsa, vsa_statement
@@ -65,7 +65,6 @@ def test_encrypted_or_bad_key_is_refused() -> None:
 
 @pytest.mark.parametrize("kind", keys.KINDS)
 def test_verify_accepts_passed_and_rejects_failed(kind: str, tmp_path: Path) -> None:
-    register_all(["gpuprov"])
     key = keys.generate(kind)
     _, pub = keys.write_keypair(tmp_path, "gate", key)
     pem = keys.private_pem(key)

@@ -1,0 +1,5 @@
+"""``python -m gpuprov``: the same command line as the installed ``gpuprov`` script."""
+
+from gpuprov.cli import main
+
+main()
