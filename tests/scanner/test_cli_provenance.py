@@ -221,6 +221,25 @@ def test_catalog_flow(app: typer.Typer, files: dict[str, Path], tmp_path: Path) 
     assert code == 2 and "exactly one of --trust" in err
 
 
+def test_an_unwritable_output_is_a_clear_error_and_leaves_nothing(
+    app: typer.Typer, tmp_path: Path
+) -> None:
+    """Written like every command's result (scanner.cli_common.write_output): a temporary file
+    beside the target used to stay behind when the rename failed."""
+    wheel = make_wheel(
+        tmp_path,
+        "nvidia-cuda-runtime-cu12",
+        "12.4.127",
+        {"nvidia/cuda_runtime/lib/libcudart.so.12": b"cudart bytes"},
+    )
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    before = sorted(tmp_path.iterdir())
+    code, _, err = run(app, "catalog", "from-wheel", wheel, "-o", out_dir)
+    assert code == 2 and f"gpuprov: error: cannot write {out_dir}: " in err
+    assert sorted(tmp_path.iterdir()) == before and list(out_dir.iterdir()) == []
+
+
 def test_catalog_build_errors(app: typer.Typer, tmp_path: Path) -> None:
     junk = tmp_path / "junk.whl"
     junk.write_bytes(b"junk")

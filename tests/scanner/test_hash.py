@@ -12,12 +12,22 @@ import pytest
 from scanner.errors import HashError
 from scanner.hash import (
     HostFactsCache,
+    HostHasher,
     SpoolingHasher,
     facts_from_json,
     facts_to_json,
     hash_file,
 )
-from scanner.model import Digests, ElfFacts, FileFacts, Sha256
+from scanner.model import (
+    Candidate,
+    Digests,
+    ElfFacts,
+    FileFacts,
+    FileRef,
+    Sha256,
+    Skipped,
+    stat_key,
+)
 
 
 def _data(n: int) -> bytes:
@@ -94,3 +104,69 @@ def test_host_cache_keys_on_file_state(tmp_path: Path) -> None:
     assert again.get((1, 2, 3, 4), "v", need_md5=True) is None  # MD5 not cached
     path.write_text("{not json")
     assert HostFactsCache(path).get((1, 2, 3, 4), "v", need_md5=False) is None
+
+
+# --- HostHasher: host candidates hashed and analyzed on a pool, through the cache ------------
+
+
+class _Analyze:
+    """A stand-in ELF analysis that records what it was asked (the hasher owns no ELF rule)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def __call__(self, host_path: str, path: str) -> ElfFacts:
+        self.calls.append((host_path, path))
+        return ElfFacts(machine="x86_64", soname=Path(path).name)
+
+
+def _candidate(root: Path, path: str, data: bytes) -> Candidate:
+    host = root / path.lstrip("/")
+    host.parent.mkdir(parents=True, exist_ok=True)
+    host.write_bytes(data)
+    return Candidate(FileRef(path), len(data), host_path=str(host), stat_key=stat_key(host.stat()))
+
+
+def _hash_all(
+    cache: Path | None, cands: list[Candidate], md5_for: set[str], analyze: _Analyze
+) -> tuple[dict[str, FileFacts], list[Skipped], dict[str, str]]:
+    hasher = HostHasher(cache_path=cache, version="v1", workers=2, analyze=analyze)
+    for cand in cands:  # as the walk finds them
+        assert cand.host_path is not None and cand.stat_key is not None
+        hasher.early(cand.ref.path, cand.host_path, cand.stat_key)
+    skipped: list[Skipped] = []
+    unread: dict[str, str] = {}
+    facts = hasher.finish(cands, lambda c: c.ref.path in md5_for, skipped, unread)
+    return facts, skipped, unread
+
+
+def test_host_hasher_settles_md5_and_a_warm_run_reads_nothing(tmp_path: Path) -> None:
+    wheel = "/usr/lib/python3/site-packages/nvidia/libcublas.so.12"  # MD5 not guessed
+    deb = "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"  # MD5 guessed (dpkg may own it)
+    cands = [_candidate(tmp_path / "root", p, _data(n)) for p, n in ((wheel, 5000), (deb, 70))]
+    analyze = _Analyze()
+    facts, skipped, unread = _hash_all(tmp_path / "cache.json", cands, {wheel}, analyze)
+    assert skipped == [] and unread == {}
+    for cand, n in zip(cands, (5000, 70), strict=True):
+        got = facts[cand.ref.path]
+        assert got.digests.sha256 == hashlib.sha256(_data(n)).hexdigest()
+        # the owner of the wheel path recorded MD5: computed although the walk guessed not
+        assert got.digests.md5 == hashlib.md5(_data(n)).hexdigest()
+        assert got.elf is not None and got.elf.soname == Path(cand.ref.path).name
+    warm = _Analyze()
+    again, _, _ = _hash_all(tmp_path / "cache.json", cands, {wheel}, warm)
+    assert again == facts and warm.calls == []
+
+
+def test_host_hasher_reports_unread_files_and_an_unwritable_cache(tmp_path: Path) -> None:
+    cand = _candidate(tmp_path / "root", "/opt/libcudart.so.12", b"x" * 10)
+    assert cand.host_path is not None
+    os.unlink(cand.host_path)  # gone between the walk and the hash
+    cache = tmp_path / "file" / "cache.json"
+    (tmp_path / "file").write_bytes(b"")  # the cache's directory is a file
+    present = _candidate(tmp_path / "root", "/opt/libnccl.so.2", b"y" * 10)
+    facts, skipped, unread = _hash_all(cache, [cand, present], set(), _Analyze())
+    assert list(facts) == ["/opt/libnccl.so.2"]
+    assert "cannot open for hashing" in unread["/opt/libcudart.so.12"]
+    assert [(s.path, s.stage) for s in skipped] == [(str(cache), "hash")]
+    assert "cannot write the host cache" in skipped[0].reason

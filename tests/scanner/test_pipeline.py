@@ -235,6 +235,22 @@ def test_host_rescan_with_cache_sees_changes(tmp_path: Path) -> None:
     assert f"/usr/lib/x86_64-linux-gnu/{libs['cudnn_ops'].name}" not in third
 
 
+def test_every_cache_lives_under_one_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --cache-dir, the host caches go where every other gpuprov cache goes
+    ($GPUPROV_CACHE_DIR first, scanner.fsutil.cache_root): issue 8 found three copies of the
+    rule, one of which honoured $GPUPROV_CACHE_DIR."""
+    root = tmp_path / "root"
+    elf.build_cudnn_install(
+        root / "usr/lib/x86_64-linux-gnu", (9, 1, 0), components=("cudnn_graph",)
+    )
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("GPUPROV_CACHE_DIR", str(tmp_path / "mine"))
+    assert ScanOptions().resolved_cache_dir() == tmp_path / "mine"
+    run_scan(str(root))
+    assert (tmp_path / "mine" / "host-files.json").is_file()
+    assert not (tmp_path / "xdg").exists()
+
+
 def test_host_cache_is_not_fooled_by_a_restored_mtime(tmp_path: Path) -> None:
     """A library rewritten in place at the same size with its mtime set back (``touch -d``)
     must not keep its cached digest: a warm cache would report a modified file as verified."""

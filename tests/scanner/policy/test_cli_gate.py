@@ -127,6 +127,20 @@ def test_gate_bom_of_ours_matches_the_scan(
     assert "warn" in out  # mixed_cudnn is a warn rule
 
 
+def test_an_unwritable_decision_file_is_a_clear_error_and_leaves_nothing(
+    app: typer.Typer, host_bom: Path, tmp_path: Path
+) -> None:
+    """Written like every command's result (scanner.cli_common.write_output): a temporary file
+    beside the target used to stay behind when the rename failed."""
+    policy = _policy(tmp_path, PROD)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    before = sorted(tmp_path.iterdir())
+    code, _, err = run(app, "gate", "--bom", host_bom, "--policy-file", policy, "-o", out_dir)
+    assert code == 2 and f"gpuprov: error: cannot write {out_dir}: " in err
+    assert sorted(tmp_path.iterdir()) == before and list(out_dir.iterdir()) == []
+
+
 def _syft_like(host_bom: Path) -> bytes:
     """Our BOM's GPU files as Syft writes files: name, SHA-256, no gpuprov properties."""
     ours = json.loads(host_bom.read_text())
