@@ -114,6 +114,10 @@ class StrictCommand(TyperCommand):
             _refuse_repeats(self, ctx, args)
         return super().parse_args(ctx, args)
 
+    def format_arguments(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Nothing: click 8.5 lists arguments under "Positional arguments", and Typer's plain
+        help lists them again under "Arguments" (with the options)."""
+
 
 def _refuse_repeats(command: click.Command, ctx: click.Context, args: Sequence[str]) -> None:
     try:
@@ -185,11 +189,17 @@ class _Typer(typer.Typer):
 
 
 def typer_app(*, cls: type[Group] = Group, **kwargs: Any) -> typer.Typer:
-    """A Typer (sub)app with gpuprov's group class (or a subclass), strict commands and without
-    Typer's extra suggestions."""
+    """A Typer (sub)app with gpuprov's group class (or a subclass), strict commands, plain
+    help and without Typer's extra suggestions.
+
+    Plain (click's) help rather than Typer's rich panels: rendering them imports rich's
+    markdown, syntax and traceback modules, 0.1 s of the 0.2 s that `gpuprov scan --help`
+    may take (issue 8).
+    """
     kwargs.setdefault("no_args_is_help", True)
     return _Typer(
         cls=cls,
+        rich_markup_mode=None,
         suggest_commands=False,
         add_completion=False,
         pretty_exceptions_enable=False,
