@@ -386,10 +386,8 @@ def test_an_allowed_gate_carries_a_signed_vsa_that_verify_accepts(
     assert denied["decision"] == "deny" and denied["vsa"] is None
     bundle = tmp_path / "vsa.json"
     bundle.write_text(json.dumps(allowed["vsa"]))
-    from scanner.cli import app as cli_app
-    from scanner.cli import register_all
+    from gpuprov.cli import app as cli_app
 
-    register_all(["gpuprov"])
     cli: typer.Typer = cli_app
     result = CliRunner().invoke(
         cli, ["verify", digest(clean), "--bundle", str(bundle), "--key", str(pub)]

@@ -12,8 +12,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from scanner.cli import app as cli_app
-from scanner.cli import register_all
+from gpuprov.cli import app as cli_app
 from tests.app import boms
 from tests.app.conftest import LiveServer, Service, free_port
 from tests.app.test_agent import host_root as host_root  # noqa: F401 - the fixture
@@ -23,7 +22,6 @@ from tests.fixtures import keys
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    register_all(["gpuprov"])
     return cli_app
 
 
