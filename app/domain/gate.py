@@ -221,6 +221,7 @@ def gate_scan(
     )
     answer["decision_id"] = record.id
     answer["decided_at"] = now.isoformat()
+    answer["promotion_diff"] = promotion_diff(session, loaded.policy, asset, scan)
     if signing is not None and evaluation.decision is Decision.ALLOW:
         answer.update(_vsa(facts, loaded, signing, now))
     return answer
@@ -340,38 +341,66 @@ def _lib(a: Artifact) -> dict[str, Any]:
     }
 
 
-def diff(session: Session, from_digest: str, to_digest: str) -> dict[str, Any]:
-    """GPU libraries added, removed, version-changed and digest-changed from the image
-    ``from_digest`` (the one being replaced) to ``to_digest`` (the candidate), by file path."""
-    old_asset, old_scan = _image(session, from_digest)
-    new_asset, new_scan = _image(session, to_digest)
-    files = repo.artifacts_of(session, [old_scan.id, new_scan.id])
-    old = {a.path or f"{a.family}:{a.name}": a for a in files[old_scan.id]}
-    new = {a.path or f"{a.family}:{a.name}": a for a in files[new_scan.id]}
+def _diff(
+    old: tuple[Asset, Scan], new: tuple[Asset, Scan], files: dict[int, list[Artifact]]
+) -> dict[str, Any]:
+    (old_asset, old_scan), (new_asset, new_scan) = old, new
+    before = {a.path or f"{a.family}:{a.name}": a for a in files[old_scan.id]}
+    after = {a.path or f"{a.family}:{a.name}": a for a in files[new_scan.id]}
     version_changed = []
     digest_changed = []
-    for key in sorted(old.keys() & new.keys()):
-        a, b = old[key], new[key]
+    for key in sorted(before.keys() & after.keys()):
+        a, b = before[key], after[key]
         change = {"path": key, "family": b.family, "from": _lib(a), "to": _lib(b)}
         if a.version != b.version:
             version_changed.append(change)
         elif a.sha256 != b.sha256:
             digest_changed.append(change)
     return {
-        "from": {
-            "asset_id": old_asset.id,
-            "name": old_asset.name,
-            "digest": from_digest,
-            "scan_id": old_scan.id,
-        },
-        "to": {
-            "asset_id": new_asset.id,
-            "name": new_asset.name,
-            "digest": to_digest,
-            "scan_id": new_scan.id,
-        },
-        "added": [_lib(new[k]) for k in sorted(new.keys() - old.keys())],
-        "removed": [_lib(old[k]) for k in sorted(old.keys() - new.keys())],
+        "from": _image_ref(old_asset, old_scan),
+        "to": _image_ref(new_asset, new_scan),
+        "added": [_lib(after[k]) for k in sorted(after.keys() - before.keys())],
+        "removed": [_lib(before[k]) for k in sorted(before.keys() - after.keys())],
         "version_changed": version_changed,
         "digest_changed": digest_changed,
     }
+
+
+def _image_ref(asset: Asset, scan: Scan) -> dict[str, Any]:
+    return {"asset_id": asset.id, "name": asset.name, "digest": asset.identity, "scan_id": scan.id}
+
+
+def diff(session: Session, from_digest: str, to_digest: str) -> dict[str, Any]:
+    """GPU libraries added, removed, version-changed and digest-changed from the image
+    ``from_digest`` (the one being replaced) to ``to_digest`` (the candidate), by file path."""
+    old = _image(session, from_digest)
+    new = _image(session, to_digest)
+    return _diff(old, new, repo.artifacts_of(session, [old[1].id, new[1].id]))
+
+
+def repository_of(name: str) -> str:
+    """An image reference without digest and tag (``reg:5000/ml/train:2`` -> ``.../train``)."""
+    name = name.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def promotion_diff(
+    session: Session, policy: PromotionPolicy, asset: Asset, scan: Scan
+) -> dict[str, Any] | None:
+    """With a parity rule, the diff from the image the candidate replaces (the latest-scanned
+    image of its repository labelled ``label=baseline``) to the candidate; None when the
+    policy names no baseline, the asset is a host, or no such image is stored."""
+    rule = policy.rules.parity
+    if rule is None or asset.kind != "image":
+        return None
+    replaced = repo.replaced_image(
+        session, repository_of(asset.name), rule.label, rule.baseline, asset.id
+    )
+    if replaced is None or replaced.latest_scan_id is None:
+        return None
+    old_scan = repo.scan_by_id(session, replaced.latest_scan_id)
+    assert old_scan is not None
+    files = repo.artifacts_of(session, [old_scan.id, scan.id])
+    return _diff((replaced, old_scan), (asset, scan), files)

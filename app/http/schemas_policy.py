@@ -76,6 +76,11 @@ class GateAnswer(BaseModel):
         default=None, description="on allow with GPUPROV_VSA_KEY_FILE: the signed VSA (DSSE)"
     )
     vsa_error: str | None = Field(default=None, description="why no VSA could be made")
+    promotion_diff: PromotionDiff | None = Field(
+        default=None,
+        description="with a parity rule: GPU library changes from the image of the same "
+        "repository labelled label=baseline that the candidate replaces",
+    )
 
 
 class DecisionPolicy(BaseModel):
@@ -224,6 +229,9 @@ class AssetCompliance(BaseModel):
     evaluated_at: str
     controls: dict[str, str]
     reasons: list[RuleOut]
+
+
+GateAnswer.model_rebuild()
 
 
 class AssetDetailWithCompliance(AssetDetail):

@@ -417,3 +417,40 @@ def test_an_unreadable_vsa_key_is_a_503(
             headers=auth(service.token("gate")),
         )
     assert answer.status_code == 503 and "GPUPROV_VSA_KEY_FILE" in answer.text
+
+
+def test_parity_uses_the_labelled_fleet_and_the_answer_diffs_the_replaced_image(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    policy = HEAD + "rules:\n  parity: {label: env, baseline: staging, target: prod}\n"
+    put_policy(service, policy)
+    staging = image_bom(
+        "reg.example:5000/ml/train:1",
+        owners=[boms.cudnn_wheel("9.1.0.70"), *boms.cuda_wheels()],
+        labels={"env": "staging"},
+    )
+    other = image_bom("reg.example:5000/ml/other:7", labels={"env": "staging"})
+    candidate = image_bom(
+        "reg.example:5000/ml/train:2",
+        owners=[boms.cudnn_wheel("9.3.0.75"), *boms.cuda_wheels()],
+        labels={"env": "prod"},
+    )
+    same = image_bom("reg.example:5000/ml/train:3", labels={"env": "prod"})
+    for bom in (staging, other, candidate, same):
+        assert post_report(boms.encode(bom)).status_code == 201
+    token = service.token("gate")
+    doc = gate(service, token, policy="prod", image=digest(candidate)).json()
+    (reason,) = doc["reasons"]
+    assert reason["rule"] == "parity" and "cudnn 9.3.0.75" in reason["message"]
+    assert "env=staging (2 assets)" in reason["evidence"]["baseline"]
+    diff = doc["promotion_diff"]
+    assert diff["from"]["name"] == "reg.example:5000/ml/train:1"
+    assert {c["family"] for c in diff["version_changed"]} == {"cudnn"}
+    assert diff["added"] == [] and diff["removed"] == []
+    # the versions the baseline runs pass; no parity rule, no diff
+    assert gate(service, token, policy="prod", image=digest(same)).json()["decision"] == "allow"
+    put_policy(service, POLICY)
+    assert (
+        gate(service, token, policy="prod", image=digest(candidate)).json()["promotion_diff"]
+        is None
+    )

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, func, select
+from sqlalchemy import ColumnElement, Row, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, GateDecision, Scan
@@ -18,6 +18,30 @@ def image_by_digest(session: Session, digest: str) -> Asset | None:
     """The image asset whose manifest digest is ``digest`` (index of (kind, identity))."""
     return session.scalars(
         select(Asset).where(Asset.kind == "image", Asset.identity == digest)
+    ).first()
+
+
+def replaced_image(
+    session: Session, repository: str, key: str, value: str, exclude: int
+) -> Asset | None:
+    """The most recently scanned image of ``repository`` (any tag or digest) labelled
+    ``key=value``: the image a candidate of that repository replaces."""
+    labelled = select(AssetLabel.asset_id).where(AssetLabel.key == key, AssetLabel.value == value)
+    return session.scalars(
+        select(Asset)
+        .where(
+            Asset.kind == "image",
+            Asset.id != exclude,
+            Asset.latest_scan_id.is_not(None),
+            Asset.id.in_(labelled),
+            or_(
+                Asset.name == repository,
+                Asset.name.startswith(repository + ":", autoescape=True),
+                Asset.name.startswith(repository + "@", autoescape=True),
+            ),
+        )
+        .order_by(Asset.latest_scanned_at.desc(), Asset.id.desc())
+        .limit(1)
     ).first()
 
 
