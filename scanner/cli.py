@@ -173,7 +173,10 @@ def scan(
         ),
     ] = False,
     cache_dir: Annotated[
-        Path | None, typer.Option("--cache-dir", help="Cache directory (~/.cache/gpuprov).")
+        Path | None,
+        typer.Option(
+            "--cache-dir", help="Cache directory ($GPUPROV_CACHE_DIR or ~/.cache/gpuprov)."
+        ),
     ] = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Neither read nor write caches.")
