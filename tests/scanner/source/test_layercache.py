@@ -9,7 +9,7 @@ import pytest
 from scanner.model import Digests, ElfFacts, FileFacts, NodeKind, OciDigest, Sha256, Skipped
 from scanner.source import open_source
 from scanner.source.interface import RootView, Selector
-from scanner.source.layercache import LayerCache, decode_value, encode_value
+from scanner.source.layercache import LayerCache, decode_value, default_cache_dir, encode_value
 from scanner.source.tarlayer import LayerYield
 from tests.fixtures.images import (
     Image,
@@ -179,3 +179,19 @@ def test_cache_put_get_directly(tmp_path: Path) -> None:
     assert cache.put(layer, sel)
     assert cache.get(digest, sel) == layer
     assert cache.get(OciDigest("sha256:" + "2" * 64), sel) is None
+    # Owner-only, like the cache's directories: entries hold the images' metadata files.
+    (entry,) = list(tmp_path.rglob("*.layer"))
+    assert entry.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in entry.parent.iterdir()] == [entry.name]  # no temporary left
+
+
+def test_default_directory_is_under_the_cache_root(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One cache root for the whole scanner (`scanner.fsutil.cache_root`), which honours
+    GPUPROV_CACHE_DIR (issue 8: the layer cache used to ignore it)."""
+    monkeypatch.setenv("GPUPROV_CACHE_DIR", str(tmp_path / "gp"))
+    assert default_cache_dir() == tmp_path / "gp" / "layers"
+    monkeypatch.delenv("GPUPROV_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "gpuprov" / "layers"

@@ -89,6 +89,28 @@ def test_open_source_kinds(tmp_path: Path) -> None:
     assert len({tuple(c.ref.path for c in v.candidates) for v in views}) == 1
 
 
+def test_every_source_declares_its_signature_capabilities(tmp_path: Path) -> None:
+    """The `Source` protocol's `digests` and `signature_material` (issue 8: the pipeline used
+    to probe for them with getattr): local sources hold no signatures; an OCI image names the
+    digests signatures may be made over once opened; a docker-archive (no manifest digest)
+    and a host root name none."""
+    write_oci_layout(tmp_path / "layout", IMAGE, "1")
+    write_docker_archive(tmp_path / "d.tar", IMAGE)
+    (tmp_path / "root").mkdir()
+    for target, named in (
+        (f"oci:{tmp_path / 'layout'}:1", True),
+        (str(tmp_path / "d.tar"), False),
+        (str(tmp_path / "root"), False),
+    ):
+        source = make(target)
+        assert source.digests == ()
+        view = source.open_view(hashing_selector())
+        assert source.signature_material() == []
+        assert bool(source.digests) is named, target
+        if named:
+            assert view.info.digest in source.digests
+
+
 def test_open_source_errors(tmp_path: Path) -> None:
     write_oci_layout(tmp_path / "layout", IMAGE, "1")
     with pytest.raises(UsageError, match="apply to host directories"):
