@@ -31,9 +31,8 @@ from scanner.model import (
     StatKey,
     stat_key,
 )
-from scanner.source import containment
 from scanner.source.candidates import collect_candidates
-from scanner.source.containment import normalize
+from scanner.source.containment import normalize, resolve
 from scanner.source.interface import Node, RootView, Selector, SignatureLayer
 
 _PSEUDO = frozenset({"proc", "sys", "dev"})
@@ -183,7 +182,7 @@ class _Walk:
         """Resolve ``path`` on disk, symlinks interpreted inside the root; None if dangling.
 
         ``record``: the directories and symlinks passed on the way join the tree."""
-        return containment.resolve(path, self.record if record else self.lookup).path
+        return resolve(path, self.record if record else self.lookup).path
 
     def lookup(self, path: str) -> Node | None:
         """The entry at ``path`` on disk as `containment.resolve` needs it; None if unreadable."""
