@@ -6,6 +6,9 @@
    fresh database, one transaction per report, with the same 8-way concurrency.
 3. The fleet is grown to 10,000 assets (bulk rows), then where-used by version, where-used by
    digest and the libraries aggregate are timed end to end over HTTP (p50/p95).
+4. A promotion policy is stored (`PUT /api/v1/policies/prod`, which evaluates every asset and
+   stores its compliance), then fleet compliance (all frameworks, one framework) and a control's
+   drill-down are timed over HTTP (p50/p95).
 
     .venv/bin/python bench/ingest.py [--reports 2000] [--assets 10000] [--keep]
 """
@@ -423,6 +426,56 @@ def time_queries(
     return results
 
 
+COMPLIANCE_POLICY = """apiVersion: gpuprov.dev/v1
+kind: PromotionPolicy
+name: prod
+rules:
+  integrity: {}
+  versions: {deny: {cudnn: ["9.0.*"]}, action: warn}
+  cuda_pairing: {}
+  mixed_cudnn: {}
+  duplicates: {}
+  scan_age: {max_hours: 24}
+"""
+
+
+def time_compliance(server: str, admin: str, token: str, queries: int) -> dict[str, Any]:
+    """Store a policy (timed: it evaluates the whole fleet), then time the compliance reads."""
+    with httpx.Client(base_url=server, timeout=3600) as client:
+        t0 = time.perf_counter()
+        stored = client.put(
+            "/api/v1/policies/prod",
+            content=COMPLIANCE_POLICY.encode(),
+            headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/yaml"},
+        )
+        stored.raise_for_status()
+        results: dict[str, Any] = {
+            "policy_store": {
+                "seconds": round(time.perf_counter() - t0, 1),
+                "assets_evaluated": stored.json()["compliance_evaluated"],
+            }
+        }
+        headers = {"Authorization": f"Bearer {token}"}
+        cases = {
+            "compliance_all_frameworks": ("/api/v1/compliance", {"policy": "prod"}),
+            "compliance_cis_v8": ("/api/v1/compliance", {"policy": "prod", "framework": "cis-v8"}),
+            "compliance_drill_down": (
+                "/api/v1/compliance/controls/CIS-2.6",
+                {"policy": "prod", "limit": "50"},
+            ),
+        }
+        for name, (path, params) in cases.items():
+            for _ in range(10):  # warm-up
+                client.get(path, params=params, headers=headers).raise_for_status()
+            samples = []
+            for _ in range(queries):
+                t0 = time.perf_counter()
+                client.get(path, params=params, headers=headers).raise_for_status()
+                samples.append(time.perf_counter() - t0)
+            results[name] = percentiles(samples)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reports", type=int, default=2000)
@@ -447,6 +500,7 @@ def main() -> None:
         with db.transaction(write=True) as session:
             writer = create_token(session, "agents", ["report:write"]).secret
             reader = create_token(session, "reader", ["inventory:read"]).secret
+            admin = create_token(session, "admin", ["admin"]).secret
         db.dispose()
         port = 18000 + rng.randrange(1000)
         process = start_server(service_url, port, args.workers)
@@ -460,6 +514,7 @@ def main() -> None:
             for v in CUDNN_VERSIONS + CUDA_VERSIONS
         ]
         queries = time_queries(server, reader, args.queries, digests, rng)
+        compliance = time_compliance(server, admin, reader, args.queries)
     finally:
         if process is not None:
             process.terminate()
@@ -475,6 +530,7 @@ def main() -> None:
         "ingest_vs_baseline": round(ratio, 2),
         "fleet": fleet,
         "queries": queries,
+        "compliance": compliance,
         "targets": {
             "ingest_at_least_half_of_baseline": ratio >= 0.5,
             "where_used_p95_at_most_50ms": all(
@@ -482,6 +538,10 @@ def main() -> None:
                 for k in ("where_used_by_version", "where_used_by_digest")
             ),
             "libraries_p95_at_most_200ms": queries["libraries_aggregate"]["p95_ms"] <= 200,
+            "compliance_p95_at_most_200ms": all(
+                compliance[k]["p95_ms"] <= 200
+                for k in ("compliance_all_frameworks", "compliance_cis_v8")
+            ),
         },
     }
     print(json.dumps(result, indent=2))
