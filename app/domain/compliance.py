@@ -267,13 +267,14 @@ def summary(
         for cid in cited_controls(policy, catalog)
         if framework is None or catalog.controls[cid].framework == framework
     ]
-    evaluated = repo.evaluated_count(session, row.name)
+    evaluated, outdated = repo.evaluated_counts(session, row.name)
     return {
         "policy": {"name": row.name, "version": row.version, "sha256": row.content_sha256},
         "framework": framework,
         "assets": {
             "evaluated": evaluated,
-            "not_evaluated": max(0, repo.scanned_asset_count(session) - evaluated),
+            "outdated": outdated,
+            "not_evaluated": max(0, repo.scanned_asset_count(session) - evaluated - outdated),
         },
         "controls": controls,
     }

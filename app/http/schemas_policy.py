@@ -171,7 +171,10 @@ class CompliancePolicy(BaseModel):
 
 
 class AssetCounts(BaseModel):
-    evaluated: int
+    evaluated: int = Field(description="assets whose latest scan is evaluated")
+    outdated: int = Field(
+        description="assets counted from an older scan: updating after their last report failed"
+    )
     not_evaluated: int = Field(description="assets with a scan but no stored evaluation")
 
 

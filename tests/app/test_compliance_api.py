@@ -9,6 +9,8 @@ import io
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import text
+
 from scanner.policy.controls import default_catalog
 from tests.app import boms
 from tests.app.conftest import Service, auth
@@ -57,7 +59,7 @@ def test_counts_per_control_follow_the_inventory(
     post_report(boms.encode(late))
     reader = auth(service.token("inventory:read"))
     summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
-    assert summary["assets"] == {"evaluated": 4, "not_evaluated": 0}
+    assert summary["assets"] == {"evaluated": 4, "outdated": 0, "not_evaluated": 0}
     counts = _counts(service, reader)
     # integrity: only the tampered image fails
     for cid in ("ID.RA-09", "PR.DS-01", "CIS-2.5"):
@@ -113,6 +115,11 @@ def test_a_new_scan_and_a_new_policy_version_update_compliance(
     fixed["metadata"]["component"] = bad["metadata"]["component"]
     post_report(boms.encode(fixed))
     assert (_counts(service, reader)["PR.DS-01"]["fail"], service.count("asset")) == (0, 1)
+    # an update after ingest that did not happen is shown, never hidden
+    with service.db.transaction(write=True) as session:
+        session.execute(text("UPDATE compliance_asset SET scan_id = (SELECT min(id) FROM scan)"))
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 0, "outdated": 1, "not_evaluated": 0}
     # a policy that forbids versions the asset runs: re-evaluated when stored
     stricter = POLICY + '  versions: {deny: {cudnn: ["9.1.*"]}}\n'
     assert put_policy(service, stricter).json()["compliance_evaluated"] == 1

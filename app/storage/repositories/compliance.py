@@ -72,16 +72,18 @@ def control_counts(
     ).all()
 
 
-def evaluated_count(session: Session, policy_name: str) -> int:
-    """Assets evaluated under a policy."""
-    return (
-        session.scalar(
-            select(func.count())
-            .select_from(ComplianceAsset)
-            .where(ComplianceAsset.policy_name == policy_name)
-        )
-        or 0
-    )
+def evaluated_counts(session: Session, policy_name: str) -> tuple[int, int]:
+    """Assets evaluated under a policy on their latest scan, and on an older one (an update
+    after ingest that failed)."""
+    current = case((ComplianceAsset.scan_id == Asset.latest_scan_id, 1), else_=0)
+    row = session.execute(
+        select(func.count(), func.coalesce(func.sum(current), 0))
+        .select_from(ComplianceAsset)
+        .join(Asset, Asset.id == ComplianceAsset.asset_id)
+        .where(ComplianceAsset.policy_name == policy_name)
+    ).one()
+    total, latest = int(row[0]), int(row[1])
+    return latest, total - latest
 
 
 def scanned_asset_count(session: Session) -> int:
