@@ -79,11 +79,12 @@ def resolve(path: str, lookup: Lookup, max_hops: int = MAX_HOPS) -> Resolution:
     ``path`` itself is normalized first (its ``..`` are lexical); the ``..`` of link targets
     apply to the directory the link was found in, as the kernel does.
     """
-    if not path.startswith("/") or "//" in path or "/." in path or path.endswith("/"):
-        path = normalize(path)  # tree paths are normal already: skip the work for them
+    if not path.startswith("/") or "/." in path or path.endswith("/"):
+        # Tree paths are normal already: skip the work for them (empty parts are skipped
+        # below, so `//` needs no normalizing).
+        path = normalize(path)
     todo = path.split("/")  # the stack of components to go, the next one last
     todo.reverse()
-    todo.pop()  # the empty name before the leading slash
     prefix = ""  # the resolved directory so far; "" is the root
     hops = 0
     escaped = False

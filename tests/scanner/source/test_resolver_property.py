@@ -144,24 +144,3 @@ def test_host_walk_resolves_as_the_tree_does(
             expected = resolve_in_tree(nodes, query)
             assert walk.resolve(query, record=False) == expected, query
             assert view.resolve(query) == expected, query
-
-
-def test_outcomes() -> None:
-    nodes = build(
-        [
-            (["d", "f"], NodeKind.FILE, ""),
-            (["d", "up"], NodeKind.SYMLINK, "../../../d/f"),
-            (["d", "abs"], NodeKind.SYMLINK, "/d/f"),
-            (["d", "loop"], NodeKind.SYMLINK, "loop"),
-            (["d", "gone"], NodeKind.SYMLINK, "nowhere"),
-            (["d", "through"], NodeKind.SYMLINK, "f/x"),
-        ]
-    )
-    assert resolve("/d/f", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")
-    assert resolve("/d/abs", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")
-    assert resolve("/d/up", nodes.get) == Resolution(Outcome.ESCAPES, "/d/f")
-    assert resolve("/../d/f", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")  # lexical
-    assert resolve("/d/loop", nodes.get) == Resolution(Outcome.LOOP)
-    assert resolve("/d/gone", nodes.get) == Resolution(Outcome.DANGLING)
-    assert resolve("/d/through", nodes.get) == Resolution(Outcome.DANGLING)
-    assert resolve("/d/f/..", nodes.get) == Resolution(Outcome.RESOLVED, "/d")
