@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from scanner.model import AssetInfo, AssetKind, NodeKind
-from scanner.source.containment import Outcome, Resolution, normalize, resolve, resolve_in_tree
+from scanner.source.containment import Outcome, normalize, resolve, resolve_in_tree
 from scanner.source.interface import Node, RootView
 
 
@@ -74,6 +74,8 @@ NODES["/hard/libx.so"] = Node("/hard/libx.so", NodeKind.FILE, link="/etc/passwd"
     ("path", "expected"),
     [
         ("/etc/hostname", "/secret"),
+        ("usr/lib/libx.so", "/usr/lib/libx.so.1"),  # a relative path is taken from the root
+        ("lib/libx.so", "/usr/lib/libx.so.1"),
         ("/etc/abs", "/etc/passwd"),
         ("/usr/lib/libx.so", "/usr/lib/libx.so.1"),
         ("/usr/lib/up", "/etc/passwd"),
@@ -130,18 +132,19 @@ def test_root_view_resolve_and_listdir() -> None:
     assert list(view.listdir("/nowhere")) == []
 
 
-def test_resolution_edge_cases() -> None:
-    """Where `..` of a link lands, a relative path that climbs, trailing `/` and `/.`."""
-    nodes = tree(
-        ("/d/f", None),
-        ("/d/e/up", "../f"),
-        ("/d/abs", "/d/f"),
-        ("/d/dot", "f/."),
-        ("/d/slash", "f/"),
-    )
-    assert resolve("/d/e/up", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")
-    assert resolve("/d/abs", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")
-    assert resolve("../d/f", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")  # lexical
-    assert resolve("/d/f/..", nodes.get) == Resolution(Outcome.RESOLVED, "/d")  # lexical
-    assert resolve("/d/dot", nodes.get) == Resolution(Outcome.DANGLING)  # ENOTDIR
-    assert resolve("/d/slash", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")
+@pytest.mark.parametrize(
+    ("path", "outcome", "expected"),
+    [
+        ("/usr/lib/libx.so", Outcome.RESOLVED, "/usr/lib/libx.so.1"),
+        ("/usr/lib/up", Outcome.ESCAPES, "/etc/passwd"),  # its `..` climbed past the root
+        ("/etc/hostname", Outcome.ESCAPES, "/secret"),
+        ("/../etc/passwd", Outcome.RESOLVED, "/etc/passwd"),  # lexical `..` of the path: no
+        ("/dangling", Outcome.DANGLING, None),
+        ("/etc/through-file", Outcome.DANGLING, None),
+        ("/loop/a", Outcome.LOOP, None),
+    ],
+)
+def test_resolution_outcomes(path: str, outcome: Outcome, expected: str | None) -> None:
+    """An escape is reported (the scan records it) but still lands inside the root."""
+    found = resolve(path, NODES.get)
+    assert (found.outcome, found.path) == (outcome, expected)
