@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from scanner.model import AssetInfo, AssetKind, NodeKind
-from scanner.source.containment import Outcome, normalize, resolve, resolve_in_tree
+from scanner.source.containment import Outcome, Resolution, normalize, resolve, resolve_in_tree
 from scanner.source.interface import Node, RootView
 
 
@@ -130,6 +130,23 @@ def test_root_view_resolve_and_listdir() -> None:
     assert sorted(view.listdir("/usr/lib/")) == sorted(view.listdir("/usr/lib"))
     assert list(view.listdir("/usr")) == ["/usr/lib"]
     assert list(view.listdir("/nowhere")) == []
+
+
+def test_resolution_edge_cases() -> None:
+    """Where `..` of a link lands, a relative path that climbs, trailing `/` and `/.`."""
+    nodes = tree(
+        ("/d/f", None),
+        ("/d/e/up", "../f"),
+        ("/d/abs", "/d/f"),
+        ("/d/dot", "f/."),
+        ("/d/slash", "f/"),
+    )
+    assert resolve("/d/e/up", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")
+    assert resolve("/d/abs", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")
+    assert resolve("../d/f", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")  # lexical
+    assert resolve("/d/f/..", nodes.get) == Resolution(Outcome.RESOLVED, "/d")  # lexical
+    assert resolve("/d/dot", nodes.get) == Resolution(Outcome.DANGLING)  # ENOTDIR
+    assert resolve("/d/slash", nodes.get) == Resolution(Outcome.RESOLVED, "/d/f")
 
 
 @pytest.mark.parametrize(
