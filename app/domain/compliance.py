@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import logging
+import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -444,4 +445,153 @@ def catalog_listing(framework: str | None) -> dict[str, Any]:
         ],
         "items": items,
         "total": len(items),
+    }
+
+
+# ---------------------------------------------------------------------------- CDXA export
+
+
+def _ref(text: str) -> str:
+    return text.replace(" ", "_")
+
+
+def attestation(
+    session: Session, policy_name: str, framework: str | None, now: datetime
+) -> dict[str, Any]:
+    """The fleet's compliance as a CycloneDX 1.6 attestation (CDXA) for auditors: the
+    frameworks as `definitions.standards` with the cited controls as requirements; per asset
+    and control a claim (its rules' messages as reasoning, their results as evidence); per
+    control an attestation map entry with the passing claims, the failing ones as counter
+    claims, and the share that passes as its conformance score."""
+    row, loaded = _policy(session, policy_name)
+    catalog = default_catalog()
+    policy = loaded.policy
+    cited = [
+        c
+        for c in cited_controls(policy, catalog)
+        if framework is None or catalog.controls[c].framework == framework
+    ]
+    standards = []
+    for fw in catalog.frameworks:
+        ids = [c for c in cited if catalog.controls[c].framework == fw.id]
+        if ids:
+            standards.append(
+                {
+                    "bom-ref": f"standard:{fw.id}",
+                    "name": fw.title,
+                    "version": fw.id.rsplit("-", 1)[-1].removeprefix("v"),
+                    "requirements": [
+                        {
+                            "bom-ref": f"requirement:{_ref(c)}",
+                            "identifier": c,
+                            "text": catalog.controls[c].title,
+                        }
+                        for c in ids
+                    ],
+                    "externalReferences": [{"type": "website", "url": fw.source.split(" ")[0]}],
+                }
+            )
+    targets: list[dict[str, Any]] = []
+    claims: list[dict[str, Any]] = []
+    evidence: list[dict[str, Any]] = []
+    passing: dict[str, list[str]] = {c: [] for c in cited}
+    failing: dict[str, list[str]] = {c: [] for c in cited}
+    for batch in repo.assets_with_scans(session):
+        for stored, asset in repo.evaluations(session, row.name, [a.id for a in batch]):
+            target = f"asset:{asset.id}"
+            targets.append(
+                {
+                    "type": "container" if asset.kind == "image" else "operating-system",
+                    "bom-ref": target,
+                    "name": asset.name,
+                    "version": asset.identity,
+                }
+            )
+            results = current_results(stored, asset, policy, now)
+            for r in results:
+                evidence.append(
+                    {
+                        "bom-ref": f"evidence:{asset.id}:{r.rule}",
+                        "propertyName": f"gpuprov:policy:rule:{r.rule}",
+                        "data": [
+                            {
+                                "name": r.message,
+                                "contents": {
+                                    "attachment": {
+                                        "contentType": "application/json",
+                                        "content": json.dumps(r.to_dict(), ensure_ascii=False),
+                                    }
+                                },
+                            }
+                        ],
+                        "created": stored.evaluated_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    }
+                )
+            status = control_status(results)
+            for cid in cited:
+                citing = [r for r in results if cid in r.controls]
+                claim = f"claim:{asset.id}:{_ref(cid)}"
+                claims.append(
+                    {
+                        "bom-ref": claim,
+                        "target": target,
+                        "predicate": f"{asset.name} meets {cid} under policy {row.name} "
+                        f"version {row.version}: {status.get(cid, Status.NOT_APPLICABLE).value}",
+                        "reasoning": "; ".join(f"{r.rule}: {r.message}" for r in citing),
+                        "evidence": [f"evidence:{asset.id}:{r.rule}" for r in citing],
+                    }
+                )
+                if status.get(cid) is Status.FAIL:
+                    failing[cid].append(claim)
+                elif status.get(cid) is Status.PASS:
+                    passing[cid].append(claim)
+    mapping = []
+    for cid in cited:
+        judged = len(passing[cid]) + len(failing[cid])
+        mapping.append(
+            {
+                "requirement": f"requirement:{_ref(cid)}",
+                "claims": passing[cid],
+                "counterClaims": failing[cid],
+                "conformance": {
+                    "score": round(len(passing[cid]) / judged, 4) if judged else 1.0,
+                    "rationale": f"{len(passing[cid])} of {judged} assets to which the control "
+                    "applies pass it",
+                },
+                "confidence": {
+                    "score": 1.0,
+                    "rationale": "evaluated from the stored inventory by gpuprov's policy rules",
+                },
+            }
+        )
+    return {
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.6",
+        "serialNumber": f"urn:uuid:{uuid.uuid4()}",
+        "version": 1,
+        "metadata": {
+            "timestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "tools": {"components": [{"type": "application", "name": "gpuprov"}]},
+        },
+        "definitions": {"standards": standards},
+        "declarations": {
+            "assessors": [
+                {
+                    "bom-ref": "assessor:gpuprov",
+                    "thirdParty": False,
+                    "organization": {"name": "gpuprov"},
+                }
+            ],
+            "attestations": [
+                {
+                    "summary": f"Fleet compliance under promotion policy {row.name} version "
+                    f"{row.version} (sha256 {row.content_sha256})",
+                    "assessor": "assessor:gpuprov",
+                    "map": mapping,
+                }
+            ],
+            "claims": claims,
+            "evidence": evidence,
+            "targets": {"components": targets},
+        },
     }

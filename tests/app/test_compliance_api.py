@@ -217,3 +217,42 @@ def test_a_catalog_import_updates_compliance(
     ).json()
     assert [i["asset"]["name"] for i in failing["items"]] == ["reg.example/p:1"]
     assert failing["items"][0]["reasons"][0]["files"][0]["path"].endswith("libcudnn_graph.so.9")
+
+
+def test_cdxa_attestation_export_is_valid_cyclonedx(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    _fleet(post_report)
+    put_policy(service, POLICY)
+    reader = auth(service.token("inventory:read"))
+    answer = service.client.get(
+        "/api/v1/compliance/attestation?policy=prod&framework=cis-v8", headers=reader
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["content-type"] == "application/vnd.cyclonedx+json"
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(answer.text) is None
+    doc = answer.json()
+    (standard,) = doc["definitions"]["standards"]
+    assert standard["name"] == "CIS Critical Security Controls v8"
+    requirements = {r["identifier"] for r in standard["requirements"]}
+    assert requirements == {"CIS-2.5", "CIS-2.6", "CIS-4.1", "CIS-2.1", "CIS-2.4", "CIS-16.4"}
+    declarations = doc["declarations"]
+    assert len(declarations["targets"]["components"]) == 3
+    assert len(declarations["claims"]) == 3 * len(requirements)
+    mapping = {m["requirement"]: m for m in declarations["attestations"][0]["map"]}
+    cis25 = mapping["requirement:CIS-2.5"]
+    names = {c["bom-ref"]: c["target"] for c in declarations["claims"]}
+    tampered_id = next(
+        t["bom-ref"]
+        for t in declarations["targets"]["components"]
+        if t["name"] == "reg.example/tampered:1"
+    )
+    assert [names[c] for c in cis25["counterClaims"]] == [tampered_id]
+    assert len(cis25["claims"]) == 2 and cis25["conformance"]["score"] == round(2 / 3, 4)
+    refs = {e["bom-ref"] for e in declarations["evidence"]}
+    assert all(set(c["evidence"]) <= refs for c in declarations["claims"])
+    missing = service.client.get("/api/v1/compliance/attestation?policy=nope", headers=reader)
+    assert missing.status_code == 404

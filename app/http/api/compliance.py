@@ -9,7 +9,7 @@ from itertools import chain
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from app.clock import utcnow
 from app.domain import compliance
@@ -87,6 +87,31 @@ def export(
         media_type="text/csv" if format == "csv" else "application/json",
         headers={
             "Content-Disposition": f'attachment; filename="gpuprov-compliance-{policy}.{format}"'
+        },
+    )
+
+
+@router.get(
+    "/compliance/attestation",
+    responses={
+        200: {
+            "content": {"application/vnd.cyclonedx+json": {"schema": {"type": "object"}}},
+            "description": "a CycloneDX 1.6 BOM with definitions.standards and declarations",
+        },
+        **_NO_POLICY,
+    },
+)
+def attestation(
+    _: InventoryReader, session: SessionDep, policy: PolicyQuery, framework: Framework = None
+) -> JSONResponse:
+    """Fleet compliance as a CycloneDX attestation (CDXA) for auditors: the standards and their
+    cited requirements, a claim per asset and control with its evidence, and per requirement
+    the passing claims, the failing ones as counter claims and a conformance score."""
+    return JSONResponse(
+        compliance.attestation(session, policy, framework, utcnow()),
+        media_type="application/vnd.cyclonedx+json",
+        headers={
+            "Content-Disposition": f'attachment; filename="gpuprov-attestation-{policy}.cdx.json"'
         },
     )
 
