@@ -24,6 +24,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check gpuprov scanner app tests bench
 	$(BIN)/ruff format --check gpuprov scanner app tests bench
+	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
