@@ -258,8 +258,8 @@ def scan(
     ] = None,
 ) -> None:
     """Scan a host root or a container image for GPU libraries and report them."""
+    from scanner.imageref import is_registry_target
     from scanner.pipeline import ScanOptions
-    from scanner.source.reference import is_registry_target
     from scanner.verify.inputs import TrustInputs
 
     fail_kinds = _parse_fail_on(fail_on)

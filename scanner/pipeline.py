@@ -528,7 +528,7 @@ def _image_trust(
     source: Source, view: RootView, inputs: TrustInputs, policy: TrustPolicy
 ) -> ImageTrust:
     """Signatures from the registry (when the image came from one) and local files."""
-    from scanner.source.reference import split_name
+    from scanner.imageref import split_name
     from scanner.verify.cosign import CosignLayer
     from scanner.verify.scan_trust import image_trust, layer_from_file
 

@@ -10,8 +10,6 @@ fleet as it was when the asset was evaluated (re-evaluated with every scan and p
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import uuid
@@ -23,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.domain import gate, policies
+from app.domain.tabular import csv_chunks, json_chunks
 from app.errors import NotFound
 from app.storage.repositories import compliance as repo
 from app.storage.repositories import gate as gate_repo
@@ -401,30 +400,13 @@ EXPORT_COLUMNS = (
 
 
 def export_csv(rows: Iterator[dict[str, Any]]) -> Iterator[str]:
-    """CSV with a header; cells a spreadsheet would run as a formula are quoted with '."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(EXPORT_COLUMNS)
-    yield buffer.getvalue()
-    for r in rows:
-        buffer.seek(0)
-        buffer.truncate()
-        writer.writerow([_csv_safe(r[c]) for c in EXPORT_COLUMNS])
-        yield buffer.getvalue()
-
-
-def _csv_safe(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
+    """CSV with a header (`EXPORT_COLUMNS`), formula-safe cells."""
+    return csv_chunks(rows, EXPORT_COLUMNS)
 
 
 def export_json(rows: Iterator[dict[str, Any]]) -> Iterator[str]:
     """A JSON array, one element per line, streamed."""
-    yield "["
-    for n, r in enumerate(rows):
-        yield ("\n" if n == 0 else ",\n") + json.dumps(r, ensure_ascii=False)
-    yield "\n]\n"
+    return json_chunks(rows)
 
 
 def catalog_listing(framework: str | None) -> dict[str, Any]:

@@ -55,21 +55,9 @@ def _props(pairs: Iterable[tuple[str, str | None]]) -> list[Any]:
 
 
 def _oci_purl(result: ScanResult) -> Any:
-    from packageurl import PackageURL
+    from scanner.imageref import oci_purl
 
-    from scanner.source.reference import split_name
-
-    asset = result.asset
-    repo, tag, _ = split_name(asset.name)
-    last = repo.rsplit("/", 1)[-1].lower() or "image"
-    qualifiers: dict[str, str] = {}
-    if "/" in repo:
-        qualifiers["repository_url"] = repo
-    if asset.platform and "/" in asset.platform:
-        qualifiers["arch"] = asset.platform.split("/")[1]
-    if tag:
-        qualifiers["tag"] = tag
-    return PackageURL(type="oci", name=last, version=asset.digest, qualifiers=qualifiers or None)
+    return oci_purl(result.asset.name, result.asset.digest, result.asset.platform)
 
 
 def _asset_component(result: ScanResult) -> Any:

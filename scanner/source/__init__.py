@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scanner.errors import SourceError, UsageError
+from scanner.imageref import is_registry_target
 from scanner.source.candidates import symlink_loops
 from scanner.source.directory import DirectorySource
 from scanner.source.image import (
@@ -23,7 +24,6 @@ from scanner.source.image import (
 from scanner.source.interface import Node, RootView, Selector, SignatureLayer, Source
 from scanner.source.layercache import LayerCache, default_cache_dir
 from scanner.source.layerstream import LayerSpec, Limits
-from scanner.source.reference import is_registry_target
 
 if TYPE_CHECKING:
     from scanner.source.registry import RegistryOptions

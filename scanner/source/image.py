@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from scanner.errors import SourceError, UsageError
+from scanner.imageref import split_digest
 from scanner.model import AssetInfo, AssetKind, Candidate, FileRef, OciDigest, Skipped, Stage
 from scanner.source.candidates import collect_candidates
 from scanner.source.interface import RootView, Selector, SignatureLayer
 from scanner.source.layerstream import LayerSpec, Limits, Readable
-from scanner.source.oci import Descriptor, split_digest
+from scanner.source.oci import Descriptor
 from scanner.source.platform import (
     ExpandIndex,
     check_config_platform,

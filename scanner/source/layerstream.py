@@ -19,8 +19,8 @@ from types import TracebackType
 from typing import IO, Any, Literal, Protocol, cast
 
 from scanner.errors import SourceError, UnsafeArchiveError
+from scanner.imageref import split_digest
 from scanner.model import OciDigest
-from scanner.source.oci import split_digest
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -3,23 +3,13 @@ sources."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from scanner.errors import SourceError
+from scanner.imageref import split_digest
 from scanner.model import OciDigest
-
-_DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128}")
-
-
-def split_digest(digest: str) -> tuple[str, str]:
-    """Validate an OCI digest (sha256/sha512, lowercase hex) and split it; SourceError if bad."""
-    if not _DIGEST_RE.fullmatch(digest):
-        raise SourceError(f"invalid or unsupported digest {digest!r}")
-    algorithm, _, hexdigest = digest.partition(":")
-    return algorithm, hexdigest
 
 
 @dataclass(frozen=True, slots=True)

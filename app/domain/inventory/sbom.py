@@ -23,6 +23,7 @@ from app.storage.repositories import scans as scan_repo
 from app.storage.tables import Artifact, Asset, Package, Scan
 from scanner import __version__
 from scanner import vocabulary as v
+from scanner.imageref import oci_purl
 
 #: the media type of both forms
 MEDIA_TYPE = "application/vnd.cyclonedx+json"
@@ -128,32 +129,8 @@ def _asset_component(asset: Asset, scan: Scan) -> Component:
         type=ComponentType.CONTAINER,
         name=asset.name,
         bom_ref=ref,
-        purl=image_purl(asset.name, digest, details.get("platform")) if digest else None,
+        purl=oci_purl(asset.name, digest, details.get("platform")) if digest else None,
         properties=_props(pairs),
-    )
-
-
-def image_purl(reference: str, digest: str, platform: str | None = None) -> PackageURL:
-    """The ``pkg:oci`` purl of an image (purl-spec's oci type, as the scanner writes it): the
-    last path segment as the name, the manifest digest as the version, the repository (registry
-    host and port included) and the tag as qualifiers.
-    ``localhost:5000/ml/train@sha256:ab..`` is ``pkg:oci/train@sha256%3Aab..?repository_url=
-    localhost:5000/ml/train``: a registry port is never read as a tag."""
-    name = reference.split("@", 1)[0]
-    last = name.rsplit("/", 1)[-1]
-    repository, _, tag = name.rpartition(":") if ":" in last else (name, "", "")
-    qualifiers: dict[str, str] = {}
-    if "/" in repository:
-        qualifiers["repository_url"] = repository
-    if platform and "/" in platform:
-        qualifiers["arch"] = platform.split("/")[1]
-    if tag:
-        qualifiers["tag"] = tag
-    return PackageURL(
-        type="oci",
-        name=repository.rsplit("/", 1)[-1].lower() or "image",
-        version=digest,
-        qualifiers=qualifiers or None,
     )
 
 

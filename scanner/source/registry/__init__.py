@@ -3,7 +3,7 @@ per job: `auth` (options, docker config, challenges, tokens), `transport` (HTTP,
 redirects, blob streams), `manifest` (media types, fetched documents), `client` (the pull API
 and `resolve`), `referrers` (signature and attestation discovery) and `source` (the `Source`).
 Reference parsing and the platform rule are shared with the other image sources
-(`scanner.source.reference`, `scanner.source.platform`).
+(`scanner.imageref`, `scanner.source.platform`).
 """
 
 from scanner.source.registry.auth import RegistryOptions

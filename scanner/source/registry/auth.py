@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scanner.errors import SourceError, UsageError
-from scanner.source.reference import canonical_registry
+from scanner.imageref import canonical_registry
 
 #: One challenge of a ``WWW-Authenticate`` header: (scheme lowercased, {param: value}).
 Challenge = tuple[str, dict[str, str]]

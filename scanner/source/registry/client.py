@@ -15,10 +15,10 @@ from typing import IO, Any, Self
 import httpx
 
 from scanner.errors import SourceError, UsageError
+from scanner.imageref import ImageReference, split_digest
 from scanner.model import OciDigest
-from scanner.source.oci import Descriptor, split_digest
+from scanner.source.oci import Descriptor
 from scanner.source.platform import check_config_platform, check_platform, choose_image, leaves
-from scanner.source.reference import ImageReference
 from scanner.source.registry.auth import Credentials, RegistryOptions
 from scanner.source.registry.manifest import (
     ACCEPT,

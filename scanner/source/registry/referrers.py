@@ -14,8 +14,9 @@ from enum import StrEnum
 import httpx
 
 from scanner.errors import SourceError
+from scanner.imageref import split_digest
 from scanner.model import OciDigest
-from scanner.source.oci import Descriptor, split_digest
+from scanner.source.oci import Descriptor
 from scanner.source.registry.client import RegistryClient
 from scanner.source.registry.manifest import MANIFEST_LIMIT, OCI_INDEX, Manifest
 from scanner.source.registry.transport import read_limited, scope

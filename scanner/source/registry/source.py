@@ -9,12 +9,12 @@ import functools
 
 import httpx
 
+from scanner.imageref import ImageReference
 from scanner.model import Skipped, Stage
 from scanner.source.image import ImagePlan, image_view
 from scanner.source.interface import RootView, Selector, SignatureLayer
 from scanner.source.layerstream import LayerSpec, Limits
 from scanner.source.platform import check_platform
-from scanner.source.reference import ImageReference
 from scanner.source.registry.auth import RegistryOptions
 from scanner.source.registry.client import RegistryClient, RegistryImage
 from scanner.source.registry.referrers import list_referrers

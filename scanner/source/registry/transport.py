@@ -19,9 +19,8 @@ from typing import Any
 import httpx
 
 from scanner.errors import SourceError, UsageError
+from scanner.imageref import DOCKER_HUB, is_valid_host, split_digest
 from scanner.model import OciDigest
-from scanner.source.oci import split_digest
-from scanner.source.reference import DOCKER_HUB, is_valid_host
 from scanner.source.registry.auth import Authenticator, Credentials
 
 log = logging.getLogger(__name__)

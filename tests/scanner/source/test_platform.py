@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from scanner.errors import ScannerError, SourceError, UsageError
+from scanner.imageref import ImageReference
 from scanner.source.image import OciLayoutSource
-from scanner.source.reference import ImageReference
 from scanner.source.registry.client import RegistryClient
 from tests.fixtures.images import Built, Image, Layer, file, sha256
 

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from scanner.errors import SourceError, UsageError
+from scanner.imageref import ImageReference, is_registry_target, split_name
 from scanner.source import open_source
 from scanner.source.layercache import LayerCache
-from scanner.source.reference import ImageReference, is_registry_target, split_name
 from scanner.source.registry import RegistryOptions, RegistrySource
 from scanner.source.registry.auth import (
     Credentials,
