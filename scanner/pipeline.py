@@ -370,7 +370,7 @@ def _identify(
     non-ELF file was listed as cuDNN *and* skipped; an unreadable one was a table row, counted
     by a finding, and missing from the CycloneDX).
     """
-    from scanner.detect import identify
+    from scanner.detect.identify import identify
 
     libraries: list[GpuLibrary] = []
     not_library: list[Finding] = []

@@ -4,29 +4,53 @@ read-only `RootView`. `open_source` parses the target as the user wrote it.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from scanner.errors import SourceError, UsageError
+from scanner.fsutil import cache_root
 from scanner.imageref import is_registry_target
 from scanner.source.candidates import symlink_loops
 from scanner.source.directory import DirectorySource
-from scanner.source.image import (
-    DockerArchiveSource,
-    ImagePlan,
-    OciArchiveSource,
-    OciLayoutSource,
-    image_view,
-    sniff_archive,
-)
 from scanner.source.interface import Node, RootView, Selector, SignatureLayer, Source
-from scanner.source.layercache import LayerCache, default_cache_dir
 from scanner.source.layerstream import LayerSpec, Limits
 
 if TYPE_CHECKING:
+    from scanner.source.image import (
+        DockerArchiveSource,
+        ImagePlan,
+        OciArchiveSource,
+        OciLayoutSource,
+        image_view,
+    )
+    from scanner.source.layercache import LayerCache, default_cache_dir
     from scanner.source.registry import RegistryOptions
+
+# Loaded on first use (PEP 562): a host scan never pays for the image readers and their
+# layer cache.
+_LAZY = {
+    "DockerArchiveSource": "image",
+    "ImagePlan": "image",
+    "OciArchiveSource": "image",
+    "OciLayoutSource": "image",
+    "image_view": "image",
+    "LayerCache": "layercache",
+    "default_cache_dir": "layercache",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Load the submodule that defines ``name`` and cache the name here."""
+    home = _LAZY.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DirectorySource",
@@ -110,7 +134,9 @@ def open_source(
         if platform is not None:
             raise UsageError("--platform applies to images, not to a host directory")
         # Host scans reuse the listings of unchanged directories (see directory._Listings).
-        listing = (cache_dir or default_cache_dir()).parent / "host-dirs" if use_cache else None
+        # (beside the layer cache: the parent of --cache-dir, else the scanner's cache root)
+        parent = cache_dir.parent if cache_dir is not None else cache_root()
+        listing = parent / "host-dirs" if use_cache else None
         return DirectorySource(
             path,
             include=include,
@@ -120,6 +146,15 @@ def open_source(
         )
     if include or all_filesystems:
         raise UsageError(f"{target}: --include and --all-filesystems apply to host directories")
+    # Imported here: host scans never load the image readers.
+    from scanner.source.image import (
+        DockerArchiveSource,
+        OciArchiveSource,
+        OciLayoutSource,
+        sniff_archive,
+    )
+    from scanner.source.layercache import LayerCache, default_cache_dir
+
     cache = LayerCache(cache_dir or default_cache_dir()) if use_cache else None
     if transport == "registry":
         # Imported here: the HTTP client is only paid for by registry scans.

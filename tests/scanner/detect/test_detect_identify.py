@@ -12,8 +12,8 @@ from scanner.detect import (
     analyze_elf,
     build_context,
     find_mixed_cudnn,
-    identify,
 )
+from scanner.detect.identify import identify
 from scanner.model import (
     AssetInfo,
     AssetKind,
