@@ -22,6 +22,11 @@ class ErrorResponse(BaseModel):
     error: ErrorBody
 
 
+def error_responses(*pairs: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries: each (status, when) answered with an `ErrorResponse`."""
+    return {code: {"model": ErrorResponse, "description": text} for code, text in pairs}
+
+
 class Readiness(BaseModel):
     status: str = Field(description="ready or unavailable")
     schema_: str | None = Field(

@@ -14,7 +14,7 @@ from app.domain import compliance, policies
 from app.http.body import read_limited
 from app.http.deps import Admin, InventoryReader, SessionDep, WriteSessionDep
 from app.http.params import Limit, Offset
-from app.http.schemas import ErrorResponse
+from app.http.schemas import error_responses
 from app.http.schemas_policy import PolicyOut, PolicyPage, PolicyPutOut
 
 router = APIRouter(tags=["policies"])
@@ -57,17 +57,13 @@ async def _policy_body(request: Request) -> bytes:
 PolicyBody = Annotated[bytes, Depends(_policy_body)]
 
 
-def _errors(*pairs: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
-    return {code: {"model": ErrorResponse, "description": text} for code, text in pairs}
-
-
 @router.put(
     "/policies/{name}",
     status_code=201,
     response_model=PolicyPutOut,
     responses={
         200: {"model": PolicyPutOut, "description": "the same document is the current version"},
-        **_errors(
+        **error_responses(
             (413, "larger than 256 KiB"),
             (415, "not a YAML (or JSON) media type"),
             (422, "not a valid policy: details name each bad field by its path"),

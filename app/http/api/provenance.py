@@ -16,10 +16,10 @@ from app.http.params import Limit, Offset
 from app.http.schemas import (
     CatalogImportOut,
     CatalogPage,
-    ErrorResponse,
     PolicyChangeOut,
     TrustPolicyOut,
     TrustPolicyPage,
+    error_responses,
 )
 
 router = APIRouter(tags=["provenance"])
@@ -61,10 +61,6 @@ PolicyBody = Annotated[bytes, Depends(_policy_body)]
 CatalogBody = Annotated[bytes, Depends(_catalog_body)]
 
 
-def _errors(*pairs: tuple[int, str]) -> dict[int | str, dict[str, Any]]:
-    return {code: {"model": ErrorResponse, "description": text} for code, text in pairs}
-
-
 def _body(media_types: tuple[str, ...], example: str) -> dict[str, Any]:
     return {
         "requestBody": {
@@ -78,7 +74,7 @@ def _body(media_types: tuple[str, ...], example: str) -> dict[str, Any]:
     "/trust-policy",
     status_code=201,
     response_model=PolicyChangeOut,
-    responses=_errors(
+    responses=error_responses(
         (413, "larger than 1 MiB"),
         (415, "not a YAML media type"),
         (422, "not a valid trust policy; the message says why"),
@@ -97,7 +93,7 @@ def put_trust_policy(
 @router.get(
     "/trust-policy",
     response_model=TrustPolicyOut,
-    responses=_errors((404, "no trust policy stored yet")),
+    responses=error_responses((404, "no trust policy stored yet")),
 )
 def get_trust_policy(_: Admin, session: SessionDep) -> dict[str, Any]:
     """The current trust policy, with its version."""
@@ -118,7 +114,7 @@ def trust_policy_history(
     response_model=CatalogImportOut,
     responses={
         200: {"model": CatalogImportOut, "description": "these bytes were imported before"},
-        **_errors(
+        **error_responses(
             (409, "no trust policy stored"),
             (413, "larger than the report size limit"),
             (415, "not JSON"),
