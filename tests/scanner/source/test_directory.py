@@ -329,6 +329,8 @@ def test_include_of_special_files_and_link_chains(tmp_path: Path) -> None:
     through_file = scan(root, include=["/etc/passwd/x"])  # a file is not a directory
     reasons = {s.path: s.reason for s in through_file.skipped}
     assert through_file.candidates == [] and "not found" in reasons["/etc/passwd/x"]
+    # Only directories and links passed on the way join the tree, never the file in the way.
+    assert "/etc/passwd" not in through_file.nodes and "/etc" in through_file.nodes
     # As the kernel says ENOTDIR for `passwd/..`, a link through a file resolves to nothing.
     (root / "etc/libcudnn_via.so").symlink_to("passwd/../shadow")
     via = scan(root, include=["/etc/libcudnn_via.so"])
@@ -363,3 +365,27 @@ def test_names_that_sort_before_dotdot_are_names(tmp_path: Path) -> None:
     for include in ("/opt/-/lib", "/opt/gpu"):
         found = scan(root, include=[include]).candidates
         assert [c.ref.path for c in found] == ["/opt/-/lib/libcudnn.so.9"]
+
+
+def test_an_include_removed_after_its_resolution_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An included directory removed between its resolution and its reading (a race with the
+    host) is skipped with the reason, and the rest of the scan goes on."""
+    from scanner.source import directory
+
+    root = make_root(tmp_path / "root")
+    (root / "opt/gone").mkdir(parents=True)
+    resolve = directory._Walk.resolve
+
+    def resolve_then_remove(walk: Any, path: str, *, record: bool) -> str | None:
+        real = resolve(walk, path, record=record)
+        if real == "/opt/gone":
+            (root / "opt/gone").rmdir()
+        return real
+
+    monkeypatch.setattr(directory._Walk, "resolve", resolve_then_remove)
+    view = scan(root, include=["/opt/gone", "/usr/lib"])
+    reasons = {s.path: s.reason for s in view.skipped}
+    assert reasons["/opt/gone"] == "cannot read: No such file or directory"
+    assert [c.ref.path for c in view.candidates] == ["/usr/lib/x86_64-linux-gnu/libcudnn.so.9.1.0"]

@@ -17,7 +17,7 @@ from tuf.api.metadata import Root
 from scanner.errors import VerifyError
 from scanner.fsutil import cache_root
 from scanner.verify.trusted_roots import SigstoreRoot, refresh_public_good
-from scanner.verify.tuf_refresh import TufRejected, require_private
+from scanner.verify.tuf_refresh import TufRejected, require_private, verify_refresh
 from tests.fixtures.sigstore_private import PrivateSigstore
 from tests.fixtures.tuf_repo import TufRepo
 
@@ -341,8 +341,10 @@ def test_metadata_names_never_leave_the_directory(tmp_path: Path) -> None:
     fetcher = _DirectoryFetcher(tmp_path / "meta")
     assert b"".join(fetcher.fetch("offline-tuf:/1.root.json")) == b"root"
     for url in ("offline-tuf:/../secret.json", "offline-tuf:/a//b", "offline-tuf:/./x"):
-        with pytest.raises(exceptions.DownloadHTTPError):
+        with pytest.raises(exceptions.DownloadHTTPError) as refused:
             b"".join(fetcher.fetch(url))
+        # 404, as for a missing file: the updater reads it as "no such metadata", never more.
+        assert refused.value.status_code == 404
     with pytest.raises(exceptions.DownloadError, match="unexpected URL"):
         b"".join(fetcher.fetch("https://tuf-repo-cdn.sigstore.dev/1.root.json"))
     (tmp_path / "meta" / "dir.json").mkdir()
@@ -370,3 +372,80 @@ def test_only_the_verified_metadata_is_kept(
         "2.root.json",
     ]
     assert (trust / "public-good.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_the_walk_stops_at_the_cache_directory(tmp_path: Path) -> None:
+    """Directories above `stop` (a shared parent of the cache) are not this check's business."""
+    shared = tmp_path / "shared"
+    target = shared / "cache" / "trust" / "public-good.json"
+    target.parent.mkdir(parents=True)
+    target.write_text("{}")
+    shared.chmod(0o777)
+    require_private(target, shared / "cache")
+    (shared / "cache").chmod(0o777)
+    with pytest.raises(TufRejected, match="cache is writable by group or others"):
+        require_private(target, shared / "cache")
+
+
+def test_a_stop_outside_the_path_never_shortens_the_walk(tmp_path: Path) -> None:
+    """A `stop` that is not an ancestor (whatever it sorts like) is never reached: every
+    directory up to the filesystem root is checked."""
+    target = tmp_path / "open" / "public-good.json"
+    target.parent.mkdir()
+    target.write_text("{}")
+    target.parent.chmod(0o777)
+    with pytest.raises(TufRejected, match="open is writable by group or others"):
+        require_private(target, tmp_path / "z")
+    # The walk ends at the filesystem root (root-owned, not writable by others) and accepts it.
+    require_private(Path("/"), tmp_path / "z")
+
+
+def test_kept_metadata_newer_than_the_version_signed_for_it_is_refused(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    raw = instance.trusted_root_json()
+    refresh_public_good(repo.publish(tmp_path / "v1", raw), pinned_tuf_root=repo.pinned)
+    state = _state(cache)
+    old = {n: (state / n).read_bytes() for n in ("timestamp.json", "snapshot.json")}
+    refresh_public_good(repo.publish(tmp_path / "v2", raw, version=2), pinned_tuf_root=repo.pinned)
+    # Timestamp and snapshot of version 1 (consistent with each other) over targets version 2.
+    for name, data in old.items():
+        (state / name).write_bytes(data)
+    with pytest.raises(VerifyError, match="targets version 2 is not the version 1 signed"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+
+
+def test_a_kept_root_of_an_older_version_is_refused(
+    repo: TufRepo, instance: PrivateSigstore, cache: Path, tmp_path: Path
+) -> None:
+    repo.rotate("targets")
+    _refreshed(repo, instance, tmp_path)
+    # Root 1 again under the name of root 2: validly signed, but a rollback.
+    (_state(cache) / "root_history" / "2.root.json").write_bytes(repo.pinned)
+    with pytest.raises(VerifyError, match="2.root.json holds root version 1"):
+        SigstoreRoot.public_good(pinned_tuf_root=repo.pinned)
+
+
+def test_versions_above_256_verify(instance: PrivateSigstore, cache: Path, tmp_path: Path) -> None:
+    """Versions are compared by value (CPython shares only the ints up to 256)."""
+    repo = TufRepo()
+    assert repo.root is not None
+    repo.root.version = 300
+    repo.roots = [repo._sign(repo.root, [repo.signers["root"]])]
+    repo.rotate("targets")  # root 301
+    raw = instance.trusted_root_json()
+    meta = repo.publish(tmp_path / "m", raw, version=300)
+    for number in (1, 2):
+        (meta / f"{number}.root.json").rename(meta / f"{number + 299}.root.json")
+    refresh_public_good(meta, pinned_tuf_root=repo.pinned)
+    assert SigstoreRoot.public_good(pinned_tuf_root=repo.pinned).raw == raw
+
+
+def test_the_state_directory_is_created_with_its_parents(
+    repo: TufRepo, instance: PrivateSigstore, tmp_path: Path
+) -> None:
+    raw = instance.trusted_root_json()
+    meta = repo.publish(tmp_path / "m", raw)
+    state = tmp_path / "new" / "deeper" / "state"
+    assert verify_refresh(meta, state, repo.pinned) == raw
+    assert (state / "root_history").is_dir()
