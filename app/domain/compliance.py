@@ -117,7 +117,7 @@ def _evaluate_batch(
 ) -> int:
     scan_ids = [a.latest_scan_id for a in assets if a.latest_scan_id is not None]
     scans = gate_repo.scans_by_id(session, scan_ids)
-    files = gate_repo.artifacts_of(session, scan_ids)
+    files = gate_repo.library_facts_of(session, scan_ids)
     asset_rows: list[dict[str, Any]] = []
     control_rows: list[dict[str, Any]] = []
     for asset in assets:

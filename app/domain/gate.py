@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy.orm import Session
 
@@ -57,7 +57,41 @@ def _findings(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _file(a: Artifact) -> FileFact:
+class StoredFile(Protocol):
+    """What a rule reads of a stored GPU library: an `Artifact` or a row of its fact columns
+    (`repositories.gate.library_facts_of`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def component(self) -> str | None: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def cuda_major(self) -> int | None: ...
+    @property
+    def sha256(self) -> str | None: ...
+    @property
+    def layer(self) -> str | None: ...
+    @property
+    def integrity(self) -> str | None: ...
+    @property
+    def integrity_reason(self) -> str | None: ...
+    @property
+    def provenance(self) -> str | None: ...
+    @property
+    def provenance_signer(self) -> str | None: ...
+    @property
+    def provenance_reason(self) -> str | None: ...
+    @property
+    def owner_purl(self) -> str | None: ...
+
+
+def _file(a: StoredFile) -> FileFact:
     return FileFact(
         path=a.path or a.name,
         family=a.family,
@@ -75,7 +109,7 @@ def _file(a: Artifact) -> FileFact:
     )
 
 
-def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[Artifact]) -> AssetFacts:
+def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[StoredFile]) -> AssetFacts:
     """The facts of one stored scan of an asset."""
     files = tuple(_file(a) for a in artifacts)
     # as for a BOM: the scan applied a trust policy to the image iff it states any outcome

@@ -77,6 +77,43 @@ def artifacts_of(session: Session, scan_ids: Sequence[int]) -> dict[int, list[Ar
     return out
 
 
+#: the columns a rule reads from a stored GPU library (`app.domain.gate.facts_of`)
+_FACT_COLUMNS = (
+    Artifact.scan_id,
+    Artifact.name,
+    Artifact.path,
+    Artifact.family,
+    Artifact.component,
+    Artifact.version,
+    Artifact.cuda_major,
+    Artifact.sha256,
+    Artifact.layer,
+    Artifact.integrity,
+    Artifact.integrity_reason,
+    Artifact.provenance,
+    Artifact.provenance_signer,
+    Artifact.provenance_reason,
+    Artifact.owner_purl,
+)
+
+
+def library_facts_of(
+    session: Session, scan_ids: Sequence[int]
+) -> dict[int, list[Row[*tuple[Any, ...]]]]:
+    """The fact columns of each scan's GPU libraries, in stored order: plain rows of one query
+    for a whole batch of scans (fleet re-evaluation reads tens of rows per asset, and ORM
+    objects of every column cost several times what the rules need)."""
+    out: dict[int, list[Row[*tuple[Any, ...]]]] = {i: [] for i in scan_ids}
+    if not scan_ids:
+        return out
+    rows = session.execute(
+        select(*_FACT_COLUMNS).where(Artifact.scan_id.in_(scan_ids)).order_by(Artifact.id)
+    )
+    for row in rows:
+        out[row.scan_id].append(row)
+    return out
+
+
 def labelled_libraries(
     session: Session, key: str, value: str
 ) -> tuple[int, Sequence[Row[int, str, str | None, int | None]]]:
