@@ -267,7 +267,7 @@ def summary(
         for cid in cited_controls(policy, catalog)
         if framework is None or catalog.controls[cid].framework == framework
     ]
-    evaluated, outdated = repo.evaluated_counts(session, row.name)
+    evaluated, outdated = repo.evaluated_counts(session, row.name, row.version)
     return {
         "policy": {"name": row.name, "version": row.version, "sha256": row.content_sha256},
         "framework": framework,

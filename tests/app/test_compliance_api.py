@@ -10,8 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
+from app.domain import compliance
 from scanner.policy.controls import default_catalog
+from scanner.policy.evaluate import evaluate
 from tests.app import boms
 from tests.app.conftest import Service, auth
 from tests.app.test_gate_api import HEAD, _now, image_bom, put_policy, tampered
@@ -256,3 +259,44 @@ def test_cdxa_attestation_export_is_valid_cyclonedx(
     assert all(set(c["evidence"]) <= refs for c in declarations["claims"])
     missing = service.client.get("/api/v1/compliance/attestation?policy=nope", headers=reader)
     assert missing.status_code == 404
+
+
+def test_a_policy_version_is_stored_with_its_compliance_or_not_at_all(
+    service: Service, post_report: Callable[..., Any], monkeypatch: Any
+) -> None:
+    _fleet(post_report)
+    reader = auth(service.token("inventory:read"))
+    assert put_policy(service, POLICY).status_code == 201
+    stricter = POLICY + '  versions: {deny: {cudnn: ["9.1.*"]}}\n'
+    # the database fails after the first asset of the re-evaluation: nothing of it is kept
+    evaluated: list[object] = []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        if evaluated:
+            raise OperationalError("INSERT", {}, ConnectionError("server closed the connection"))
+        evaluated.append(args)
+        return evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(compliance, "evaluate", failing)
+    assert put_policy(service, stricter).status_code in (500, 503)
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["policy"]["version"] == 1  # the failed version is not stored
+    assert summary["assets"] == {"evaluated": 3, "outdated": 0, "not_evaluated": 0}
+    monkeypatch.undo()
+    # stored: every asset evaluated under the new version, none left from the old one
+    answer = put_policy(service, stricter)
+    assert (answer.status_code, answer.json()["compliance_evaluated"]) == (201, 3)
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["policy"]["version"] == 2
+    assert summary["assets"] == {"evaluated": 3, "outdated": 0, "not_evaluated": 0}
+    assert service.count("compliance_asset") == 3
+    # results of an older version are never counted as current
+    with service.db.transaction(write=True) as session:
+        session.execute(
+            text(
+                "UPDATE compliance_asset SET policy_version = 1 WHERE asset_id ="
+                " (SELECT min(asset_id) FROM compliance_asset)"
+            )
+        )
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 2, "outdated": 1, "not_evaluated": 0}

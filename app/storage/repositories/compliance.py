@@ -72,10 +72,19 @@ def control_counts(
     ).all()
 
 
-def evaluated_counts(session: Session, policy_name: str) -> tuple[int, int]:
-    """Assets evaluated under a policy on their latest scan, and on an older one (an update
-    after ingest that failed)."""
-    current = case((ComplianceAsset.scan_id == Asset.latest_scan_id, 1), else_=0)
+def evaluated_counts(session: Session, policy_name: str, version: int) -> tuple[int, int]:
+    """Assets evaluated under the policy's current version on their latest scan, and the
+    others (an older scan: an update after ingest that failed; an older policy version)."""
+    current = case(
+        (
+            and_(
+                ComplianceAsset.scan_id == Asset.latest_scan_id,
+                ComplianceAsset.policy_version == version,
+            ),
+            1,
+        ),
+        else_=0,
+    )
     row = session.execute(
         select(func.count(), func.coalesce(func.sum(current), 0))
         .select_from(ComplianceAsset)
