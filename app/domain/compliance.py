@@ -149,6 +149,56 @@ def reevaluate_policy(session: Session, row: PromotionPolicyVersion, now: dateti
     return evaluated
 
 
+#: fleets up to this many scanned assets are re-evaluated inside the request that stores a
+#: policy version; larger ones after it answers, a batch per transaction (a request stays short)
+SYNC_ASSETS = 1000
+#: assets per transaction of a pending re-evaluation (each holds the policy lock, which a
+#: report's compliance update waits for)
+PENDING_BATCH = 200
+
+
+def reevaluate_on_store(session: Session, row: PromotionPolicyVersion, now: datetime) -> int | None:
+    """Re-evaluate a small fleet under a just stored policy version in the same transaction
+    (returns the assets evaluated); for a larger one, return None: the caller runs
+    `reevaluate_pending` once the version is committed, and until it ends the reads count
+    the assets still evaluated under an older version as outdated, never as current."""
+    if repo.scanned_asset_count(session) > SYNC_ASSETS:
+        return None
+    return reevaluate_policy(session, row, now)
+
+
+def reevaluate_pending(db: Database, name: str, version: int, now: datetime) -> int:
+    """Evaluate every asset under a committed policy version, one batch per transaction; stops
+    when a newer version is stored (its own run takes over). Returns the assets evaluated. A
+    failure is logged and stops the run: the assets not reached keep their older evaluation,
+    counted as outdated, until their next report or the next policy version."""
+    catalog = default_catalog()
+    evaluated, after = 0, 0
+    try:
+        while True:
+            with db.transaction(write=True) as session:
+                policy_repo.lock(session)  # no per-asset update interleaves with a batch
+                row = policy_repo.current(session, name)
+                if row is None or row.version != version:
+                    return evaluated
+                batch = repo.asset_batch(session, after, PENDING_BATCH)
+                if not batch:
+                    return evaluated
+                loaded = policies.loaded_of(row)
+                baseline = gate.fleet_baseline(session, loaded.policy)
+                evaluated += _evaluate_batch(session, batch, row, loaded, baseline, catalog, now)
+                after = batch[-1].id
+    except (SQLAlchemyError, ScannerError) as e:
+        log.warning(
+            "compliance under policy %s version %s stopped after %s assets: %s",
+            name,
+            version,
+            evaluated,
+            type(e).__name__,
+        )
+        return evaluated
+
+
 def reevaluate_all(session: Session, now: datetime) -> int:
     """Evaluate every asset under every stored policy again (the facts changed under them: a
     trust policy or catalog change re-evaluated provenance verdicts); returns the policies."""

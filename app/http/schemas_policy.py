@@ -25,7 +25,12 @@ class PolicyPage(Page):
 class PolicyPutOut(PolicyOut):
     created: bool = Field(description="false when the document equals the current version")
     compliance_evaluated: int | None = Field(
-        description="assets whose compliance was evaluated under the new version"
+        description="assets whose compliance was evaluated under the new version (null when "
+        "nothing was stored, or when the evaluation is pending)"
+    )
+    compliance_pending: bool = Field(
+        description="a large fleet is evaluated after the answer: until it ends, compliance "
+        "counts the assets not yet evaluated under this version as outdated"
     )
 
 

@@ -300,3 +300,43 @@ def test_a_policy_version_is_stored_with_its_compliance_or_not_at_all(
         )
     summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
     assert summary["assets"] == {"evaluated": 2, "outdated": 1, "not_evaluated": 0}
+
+
+def test_a_large_fleet_is_evaluated_after_the_answer_and_never_shown_as_current_before(
+    service: Service, post_report: Callable[..., Any], monkeypatch: Any
+) -> None:
+    _fleet(post_report)
+    reader = auth(service.token("inventory:read"))
+    assert put_policy(service, POLICY).json()["compliance_evaluated"] == 3
+    monkeypatch.setattr(compliance, "SYNC_ASSETS", 2)  # the fleet of 3 is "large"
+    monkeypatch.setattr(compliance, "PENDING_BATCH", 1)
+    evaluated: list[object] = []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        if evaluated:
+            raise OperationalError("INSERT", {}, ConnectionError("server closed the connection"))
+        evaluated.append(args)
+        return evaluate(*args, **kwargs)
+
+    # the version is stored and answered; its evaluation fails after the first batch
+    stricter = POLICY + '  versions: {deny: {cudnn: ["9.1.*"]}}\n'
+    monkeypatch.setattr(compliance, "evaluate", failing)
+    answer = put_policy(service, stricter).json()
+    assert (answer["version"], answer["compliance_evaluated"], answer["compliance_pending"]) == (
+        2,
+        None,
+        True,
+    )
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["policy"]["version"] == 2
+    assert summary["assets"] == {"evaluated": 1, "outdated": 2, "not_evaluated": 0}
+    # the next version is evaluated in full after its answer (the test client runs the
+    # background task before it returns)
+    monkeypatch.setattr(compliance, "evaluate", evaluate)
+    answer = put_policy(service, stricter + "  mixed_cudnn: {}\n").json()
+    assert (answer["compliance_evaluated"], answer["compliance_pending"]) == (None, True)
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["policy"]["version"] == 3
+    assert summary["assets"] == {"evaluated": 3, "outdated": 0, "not_evaluated": 0}
+    assert service.count("compliance_asset") == 3
+    assert _counts(service, reader)["PR.PS-02"]["fail"] == 3

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Depends, Path, Query, Request, Response
 
 from app.clock import utcnow
 from app.domain import compliance, policies
 from app.http.body import read_limited
-from app.http.deps import Admin, InventoryReader, SessionDep, WriteSessionDep
+from app.http.deps import Admin, DatabaseDep, InventoryReader, SessionDep, WriteSessionDep
 from app.http.params import Limit, Offset
 from app.http.schemas import error_responses
 from app.http.schemas_policy import PolicyOut, PolicyPage, PolicyPutOut
@@ -84,16 +84,27 @@ def put_policy(
     name: PolicyName,
     document: PolicyBody,
     session: WriteSessionDep,
+    db: DatabaseDep,
     response: Response,
+    background: BackgroundTasks,
 ) -> dict[str, Any]:
     """Validate the policy as `gpuprov gate --policy-file` does, store it as the next version
-    of `name`, and re-evaluate fleet compliance under it."""
+    of `name`, and re-evaluate fleet compliance under it (on a large fleet, after answering:
+    `compliance_pending`)."""
     now = utcnow()
     row, created = policies.put_policy(session, name, document, principal, now)
-    evaluated = compliance.reevaluate_policy(session, row, now) if created else None
+    evaluated = compliance.reevaluate_on_store(session, row, now) if created else None
+    pending = created and evaluated is None
+    if pending:  # runs once the version is committed and the answer sent
+        background.add_task(compliance.reevaluate_pending, db, row.name, row.version, now)
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/api/v1/policies/{name}?version={row.version}"
-    return {**policies.policy_dict(row), "created": created, "compliance_evaluated": evaluated}
+    return {
+        **policies.policy_dict(row),
+        "created": created,
+        "compliance_evaluated": evaluated,
+        "compliance_pending": pending,
+    }
 
 
 @router.get("/policies", response_model=PolicyPage)

@@ -16,18 +16,20 @@ from app.storage.tables import Asset, ComplianceAsset, ComplianceControl
 _BATCH = 500
 
 
+def asset_batch(session: Session, after: int, batch: int = _BATCH) -> Sequence[Asset]:
+    """The next assets that have a latest scan, by id after ``after`` (keyset pagination)."""
+    return session.scalars(
+        select(Asset)
+        .where(Asset.latest_scan_id.is_not(None), Asset.id > after)
+        .order_by(Asset.id)
+        .limit(batch)
+    ).all()
+
+
 def assets_with_scans(session: Session, batch: int = _BATCH) -> Iterator[Sequence[Asset]]:
     """Every asset that has a latest scan, in batches (keyset pagination by id)."""
     last = 0
-    while True:
-        rows = session.scalars(
-            select(Asset)
-            .where(Asset.latest_scan_id.is_not(None), Asset.id > last)
-            .order_by(Asset.id)
-            .limit(batch)
-        ).all()
-        if not rows:
-            return
+    while rows := asset_batch(session, last, batch):
         yield rows
         last = rows[-1].id
 
