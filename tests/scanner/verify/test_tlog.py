@@ -361,3 +361,146 @@ def test_index_zero_and_malformed_bodies(instance: PrivateSigstore) -> None:
     single_b64 = intoto_body()  # payload base64-encoded once, not twice as intoto/0.0.2 does
     single_b64["spec"]["content"]["envelope"]["payload"] = b64(PAYLOAD)
     assert dsse_matches(single_b64) == "log entry records another in-toto payload"
+
+
+# -- what mutation testing showed untested (docs/mutation.md) -------------------------------
+
+
+def test_entry_base64_fields_are_strict(instance: PrivateSigstore) -> None:
+    """A character outside the base64 alphabet is refused, never skipped, in every field."""
+    doc = entry_doc(instance)
+    key_id = copy.deepcopy(doc)
+    key_id["logId"]["keyId"] = "!" + key_id["logId"]["keyId"]
+    promise = copy.deepcopy(doc)
+    promise["inclusionPromise"]["signedEntryTimestamp"] = (
+        "!" + (promise["inclusionPromise"]["signedEntryTimestamp"])
+    )
+    for bad in (key_id, promise):
+        with pytest.raises(Rejected, match="malformed transparency log entry"):
+            tlog.LogEntry.from_bundle(bad)
+    body = PrivateSigstore.hashedrekord_body(DIGEST, SIG, keys.public_pem(KEY))
+    annotation = json.loads(instance.cosign_bundle_annotation(body))
+    annotation["Payload"]["body"] = "!" + annotation["Payload"]["body"]
+    with pytest.raises(Rejected, match="malformed cosign bundle annotation"):
+        tlog.LogEntry.from_cosign_bundle(json.dumps(annotation))
+
+
+def test_unknown_log_names_its_log_id(instance: PrivateSigstore) -> None:
+    root = SigstoreRoot.from_bytes(instance.trusted_root_json(), "private")
+    doc = dict(entry_doc(instance), logId={"keyId": b64(bytes(range(32)))})
+    with pytest.raises(Rejected, match="no trusted root knows \\(log ID 0001020304050607…\\)"):
+        tlog.verify_entry(tlog.LogEntry.from_bundle(doc), [root], require_proof=True)
+
+
+def test_checkpoint_origin_and_blank_signature_lines() -> None:
+    parsed = tlog.Checkpoint.parse(
+        "origin.test\n1\nAAAA\n\n\u2014 a AQIDBAU=\n\n\u2014 b BQQDAgE=\n"
+    )
+    assert parsed.origin == "origin.test" and [s[0] for s in parsed.signatures] == ["a", "b"]
+
+
+def _ed25519_log() -> tuple[Any, Any]:
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    from scanner.verify.keys import TrustedKey
+    from scanner.verify.trusted_roots import LogKey
+
+    private = ed25519.Ed25519PrivateKey.generate()
+    key = TrustedKey.from_public_key(private.public_key())
+    return private, LogKey(hashlib.sha256(key.spki_der).digest(), key, None, None, "https://l.test")
+
+
+def test_checkpoint_must_cover_the_proofs_tree_size() -> None:
+    private, log = _ed25519_log()
+    root_hash = b64(bytes(32))
+    for size in (3, 300):  # 300: compared by value (CPython shares only the ints up to 256)
+        note = f"l.test/origin\n{size}\n{root_hash}\n"
+        proof = _checkpoint_proof(
+            note, "l.test/origin", log.key_id[:4], private.sign(note.encode())
+        )
+        tlog.verify_checkpoint(proof, log)
+        for other in (size - 1, size + 1):
+            with pytest.raises(Rejected, match="tree size differs"):
+                tlog.verify_checkpoint(
+                    tlog.InclusionProof(0, proof.root_hash, other, (), proof.checkpoint), log
+                )
+    note = f"l.test/origin\n3\n{root_hash}\n"
+    foreign = _checkpoint_proof(note, "l.test/origin", log.key_id[:4], bytes(64))
+    with pytest.raises(Rejected, match="not signed by the log key of https://l.test$"):
+        tlog.verify_checkpoint(foreign, log)
+
+
+def _tree_hash(leaves: list[bytes]) -> bytes:
+    """RFC 6962 §2.1 Merkle tree hash of leaf hashes."""
+    if len(leaves) == 1:
+        return leaves[0]
+    k = 1 << ((len(leaves) - 1).bit_length() - 1)  # the largest power of two below n
+    return tlog.node_hash(_tree_hash(leaves[:k]), _tree_hash(leaves[k:]))
+
+
+def _audit_path(m: int, leaves: list[bytes]) -> list[bytes]:
+    """RFC 6962 §2.1.1 audit path of leaf `m`."""
+    if len(leaves) == 1:
+        return []
+    k = 1 << ((len(leaves) - 1).bit_length() - 1)
+    if m < k:
+        return [*_audit_path(m, leaves[:k]), _tree_hash(leaves[k:])]
+    return [*_audit_path(m - k, leaves[k:]), _tree_hash(leaves[:k])]
+
+
+def test_inclusion_proofs_in_a_tree_above_256_leaves() -> None:
+    """Indices are compared by value (CPython shares only the ints up to 256)."""
+    leaves = [hashlib.sha256(b"\x00" + str(i).encode()).digest() for i in range(300)]
+    root = _tree_hash(leaves)
+    for index in (0, 7, 256, 257, 299):
+        path = _audit_path(index, leaves)
+        assert tlog.root_from_inclusion_proof(index, 300, leaves[index], path) == root
+    # The last leaf of a tree of odd size, at an even index above 256 (`fn == sn` decides).
+    assert tlog.root_from_inclusion_proof(
+        298, 299, leaves[298], _audit_path(298, leaves[:299])
+    ) == (_tree_hash(leaves[:299]))
+
+
+def test_hashedrekord_versions_and_algorithms() -> None:
+    assert matches(json.loads(json.dumps(rekord_v2()))) is None  # parsed, not interned, strings
+    assert matches(rekord_v2(algorithm="SHA1")) == "log entry records another artifact digest"
+    older = dict(rekord_v2(), apiVersion="0.0.0")
+    assert matches(older) == "unsupported hashedrekord version 0.0.0"
+
+
+def test_dsse_entry_kinds_and_hashes() -> None:
+    for kind, version in (
+        ("alpine", "0.0.1"),
+        ("dsse", "0.0.0"),
+        ("intoto", "0.0.3"),
+        ("hashedrekord", "0.0.1"),
+    ):
+        body = dict(dsse_body() if kind in ("alpine", "dsse") else intoto_body(), kind=kind)
+        body["apiVersion"] = version
+        assert dsse_matches(body) == (
+            f"unsupported log entry kind {kind}/{version} for a DSSE envelope"
+        )
+    for field, value in (("algorithm", "sha1"), ("value", "f" * 64)):
+        body = intoto_body()
+        body["spec"]["content"]["payloadHash"][field] = value
+        assert dsse_matches(body) == "log entry records another in-toto payload"
+
+
+def test_only_ed25519_logs_have_a_c2sp_key_hash() -> None:
+    """Other logs name their key by the log ID's first 4 bytes only (Sigstore's checkpoints)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding
+
+    from scanner.verify.keys import TrustedKey
+    from scanner.verify.trusted_roots import LogKey
+
+    private: Any = keys.shared("rsa", "tlog")
+    key = TrustedKey.from_public_key(private.public_key())
+    log = LogKey(hashlib.sha256(key.spki_der).digest(), key, None, None, "https://l.test")
+    name = "l.test/origin"
+    note = f"{name}\n3\n{b64(bytes(32))}\n"
+    signature = private.sign(note.encode(), padding.PKCS1v15(), hashes.SHA256())
+    tlog.verify_checkpoint(_checkpoint_proof(note, name, log.key_id[:4], signature), log)
+    c2sp = hashlib.sha256(name.encode() + b"\n\x01" + key.spki_der[-32:]).digest()[:4]
+    with pytest.raises(Rejected, match="checkpoint is not signed by the log key"):
+        tlog.verify_checkpoint(_checkpoint_proof(note, name, c2sp, signature), log)
