@@ -25,6 +25,8 @@ from scanner.model import OciDigest
 MiB = 1 << 20
 GiB = 1 << 30
 CHUNK = MiB
+#: Inflated chunks a read-ahead thread may hold before the consumer takes them.
+_AHEAD = 4
 #: Tar's block: the smallest extended header a limit may allow.
 _BLOCK = 512
 
@@ -243,6 +245,18 @@ class _Expander(io.RawIOBase):
         self._done = False
         self.expanded = 0
         self.hasher: _Hasher | None = None
+        self._ahead: _ReadAhead | None = None
+
+    def read_ahead(self) -> None:
+        """From now on, read and inflate on a helper thread, a few chunks ahead of the
+        consumer: zlib and zstd release the GIL, so inflating overlaps the tar parsing."""
+        self._ahead = _ReadAhead(self._produce, lambda: self._done)
+
+    def stop(self) -> None:
+        """Stop reading ahead (idempotent); afterwards the blob may be read directly."""
+        if self._ahead is not None:
+            self._ahead.stop()
+            self._ahead = None
 
     def readable(self) -> bool:
         return True
@@ -268,9 +282,15 @@ class _Expander(io.RawIOBase):
 
     def readinto(self, buffer: Any) -> int:
         while not self._pending:
-            if self._done:
+            if self._ahead is not None:
+                got = self._ahead.next()
+                if got is None:
+                    return 0
+                data = got
+            elif self._done:
                 return 0
-            data = self._produce()
+            else:
+                data = self._produce()
             if data:
                 self._account(len(data))
                 if self.hasher is not None:
@@ -281,6 +301,51 @@ class _Expander(io.RawIOBase):
         out[:n] = self._pending[:n]
         self._pending = self._pending[n:]
         return n
+
+
+class _ReadAhead:
+    """Runs a chunk producer on a helper thread, at most `_AHEAD` chunks ahead of `next`.
+
+    The consumer still counts every chunk against the limits, so a bomb is refused after at
+    most that many more inflated chunks; an error of the producer is raised by `next`.
+    """
+
+    def __init__(self, produce: Callable[[], bytes], done: Callable[[], bool]) -> None:
+        self._produce = produce
+        self._done = done
+        self._q: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=_AHEAD)
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="gpuprov-inflate", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping and not self._done():
+                data = self._produce()
+                if data:
+                    self._q.put(data)
+            self._q.put(None)
+        except BaseException as e:  # raised to the consumer by next()
+            self._q.put(e)
+
+    def next(self) -> bytes | None:
+        """The next chunk; None at the end of the stream."""
+        item = self._q.get()
+        if isinstance(item, BaseException):
+            self._q.put(item)  # stays the answer to every later call
+            raise item
+        if item is None:
+            self._q.put(None)
+        return item
+
+    def stop(self) -> None:
+        self._stopping = True
+        while self._thread.is_alive():
+            try:
+                self._q.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self._thread.join()
 
 
 class _Plain(_Expander):
@@ -388,6 +453,8 @@ class LayerStream:
                 self._verifier.update(head)
             else:
                 self._expander.hasher = self._verifier
+            if threaded and compression != "tar":
+                self._expander.read_ahead()
             #: The inflated bytes, read sequentially by the consumer.
             self.reader = io.BufferedReader(self._expander, buffer_size=CHUNK)
             #: Where the inflated bytes lie verbatim in a file (uncompressed layers only).
@@ -435,6 +502,7 @@ class LayerStream:
                 except CorruptLayer as e:
                     damage = str(e)
             verified = damage is None
+        self._expander.stop()
         self._blob.drain()
         if self._size is not None and self._blob.count != self._size:
             raise SourceError(
@@ -451,6 +519,9 @@ class LayerStream:
         return damage
 
     def close(self) -> None:
+        expander = getattr(self, "_expander", None)
+        if expander is not None:
+            expander.stop()
         if self._verifier is not None:
             self._verifier.close()
         self._file.close()
