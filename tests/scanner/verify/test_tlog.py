@@ -504,3 +504,14 @@ def test_only_ed25519_logs_have_a_c2sp_key_hash() -> None:
     c2sp = hashlib.sha256(name.encode() + b"\n\x01" + key.spki_der[-32:]).digest()[:4]
     with pytest.raises(Rejected, match="checkpoint is not signed by the log key"):
         tlog.verify_checkpoint(_checkpoint_proof(note, name, c2sp, signature), log)
+
+
+def test_more_rejections_that_mutants_showed() -> None:
+    with pytest.raises(Rejected, match="index 7 is outside the tree of size 6"):
+        tlog.root_from_inclusion_proof(7, 6, bytes(32), [])
+    sha1 = rekord_v1()
+    sha1["spec"]["data"]["hash"]["algorithm"] = "sha1"
+    assert matches(sha1) == "log entry records another artifact digest"
+    # A payload type that sorts before in-toto's is still another one.
+    retyped = intoto_body(kind="application/json")
+    assert dsse_matches(retyped) == "log entry records another payload type"
