@@ -28,7 +28,7 @@ CACHE = Path(os.environ.get("GPUPROV_BENCH_CACHE", Path.home() / ".cache" / "gpu
 WHEELS = ("nvidia-cudnn-cu12>=9,<10", "nvidia-cublas-cu12")
 GPU_PREFIXES = ("libcudnn", "libcublas")
 TREE_VERSION = "v1"
-SMALL_VERSION = "v2"
+SMALL_VERSION = "v3"
 SMALL_LIBS = (
     ("libcudnn.so.9.1.0", "libcudnn.so.9"),
     ("libcublas.so.12.4.5.8", "libcublas.so.12"),
@@ -352,8 +352,9 @@ def image_lower_bound(archive: Path, compressed: bool, verify: bool = False) -> 
 
 def build_small_tree() -> Path:
     """A ~7,000-file host root: small text files plus a few compiled stand-in GPU libraries
-    (shared objects built here with the C compiler, each with a soname and ~1 MiB of data), so
-    the warm rescan measures start-up and the listing cache rather than hashing."""
+    (shared objects built here with the C compiler, each with a soname and 32 MiB of data, the
+    size of a mid-sized CUDA library): the cold scan hashes 160 MiB, the warm rescan reuses the
+    listing and file-facts caches, so it is start-up and the report."""
     work = CACHE / f"small-{SMALL_VERSION}"
     root = work / "root"
     if (work / "done").exists():
@@ -371,7 +372,7 @@ def build_small_tree() -> Path:
     for name, soname in SMALL_LIBS:
         src.write_text(
             f'const char version_tag[] = "{name}";\n'
-            "const char padding[1 << 20] = {1};\n"
+            "const char padding[32 << 20] = {1};\n"
             "int stand_in(void) { return (int)sizeof padding; }\n"
         )
         sh(["cc", "-shared", "-fPIC", f"-Wl,-soname,{soname}", "-o", str(lib / name), str(src)])

@@ -335,7 +335,9 @@ class HostHasher:
     def early(self, path: str, host_path: str, stat_key: StatKey) -> None:
         """Start on a candidate found by the walk (MD5 guessed from the path, as for images)."""
         md5 = may_be_dpkg_owned(path)
-        if self.cache.get(stat_key, self.version, need_md5=md5) is None:
+        # Facts cached without MD5 are left to `finish`: the guess may be wrong (no dpkg owner),
+        # and a warm rescan must not re-read the file only to learn so.
+        if self.cache.get(stat_key, self.version, need_md5=False) is None:
             job = self.pool.submit(self._work, path, host_path, md5)
             self.jobs[path] = (stat_key, md5, job)
 

@@ -158,6 +158,23 @@ def test_host_hasher_settles_md5_and_a_warm_run_reads_nothing(tmp_path: Path) ->
     assert again == facts and warm.calls == []
 
 
+def test_warm_run_does_not_reread_a_file_for_a_wrong_md5_guess(tmp_path: Path) -> None:
+    deb = "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"  # MD5 guessed, but no dpkg owner
+    cands = [_candidate(tmp_path / "root", deb, _data(70))]
+    cold = HostHasher(
+        cache_path=tmp_path / "cache.json", version="v1", workers=2, analyze=_Analyze()
+    )
+    cold.finish(cands, lambda c: False, [], {})  # cached without MD5
+    warm = _Analyze()
+    facts, skipped, unread = _hash_all(tmp_path / "cache.json", cands, set(), warm)
+    assert warm.calls == [] and skipped == [] and unread == {}
+    assert facts[deb].digests.md5 is None
+    # an owner that does record MD5 still gets it, from a fresh read
+    owned = _Analyze()
+    facts, _, _ = _hash_all(tmp_path / "cache.json", cands, {deb}, owned)
+    assert facts[deb].digests.md5 == hashlib.md5(_data(70)).hexdigest()
+
+
 def test_host_hasher_reports_unread_files_and_an_unwritable_cache(tmp_path: Path) -> None:
     cand = _candidate(tmp_path / "root", "/opt/libcudart.so.12", b"x" * 10)
     assert cand.host_path is not None
