@@ -331,8 +331,12 @@ def test_a_large_fleet_is_evaluated_after_the_answer_and_never_shown_as_current_
     assert summary["policy"]["version"] == 2
     assert summary["assets"] == {"evaluated": 1, "outdated": 2, "not_evaluated": 0}
     # the next version is evaluated in full after its answer (the test client runs the
-    # background task before it returns)
+    # background task before it returns), and what is left of older versions goes: here an
+    # asset that no longer has a latest scan
     monkeypatch.setattr(compliance, "evaluate", evaluate)
+    post_report(boms.encode(image_bom("reg.example/gone:1", timestamp=_now(1))))
+    with service.db.transaction(write=True) as session:
+        session.execute(text("UPDATE asset SET latest_scan_id = NULL WHERE name LIKE '%gone%'"))
     answer = put_policy(service, stricter + "  mixed_cudnn: {}\n").json()
     assert (answer["compliance_evaluated"], answer["compliance_pending"]) == (None, True)
     summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()

@@ -43,6 +43,24 @@ def clear(session: Session, policy_name: str, asset_ids: Sequence[int] | None = 
         session.execute(statement)
 
 
+def clear_older(session: Session, policy_name: str, version: int) -> None:
+    """Forget what is still stored of older versions of a policy (assets that lost their latest
+    scan since), once every scanned asset is evaluated under ``version``."""
+    older = select(ComplianceAsset.asset_id).where(
+        ComplianceAsset.policy_name == policy_name, ComplianceAsset.policy_version != version
+    )
+    session.execute(
+        delete(ComplianceControl).where(
+            ComplianceControl.policy_name == policy_name, ComplianceControl.asset_id.in_(older)
+        )
+    )
+    session.execute(
+        delete(ComplianceAsset).where(
+            ComplianceAsset.policy_name == policy_name, ComplianceAsset.policy_version != version
+        )
+    )
+
+
 def add(
     session: Session,
     assets: Sequence[Mapping[str, Any]],
