@@ -515,3 +515,18 @@ def test_more_rejections_that_mutants_showed() -> None:
     # A payload type that sorts before in-toto's is still another one.
     retyped = intoto_body(kind="application/json")
     assert dsse_matches(retyped) == "log entry records another payload type"
+
+
+def test_digests_hashes_and_kinds_that_sort_around_the_right_ones(
+    instance: PrivateSigstore,
+) -> None:
+    assert matches(rekord_v2(digest=bytes(32))) == "log entry records another artifact digest"
+    sha1 = dsse_body()
+    sha1["spec"]["payloadHash"]["algorithm"] = "sha1"
+    assert dsse_matches(sha1) == "log entry records another DSSE payload"
+    rpm = dict(intoto_body(), kind="rpm")
+    assert dsse_matches(rpm) == "unsupported log entry kind rpm/0.0.2 for a DSSE envelope"
+    doc = entry_doc(instance)
+    doc["inclusionProof"]["hashes"] = ["!" + h for h in doc["inclusionProof"]["hashes"]]
+    with pytest.raises(Rejected, match="malformed transparency log entry"):
+        tlog.LogEntry.from_bundle(doc)
