@@ -184,6 +184,7 @@ def reevaluate_pending(db: Database, name: str, version: int, now: datetime) -> 
                 batch = repo.asset_batch(session, after, PENDING_BATCH)
                 if not batch:
                     repo.clear_older(session, name, version)
+                    repo.analyze(session)
                     return evaluated
                 loaded = policies.loaded_of(row)
                 baseline = gate.fleet_baseline(session, loaded.policy)

@@ -344,3 +344,12 @@ def test_a_large_fleet_is_evaluated_after_the_answer_and_never_shown_as_current_
     assert summary["assets"] == {"evaluated": 3, "outdated": 0, "not_evaluated": 0}
     assert service.count("compliance_asset") == 3
     assert _counts(service, reader)["PR.PS-02"]["fail"] == 3
+    # the planner's statistics describe the rows just written (ANALYZE at the end)
+    stats = (
+        "SELECT reltuples FROM pg_class WHERE relname = 'compliance_control'"
+        if service.backend == "postgresql"
+        else "SELECT CAST(stat AS INTEGER) FROM sqlite_stat1 WHERE tbl = 'compliance_control'"
+        " LIMIT 1"
+    )
+    with service.db.session() as session:
+        assert int(session.execute(text(stats)).scalar_one()) == service.count("compliance_control")

