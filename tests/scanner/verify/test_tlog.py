@@ -530,3 +530,21 @@ def test_digests_hashes_and_kinds_that_sort_around_the_right_ones(
     doc["inclusionProof"]["hashes"] = ["!" + h for h in doc["inclusionProof"]["hashes"]]
     with pytest.raises(Rejected, match="malformed transparency log entry"):
         tlog.LogEntry.from_bundle(doc)
+
+
+def test_hashes_on_either_side_and_an_empty_origin(instance: PrivateSigstore) -> None:
+    with pytest.raises(Rejected, match="needs an origin"):
+        tlog.Checkpoint.parse("\n1\nAAAA\n\n\u2014 a AQIDBAU=\n")
+    assert matches(rekord_v1(digest=bytes(32))) == "log entry records another artifact digest"
+    for value in ("0" * 64, "f" * 64):
+        dsse = dsse_body()
+        dsse["spec"]["payloadHash"]["value"] = value
+        assert dsse_matches(dsse) == "log entry records another DSSE payload"
+        intoto = intoto_body()
+        intoto["spec"]["content"]["payloadHash"]["value"] = value
+        assert dsse_matches(intoto) == "log entry records another in-toto payload"
+    body = PrivateSigstore.hashedrekord_body(DIGEST, SIG, keys.public_pem(KEY))
+    annotation = json.loads(instance.cosign_bundle_annotation(body))
+    annotation["SignedEntryTimestamp"] = "!" + annotation["SignedEntryTimestamp"]
+    with pytest.raises(Rejected, match="malformed cosign bundle annotation"):
+        tlog.LogEntry.from_cosign_bundle(json.dumps(annotation))
