@@ -153,10 +153,9 @@ def root_from_inclusion_proof(index: int, size: int, leaf: bytes, proof: Sequenc
             raise Rejected("inclusion proof has too many hashes")
         if fn & 1 or fn == sn:
             r = node_hash(p, r)
-            if not fn & 1:
-                while fn and not fn & 1:
-                    fn >>= 1
-                    sn >>= 1
+            while fn and not fn & 1:  # RFC 9162: right-shift fn and sn until fn's LSB is set
+                fn >>= 1
+                sn >>= 1
         else:
             r = node_hash(r, p)
         fn >>= 1

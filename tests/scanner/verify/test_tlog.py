@@ -192,9 +192,25 @@ def test_hashedrekord_of_a_dsse_envelope_signs_pae() -> None:
         "log entry records another artifact digest"
     )
     two = Envelope(INTOTO_PAYLOAD_TYPE, PAYLOAD, (Signature(SIG), Signature(SIG)))
-    assert tlog.dsse_entry_matches(body, two, spki(KEY)) == (
-        "a hashedrekord DSSE entry needs exactly one signature"
-    )
+    none = Envelope(INTOTO_PAYLOAD_TYPE, PAYLOAD, ())
+    for envelope_ in (two, none):
+        assert tlog.dsse_entry_matches(body, envelope_, spki(KEY)) == (
+            "a hashedrekord DSSE entry needs exactly one signature"
+        )
+
+
+def test_dsse_entry_kinds_are_compared_by_value_and_exact_version() -> None:
+    """A body parsed from the log (strings built at run time, not interned literals) matches;
+    a later hashedrekord version is not read as 0.0.2."""
+    pae_digest = hashlib.sha256(envelope().pae()).digest()
+    parsed = json.loads(json.dumps(rekord_v2(digest=pae_digest)))
+    assert dsse_matches(parsed) is None
+    for version in ("0.0.3", "0.1.0", "1.0.0"):
+        later = {**parsed, "apiVersion": version}
+        assert (
+            dsse_matches(later)
+            == f"unsupported log entry kind hashedrekord/{version} for a DSSE envelope"
+        )
 
 
 # -- entries and proofs -------------------------------------------------------------------
