@@ -207,6 +207,27 @@ def test_log_entry_recording_another_signature(
         verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
 
 
+@pytest.mark.parametrize("side", ["lower", "higher"])
+def test_log_entry_recording_another_signature_on_either_side(
+    instance: PrivateSigstore, root: SigstoreRoot, side: str
+) -> None:
+    """Another signature whose bytes sort below, then above, the bundle's: only equality passes
+    (an ordering comparison in place of `!=` would let one side through)."""
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    signature = tlog.b64decode(bundle["messageSignature"]["signature"])
+    digest = hashlib.sha256(DATA).digest()
+    for _ in range(200):  # fresh ECDSA nonces: half the draws land on each side
+        other = key.sign(DATA, ec.ECDSA(hashes.SHA256()))
+        if (other < signature) == (side == "lower") and other != signature:
+            break
+    else:
+        pytest.fail(f"no {side} signature drawn")
+    _relogged(instance, bundle, instance.hashedrekord_body(digest, other, keys.public_pem(key)))
+    with pytest.raises(Rejected, match="log entry records another signature"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
 def test_log_entry_recording_another_key(instance: PrivateSigstore, root: SigstoreRoot) -> None:
     key = keys.shared("ecdsa")
     bundle = instance.key_bundle(key, data=DATA)
@@ -241,6 +262,26 @@ def test_signed_checkpoint_for_another_tree(
     )
     expected = "root hash differs" if field == "root" else "tree size differs"
     with pytest.raises(Rejected, match=f"checkpoint {expected} from the inclusion proof"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+@pytest.mark.parametrize("stated", [b"\x00" * 32, b"\xff" * 32], ids=["below", "above"])
+def test_inclusion_proof_to_another_root_under_a_signed_checkpoint(
+    instance: PrivateSigstore, root: SigstoreRoot, stated: bytes
+) -> None:
+    """The proof states a root below, then above, the one its hashes lead to, and the log signs
+    a checkpoint for that stated root: the recomputed root must equal it, not merely order."""
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    proof = _entry(bundle)["inclusionProof"]
+    origin, size = proof["checkpoint"]["envelope"].split("\n")[:2]
+    proof["rootHash"] = b64(stated)
+    note = f"{origin}\n{size}\n{b64(stated)}\n"
+    signature = instance.log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
+    proof["checkpoint"]["envelope"] = (
+        f"{note}\n\u2014 {instance.name}-rekor {b64(instance.log_id[:4] + signature)}\n"
+    )
+    with pytest.raises(Rejected, match="inclusion proof does not lead to the stated root hash"):
         verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
 
 
