@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
+# Playwright drives Debian's chromium (tests/browser): never download a browser of its own
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
 .PHONY: run test lint typecheck unit system-deps bench clean mutation
 
@@ -14,7 +16,8 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 # Debian packages the tests drive for real (rpm to build RPM databases, skopeo/umoci to
-# cross-check image formats, docker-registry for registry tests). Installed only when missing.
+# cross-check image formats, docker-registry for registry tests, chromium for the dashboard's
+# browser tests). Installed only when missing.
 system-deps:
 	@bash scripts/system-deps.sh
 
