@@ -11,6 +11,7 @@ command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need+=(gcc-aarch64-linux-gnu
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 # the dashboard's browser tests drive Debian's chromium headless (Playwright, no browser download)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v ctr >/dev/null 2>&1 || need+=(containerd)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: missing ${need[*]}; install them with your package manager (needs root)" >&2

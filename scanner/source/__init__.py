@@ -76,19 +76,27 @@ __all__ = [
 _IMAGE_TRANSPORTS = ("oci", "oci-archive", "docker-archive")
 _SUPPORTED = (
     "a directory, a tar file, oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, "
-    "registry:HOST/REPO[:TAG|@DIGEST]"
+    "registry:HOST/REPO[:TAG|@DIGEST], containerd:ROOT[/NAMESPACE][:IMAGE], "
+    "docker-root:ROOT[:IMAGE]"
 )
+#: Stores of a node's engines: the path and the image name are split by their own module.
+_STORE_TRANSPORTS = ("containerd", "docker-root")
 
 
 def parse_target(target: str) -> tuple[str, str, str | None]:
     """Split a target into (transport, path, tag): transport is one of "dir", "file", "oci",
-    "oci-archive", "docker-archive", "registry" (path = the whole target). Nothing is opened;
+    "oci-archive", "docker-archive", "registry" (path = the whole target), "containerd" or
+    "docker-root" (path = the rest, split by the store's own parser). Nothing is opened;
     raises UsageError for unknown forms."""
     if not target:
         raise UsageError(f"empty scan target; use {_SUPPORTED}")
     if is_registry_target(target):
         return "registry", target, None
     transport, sep, rest = target.partition(":")
+    if sep and transport in _STORE_TRANSPORTS and not os.path.exists(target):
+        if not rest:
+            raise UsageError(f"{target!r}: missing path after {transport}:")
+        return transport, rest, None
     if sep and transport in _IMAGE_TRANSPORTS and not os.path.exists(target):
         if not rest:
             raise UsageError(f"{target!r}: missing path after {transport}:")
@@ -162,6 +170,20 @@ def open_source(
 
         return RegistrySource(
             target, platform=platform, cache=cache, limits=limits, options=registry
+        )
+    if transport == "containerd":
+        from scanner.source.containerd import ContainerdSource, parse_containerd_target
+
+        root, namespace, image = parse_containerd_target(path)
+        return ContainerdSource(
+            root, namespace, image, platform=platform, cache=cache, limits=limits, reference=target
+        )
+    if transport == "docker-root":
+        from scanner.source.dockerroot import DockerRootSource, parse_docker_target
+
+        root, image = parse_docker_target(path)
+        return DockerRootSource(
+            root, image, platform=platform, cache=cache, limits=limits, reference=target
         )
     if transport == "file":
         if not os.path.isfile(path):

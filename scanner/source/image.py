@@ -90,7 +90,7 @@ class _Store(Protocol):
     def origin(self, name: str) -> tuple[str, int] | None: ...
 
 
-class _DirStore:
+class DirStore:
     """An OCI layout directory; names are fixed or built from validated digests."""
 
     def __init__(self, root: str) -> None:
@@ -322,6 +322,16 @@ def load_oci(
                 f"{label}: holds several images (tags: {', '.join(sorted(map(str, names)))}); "
                 "name one with :TAG"
             )
+    return resolve_image(
+        store, descs, platform=platform, label=label, name=_image_name(descs[0], stem, tag)
+    )
+
+
+def resolve_image(
+    store: _Store, descs: list[Descriptor], *, platform: str | None, label: str, name: str
+) -> ImagePlan:
+    """The image ``descs`` (one tag's descriptors, an index or manifests) name for
+    ``platform``, with its blobs in ``store`` (an OCI layout or a containerd content store)."""
     top = descs[0]
     desc = choose_image(leaves(descs, _index_entries(store, label), label), platform, label)
     manifest = _json(_read_desc(store, desc, "manifest"), f"{label}: manifest {desc.digest}")
@@ -338,8 +348,8 @@ def load_oci(
     for obj in manifest["layers"]:
         layer = Descriptor.parse(obj, f"{label}: layer")
         digests.append(layer.digest)
-        name = _blob_name(layer.digest)
-        if not store.has(name):
+        blob = _blob_name(layer.digest)
+        if not store.has(blob):
             if any(h in layer.media_type for h in _FOREIGN_HINTS):
                 skipped.append(
                     Skipped(
@@ -352,13 +362,13 @@ def load_oci(
             LayerSpec(
                 layer.digest,
                 layer.size,
-                functools.partial(store.open, name),
+                functools.partial(store.open, blob),
                 "blob",
-                store.origin(name),
+                store.origin(blob),
             )
         )
     return ImagePlan(
-        name=_image_name(top, stem, tag),
+        name=name,
         manifest_digest=desc.digest,
         config_digest=config_desc.digest,
         config=config,
@@ -549,7 +559,7 @@ def _stem(path: str) -> str:
     return base or "image"
 
 
-class _ImageSource:
+class ImageSourceBase:
     """Common constructor arguments of the image sources."""
 
     def __init__(
@@ -587,7 +597,7 @@ class _ImageSource:
         )
 
 
-class _OciSource(_ImageSource):
+class _OciSource(ImageSourceBase):
     """An OCI image layout, in a directory or an archive: `plan` reads its index."""
 
     tag: str | None
@@ -611,7 +621,7 @@ class OciLayoutSource(_OciSource):
         if not os.path.isdir(self.path):
             raise SourceError(f"{self.path}: no such directory")
         self.tag = tag
-        self._store = _DirStore(self.path)
+        self._store = DirStore(self.path)
         if not self._store.has("oci-layout"):
             raise SourceError(f"{self.path}: not an OCI image layout (no oci-layout file)")
 
@@ -627,7 +637,7 @@ class OciArchiveSource(_OciSource):
             raise SourceError(f"{self.path}: not an OCI archive (no oci-layout or index.json)")
 
 
-class DockerArchiveSource(_ImageSource):
+class DockerArchiveSource(ImageSourceBase):
     """``docker-archive:FILE[:REF]``: ``docker save`` output, legacy or Docker >= 25."""
 
     def __init__(self, path: str | Path, ref: str | None = None, **kwargs: Any) -> None:

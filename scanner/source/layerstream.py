@@ -16,11 +16,15 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import IO, Any, Literal, Protocol, cast
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from scanner.errors import SourceError, UnsafeArchiveError
 from scanner.imageref import split_digest
 from scanner.model import OciDigest
+
+if TYPE_CHECKING:
+    from scanner.source.interface import Selector
+    from scanner.source.tarlayer import LayerYield
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -126,6 +130,17 @@ class LayerSpec:
     #: Where the blob's bytes lie verbatim in a regular file (path, offset), when they do: an
     #: uncompressed layer's members can then be analyzed in place instead of spooled.
     origin: tuple[str, int] | None = None
+    #: Reads a layer that is not a blob (an extracted layer directory) in place of the tar
+    #: reader; such a yield is never cached (its bytes are not covered by ``digest``).
+    reader: LayerReader | None = None
+
+
+class LayerReader(Protocol):
+    """Reads one layer that is not a tar blob into its yield, under the scan's limits."""
+
+    def __call__(
+        self, spec: LayerSpec, selector: Selector, limits: Limits, budget: Budget
+    ) -> LayerYield: ...
 
 
 class CorruptLayer(Exception):

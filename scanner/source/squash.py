@@ -176,7 +176,7 @@ def _cached(cache: YieldCache | None, spec: LayerSpec, selector: Selector) -> La
     digest alone does not fix for a docker-archive diff_id: a yield read from a blob of
     another size (or of an unknown one) is not used, so the blob is read and checked.
     """
-    if cache is None or spec.size is None:
+    if cache is None or spec.size is None or spec.reader is not None:
         return None
     layer = cache.get(spec.digest, selector)
     if layer is None or layer.compressed_bytes != spec.size:
@@ -209,11 +209,12 @@ def squash(
             check_cached(budget, layer, spec)
             stats["layers_cached"] += 1
         else:
-            layer = read_layer(spec, selector, limits, budget)
+            read = spec.reader or read_layer
+            layer = read(spec, selector, limits, budget)
             stats["layers_read"] += 1
             stats["bytes_read"] += layer.compressed_bytes
             stats["bytes_expanded"] += layer.expanded_bytes
-            if cache is not None and layer.corrupt is None:
+            if cache is not None and layer.corrupt is None and spec.reader is None:
                 cache.put(layer, selector)
         if spec.digest not in seen:
             skipped.extend(layer.skipped)
@@ -281,9 +282,9 @@ def read_alias_targets(
         if layer is not None:
             check_cached(Budget(limits), layer, spec)
         else:
-            layer = read_layer(spec, only, limits)
+            layer = (spec.reader or read_layer)(spec, only, limits, Budget(limits))
             reread += 1
-            if cache is not None and layer.corrupt is None:
+            if cache is not None and layer.corrupt is None and spec.reader is None:
                 cache.put(layer, only)
         for path in wanted:
             facts = layer.facts.get(path)

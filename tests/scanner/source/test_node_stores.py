@@ -1,0 +1,407 @@
+"""Images on a node without an engine: a real containerd root written by containerd/ctr, and a
+Docker data root laid out as Docker writes it; each scan equals the same image's archive scan."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import subprocess
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scanner.errors import SourceError, UsageError
+from scanner.pipeline import ScanOptions, run_scan
+from scanner.report import to_dict
+from scanner.source import open_source, parse_target
+from scanner.source.bbolt import BoltDB
+from scanner.source.containerd import META_DB, ContainerdRoot, parse_containerd_target
+from scanner.source.dockerroot import DockerRoot, parse_docker_target
+from tests.fixtures.images import (
+    Image,
+    Layer,
+    directory,
+    file,
+    hashing_selector,
+    symlink,
+    write_docker_archive,
+)
+from tests.fixtures.nodestores import (
+    Containerd,
+    DockerContainerSpec,
+    containerd_missing,
+    overlay_whiteouts_supported,
+    running_containerd,
+    write_docker_root,
+    write_named_oci_archive,
+)
+from tests.scanner import scenarios as sc
+from tests.scanner.source.samples import rich_image
+
+RICH = "docker.io/demo/rich:1"
+WORLD = "docker.io/demo/world:12.4"
+
+
+def comparable(target: str) -> dict[str, Any]:
+    """A scan's JSON result without what depends on the source's description or the clock."""
+    data = to_dict(run_scan(target, ScanOptions(use_cache=False)))
+    data["asset"].pop("reference")
+    data.pop("started_at")
+    data.pop("stats")
+    return data
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> sc.World:
+    return sc.world_at(tmp_path_factory.getbasetemp() / "acceptance-world")
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory: pytest.TempPathFactory, world: sc.World) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("archives")
+    write_named_oci_archive(base / "rich.tar", rich_image(), RICH)
+    write_named_oci_archive(base / "world.tar", world.image, WORLD)
+    return {"rich": base / "rich.tar", "world": base / "world.tar"}
+
+
+@pytest.fixture(scope="module")
+def containerd(
+    tmp_path_factory: pytest.TempPathFactory, archives: dict[str, Path]
+) -> Iterator[Containerd]:
+    missing = containerd_missing()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the containerd store tests need containerd: {missing}")
+        pytest.skip(missing)
+    with running_containerd(tmp_path_factory.mktemp("containerd")) as daemon:
+        daemon.import_archive(archives["rich"])
+        daemon.import_archive(archives["world"])
+        # the same image in a second namespace (as Kubernetes' k8s.io beside ctr's default)
+        daemon.import_archive(archives["world"], namespace="k8s.io")
+        yield daemon
+
+
+def test_containerd_scan_equals_the_archive_scan(
+    containerd: Containerd, archives: dict[str, Path]
+) -> None:
+    for name, image in (("world", WORLD), ("rich", RICH)):
+        from_store = comparable(f"containerd:{containerd.root}/default:{image}")
+        from_archive = comparable(f"oci-archive:{archives[name]}")
+        assert from_store == from_archive, name
+    assert from_store["asset"]["name"] == RICH
+    world = comparable(f"containerd:{containerd.root}/k8s.io")
+    assert world["asset"]["name"] == WORLD and len(world["libraries"]) >= 10
+
+
+def test_containerd_records_read_from_the_real_metadata_database(containerd: Containerd) -> None:
+    store = ContainerdRoot(str(containerd.root))
+    images = store.images()
+    # ctr names an image imported into k8s.io by its config digest too, as the CRI does
+    config = store.plan(images[2], None).config_digest
+    assert [(i.namespace, i.name) for i in images] == [
+        ("default", RICH),
+        ("default", WORLD),
+        ("k8s.io", WORLD),
+        ("k8s.io", config),
+    ]
+    assert images[1].target.digest == images[2].target.digest == images[3].target.digest
+    listed = containerd.ctr("images", "ls")
+    for image in images[:2]:
+        assert image.target.digest in listed
+        assert image.target.media_type in listed
+    # several images: the target must name one; unknown names say what there is
+    with pytest.raises(UsageError, match="several images"):
+        open_source(
+            f"containerd:{containerd.root}", cache_dir=None, use_cache=False, all_filesystems=False
+        ).open_view(hashing_selector())
+    with pytest.raises(UsageError, match="no image 'nope:1'.*demo/rich"):
+        open_source(
+            f"containerd:{containerd.root}:nope:1",
+            cache_dir=None,
+            use_cache=False,
+            all_filesystems=False,
+        ).open_view(hashing_selector())
+    # the image named by digest, across namespaces (one digest, so not ambiguous)
+    view = open_source(
+        f"containerd:{containerd.root}:{images[1].target.digest}",
+        cache_dir=None,
+        use_cache=False,
+        all_filesystems=False,
+    ).open_view(hashing_selector())
+    assert view.info.digest == images[1].target.digest
+
+
+def _pause_binary(directory: Path) -> bytes | None:
+    source = directory / "pause.c"
+    source.write_text("#include <unistd.h>\nint main(void){for(;;)pause();}\n")
+    out = subprocess.run(
+        ["gcc", "-static", "-Os", "-o", str(directory / "pause"), str(source)],
+        capture_output=True,
+        check=False,
+    )
+    return (directory / "pause").read_bytes() if out.returncode == 0 else None
+
+
+def test_containerd_containers_and_running_tasks(containerd: Containerd, tmp_path: Path) -> None:
+    containerd.ctr("containers", "create", RICH, "stopped-one", "/bin/true")
+    pause = _pause_binary(tmp_path)
+    started = False
+    if pause is not None:
+        write_named_oci_archive(
+            tmp_path / "pause.tar",
+            Image([Layer([file("pause", pause, mode=0o755)])]),
+            "docker.io/demo/pause:1",
+        )
+        containerd.import_archive(tmp_path / "pause.tar")
+        try:
+            containerd.ctr("run", "-d", "docker.io/demo/pause:1", "runner", "/pause")
+            started = True
+        except RuntimeError as e:
+            reason = str(e)
+    store = ContainerdRoot(str(containerd.root), str(containerd.state), "/proc")
+    found = {c.id: c for c in store.containers()}
+    assert found["stopped-one"].image == RICH and not found["stopped-one"].running
+    if not started:
+        pytest.skip(f"runc cannot start a container here: {reason if pause else 'no gcc -static'}")
+    assert found["runner"].running and found["runner"].image == "docker.io/demo/pause:1"
+    containerd.ctr("tasks", "kill", "-s", "KILL", "runner")
+    subprocess.run(["sleep", "0.5"], check=True)
+    # the task stopped but not deleted keeps its bundle; its init process is gone
+    assert not {c.id: c for c in store.containers()}["runner"].running
+
+
+def test_containerd_target_forms(containerd: Containerd) -> None:
+    root = str(containerd.root)
+    assert parse_target(f"containerd:{root}/k8s.io:{WORLD}") == (
+        "containerd",
+        f"{root}/k8s.io:{WORLD}",
+        None,
+    )
+    assert parse_containerd_target(f"{root}/k8s.io:{WORLD}") == (root, "k8s.io", WORLD)
+    assert parse_containerd_target(root) == (root, None, None)
+    assert parse_containerd_target(f"{root}:sha256:ab") == (root, None, "sha256:ab")
+    with pytest.raises(SourceError, match="no containerd root"):
+        parse_containerd_target("/nonexistent/x")
+    with pytest.raises(UsageError, match="not a namespace"):
+        parse_containerd_target(f"{root}/..:x")
+
+
+def test_damaged_metadata_databases_are_refused(containerd: Containerd, tmp_path: Path) -> None:
+    real = (containerd.root / META_DB).read_bytes()
+    cases = {
+        "empty": b"",
+        "garbage": os.urandom(8192),
+        "truncated": real[: len(real) // 3],
+    }
+    # every page id beyond the high-water mark; a branch page naming itself
+    page_size = struct.unpack_from("<I", real, 24)[0]
+    looped = bytearray(real)
+    for page in range(2, len(real) // page_size):
+        at = page * page_size
+        if struct.unpack_from("<H", looped, at + 8)[0] == 0x01:
+            struct.pack_into("<Q", looped, at + 16 + 8, page)
+    cases["looped"] = bytes(looped)
+    for name, data in cases.items():
+        root = tmp_path / name
+        (root / META_DB).parent.mkdir(parents=True)
+        (root / META_DB).write_bytes(data)
+        try:
+            ContainerdRoot(str(root)).images()
+        except SourceError:
+            continue
+        # a damaged copy may still hold a readable tree; it never raises anything else
+    with BoltDB(str(containerd.root / META_DB)) as db:
+        assert db.root().bucket(b"v1") is not None
+
+
+def test_content_store_without_metadata(containerd: Containerd, tmp_path: Path) -> None:
+    copy = tmp_path / "root"
+    shutil.copytree(
+        containerd.root / "io.containerd.content.v1.content",
+        copy / "io.containerd.content.v1.content",
+    )
+    images = ContainerdRoot(str(copy)).images()
+    real = {i.target.digest for i in ContainerdRoot(str(containerd.root)).images()}
+    assert {i.target.digest for i in images} == real
+    assert all(i.name == i.target.digest for i in images)
+
+
+def test_content_blob_links_are_not_followed(containerd: Containerd, tmp_path: Path) -> None:
+    copy = tmp_path / "root"
+    for part in ("io.containerd.content.v1.content", "io.containerd.metadata.v1.bolt"):
+        shutil.copytree(containerd.root / part, copy / part, symlinks=True)
+    store = ContainerdRoot(str(copy))
+    plan = store.plan(store.pick("default", RICH), None)
+    layer = copy / "io.containerd.content.v1.content/blobs/sha256" / plan.layers[0].digest[7:]
+    layer.chmod(0o644)
+    layer.unlink()
+    layer.symlink_to("/etc/passwd")
+    with pytest.raises(SourceError, match="not a regular file|missing"):
+        open_source(
+            f"containerd:{copy}/default:{RICH}",
+            cache_dir=None,
+            use_cache=False,
+            all_filesystems=False,
+        ).open_view(hashing_selector())
+
+
+# -- Docker data root ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", params=["files", "overlay"])
+def docker_root(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, world: sc.World
+) -> tuple[Path, Path, Path]:
+    base = tmp_path_factory.mktemp(f"docker-{request.param}")
+    if request.param == "overlay" and not overlay_whiteouts_supported(base):
+        if os.environ.get("CI") == "true":
+            pytest.fail("overlay whiteouts (mknod 0/0, trusted.* xattrs) need root")
+        pytest.skip("overlay whiteouts (mknod 0/0, trusted.* xattrs) need root")
+    root = base / "docker"
+    write_docker_root(
+        root,
+        {"demo/world:12.4": world.image, "demo/rich:1": rich_image()},
+        (
+            DockerContainerSpec("a" * 64, "demo/world:12.4", running=True),
+            DockerContainerSpec("b" * 64, "demo/rich:1", running=False),
+        ),
+        whiteouts=request.param,
+    )
+    world_archive = base / "world.tar"
+    write_docker_archive(world_archive, world.image, "demo/world:12.4")
+    rich_archive = base / "rich.tar"
+    write_docker_archive(rich_archive, rich_image(), "demo/rich:1")
+    return root, world_archive, rich_archive
+
+
+def test_docker_root_scan_equals_the_docker_archive_scan(
+    docker_root: tuple[Path, Path, Path],
+) -> None:
+    root, world_archive, rich_archive = docker_root
+    for archive, name in ((world_archive, "demo/world:12.4"), (rich_archive, "demo/rich:1")):
+        from_root = comparable(f"docker-root:{root}:{name}")
+        assert from_root == comparable(f"docker-archive:{archive}"), name
+    assert from_root["asset"]["name"] == "demo/rich:1"
+    world = comparable(f"docker-root:{root}:demo/world:12.4")
+    assert len(world["libraries"]) >= 10
+    by_id = comparable(f"docker-root:{root}:{world['asset']['config_digest'][7:19]}")
+    assert by_id == world
+
+
+def test_docker_root_views_match_archive_views(docker_root: tuple[Path, Path, Path]) -> None:
+    root, _world, rich_archive = docker_root
+
+    def view(target: str) -> Any:
+        v = open_source(target, cache_dir=None, use_cache=False, all_filesystems=False).open_view(
+            hashing_selector()
+        )
+        nodes = {p: (n.kind, n.size, n.link, n.mode) for p, n in v.nodes.items()}
+        cands = [(c.ref, c.size, c.aliases, c.facts) for c in v.candidates]
+        return nodes, cands, v.metadata, replace(v.info, reference="")
+
+    assert view(f"docker-root:{root}:demo/rich:1") == view(f"docker-archive:{rich_archive}")
+
+
+def test_docker_root_records(docker_root: tuple[Path, Path, Path]) -> None:
+    root = DockerRoot(str(docker_root[0]))
+    assert sorted(n for i in root.images() for n in i.names) == ["demo/rich:1", "demo/world:12.4"]
+    containers = {c.id[0]: c for c in root.containers()}
+    images = {i.names[0]: i.id for i in root.images()}
+    assert containers["a"].running and containers["a"].image == images["demo/world:12.4"]
+    assert not containers["b"].running and containers["b"].image_name == "demo/rich:1"
+    with pytest.raises(UsageError, match="holds 2 images"):
+        open_source(
+            f"docker-root:{docker_root[0]}", cache_dir=None, use_cache=False, all_filesystems=False
+        ).open_view(hashing_selector())
+    assert parse_docker_target(f"{docker_root[0]}:demo/rich:1") == (
+        str(docker_root[0]),
+        "demo/rich:1",
+    )
+
+
+def _layer_dirs(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "overlay2").iterdir() if p.name != "l")
+
+
+def test_docker_root_containment(tmp_path: Path) -> None:
+    image = Image(
+        [
+            Layer(
+                [
+                    directory("usr/lib"),
+                    file("usr/lib/libcudart.so.12", b"\x7fELF cudart"),
+                    symlink("usr/lib/libcudnn.so.9", "../../../../../etc/passwd"),
+                    file("etc/passwd", "root:x:0:0\n"),
+                ]
+            )
+        ]
+    )
+    root = tmp_path / "docker"
+    write_docker_root(root, {"x/y:1": image})
+    diff = _layer_dirs(root)[0] / "diff"
+    # a link planted in the layer directory is recorded, never followed out of the root
+    (diff / "usr/lib/libnccl.so.2").symlink_to("/etc/shadow")
+    view = open_source(
+        f"docker-root:{root}", cache_dir=None, use_cache=False, all_filesystems=False
+    ).open_view(hashing_selector())
+    assert view.resolve("/usr/lib/libcudnn.so.9") == "/etc/passwd"
+    assert view.resolve("/usr/lib/libnccl.so.2") is None
+    assert view.metadata.get("/etc/passwd") in (None, b"root:x:0:0\n")
+    # a cache-id that climbs out, a layer directory that is a link: refused
+    layerdb = next((root / "image/overlay2/layerdb/sha256").iterdir())
+    cache_id = (layerdb / "cache-id").read_text()
+    (layerdb / "cache-id").write_text("../../../etc")
+    with pytest.raises(SourceError, match="not a layer id"):
+        open_source(
+            f"docker-root:{root}", cache_dir=None, use_cache=False, all_filesystems=False
+        ).open_view(hashing_selector())
+    (layerdb / "cache-id").write_text(cache_id)
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(diff), moved)
+    diff.symlink_to(moved)
+    with pytest.raises(SourceError, match="not a directory"):
+        open_source(
+            f"docker-root:{root}", cache_dir=None, use_cache=False, all_filesystems=False
+        ).open_view(hashing_selector())
+
+
+def test_docker_root_hostile_records(tmp_path: Path) -> None:
+    root = tmp_path / "docker"
+    write_docker_root(root, {"x/y:1": Image([Layer([file("a", "a")])])})
+    config = next((root / "image/overlay2/imagedb/content/sha256").iterdir())
+    config.write_bytes(config.read_bytes() + b" ")
+    with pytest.raises(SourceError, match="does not match its digest"):
+        open_source(
+            f"docker-root:{root}", cache_dir=None, use_cache=False, all_filesystems=False
+        ).open_view(hashing_selector())
+    (root / "image/overlay2/repositories.json").write_text("{not json")
+    with pytest.raises(SourceError, match="not valid JSON"):
+        DockerRoot(str(root)).images()
+    (root / "containers" / ("c" * 64)).mkdir(parents=True)
+    (root / "containers" / ("c" * 64) / "config.v2.json").write_text(
+        json.dumps({"Image": "../../etc", "State": "x"})
+    )
+    (root / "image/overlay2/repositories.json").write_text("{}")
+    assert [(c.image, c.running) for c in DockerRoot(str(root)).containers()] == [(None, False)]
+
+
+def test_docker_root_limits(tmp_path: Path) -> None:
+    from scanner.errors import UnsafeArchiveError
+    from scanner.source.layerstream import Limits
+
+    root = tmp_path / "docker"
+    write_docker_root(root, {"x/y:1": Image([Layer([file("big", b"x" * 4096)])])})
+    source = open_source(
+        f"docker-root:{root}",
+        cache_dir=None,
+        use_cache=False,
+        all_filesystems=False,
+        limits=Limits(max_file_bytes=1024),
+    )
+    with pytest.raises(UnsafeArchiveError, match="max_file_bytes"):
+        source.open_view(hashing_selector())
