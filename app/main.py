@@ -13,6 +13,7 @@ installed package (no CDN), and the OpenAPI document lists every status an opera
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -20,6 +21,8 @@ from fastapi import Depends, FastAPI
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
+from app.clock import utcnow
+from app.domain import compliance
 from app.domain.provenance import CatalogCache
 from app.http.api import router as api_router
 from app.http.body import IngestGate
@@ -60,9 +63,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 db.dispose()
                 raise SchemaBehindError(state.describe())
         app.state.db = db
+        # A re-evaluation cut short by a restart resumes here, off the request path.
+        stop = threading.Event()
+        resume = threading.Thread(
+            target=compliance.resume_pending,
+            args=(db, utcnow(), stop),
+            name="gpuprov-compliance-resume",
+            daemon=True,
+        )
+        resume.start()
         try:
             yield
         finally:
+            stop.set()
+            resume.join(timeout=30)
             db.dispose()
 
     app = FastAPI(

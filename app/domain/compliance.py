@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
@@ -167,15 +168,18 @@ def reevaluate_on_store(session: Session, row: PromotionPolicyVersion, now: date
     return reevaluate_policy(session, row, now)
 
 
-def reevaluate_pending(db: Database, name: str, version: int, now: datetime) -> int:
+def reevaluate_pending(
+    db: Database, name: str, version: int, now: datetime, stop: threading.Event | None = None
+) -> int:
     """Evaluate every asset under a committed policy version, one batch per transaction; stops
-    when a newer version is stored (its own run takes over). Returns the assets evaluated. A
-    failure is logged and stops the run: the assets not reached keep their older evaluation,
-    counted as outdated, until their next report or the next policy version."""
+    when a newer version is stored (its own run takes over) or `stop` is set. Returns the assets
+    evaluated. A failure is logged and stops the run: the assets not reached keep their older
+    evaluation, counted as outdated, until their next report, the next policy version or the
+    service's next start (`resume_pending`)."""
     catalog = default_catalog()
     evaluated, after = 0, 0
     try:
-        while True:
+        while stop is None or not stop.is_set():
             with db.transaction(write=True) as session:
                 policy_repo.lock(session)  # no per-asset update interleaves with a batch
                 row = policy_repo.current(session, name)
@@ -190,6 +194,7 @@ def reevaluate_pending(db: Database, name: str, version: int, now: datetime) -> 
                 baseline = gate.fleet_baseline(session, loaded.policy)
                 evaluated += _evaluate_batch(session, batch, row, loaded, baseline, catalog, now)
                 after = batch[-1].id
+        return evaluated
     except (SQLAlchemyError, ScannerError) as e:
         log.warning(
             "compliance under policy %s version %s stopped after %s assets: %s",
@@ -199,6 +204,37 @@ def reevaluate_pending(db: Database, name: str, version: int, now: datetime) -> 
             type(e).__name__,
         )
         return evaluated
+
+
+def outdated_policies(session: Session) -> list[tuple[str, int]]:
+    """The current policy versions under which some scanned asset has no evaluation of its
+    latest scan (a background re-evaluation that a restart or an error cut short)."""
+    scanned = repo.scanned_asset_count(session)
+    outdated = []
+    for row in policy_repo.current_all(session):
+        current, _older = repo.evaluated_counts(session, row.name, row.version)
+        if current < scanned:
+            outdated.append((row.name, row.version))
+    return outdated
+
+
+def resume_pending(db: Database, now: datetime, stop: threading.Event) -> int:
+    """At start-up, finish the re-evaluations that an earlier process left unfinished (it was
+    stopped, or the database went away mid-run); returns the assets evaluated."""
+    try:
+        with db.lookup() as conn:
+            if not policy_repo.any_stored(conn):
+                return 0
+        with db.transaction() as session:
+            outdated = outdated_policies(session)
+    except SQLAlchemyError as e:
+        log.warning("pending compliance not checked at start-up: %s", type(e).__name__)
+        return 0
+    evaluated = 0
+    for name, version in outdated:
+        log.info("resuming compliance under policy %s version %s", name, version)
+        evaluated += reevaluate_pending(db, name, version, now, stop)
+    return evaluated
 
 
 def reevaluate_all(session: Session, now: datetime) -> int:

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import csv
 import io
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from fastapi.testclient import TestClient
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
 from app.domain import compliance
+from app.main import create_app
 from scanner.policy.controls import default_catalog
 from scanner.policy.evaluate import evaluate
 from tests.app import boms
@@ -353,3 +357,34 @@ def test_a_large_fleet_is_evaluated_after_the_answer_and_never_shown_as_current_
     )
     with service.db.session() as session:
         assert int(session.execute(text(stats)).scalar_one()) == service.count("compliance_control")
+
+
+def test_a_restart_resumes_the_evaluation_that_an_earlier_process_left_unfinished(
+    service: Service, post_report: Callable[..., Any], monkeypatch: Any
+) -> None:
+    _fleet(post_report)
+    reader = auth(service.token("inventory:read"))
+    put_policy(service, POLICY)
+    # an earlier process stored version 2 and stopped after evaluating one asset
+    monkeypatch.setattr(compliance, "SYNC_ASSETS", 2)
+    monkeypatch.setattr(compliance, "PENDING_BATCH", 1)
+    monkeypatch.setattr(compliance, "reevaluate_pending", lambda *a, **k: 0)
+    put_policy(service, POLICY + '  versions: {deny: {cudnn: ["9.1.*"]}}\n')
+    monkeypatch.undo()
+    with service.db.transaction() as session:
+        assert compliance.outdated_policies(session) == [("prod", 2)]
+    before = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert before["assets"] == {"evaluated": 0, "outdated": 3, "not_evaluated": 0}
+    # the next start of the service finishes it, off the request path
+    with TestClient(create_app(service.settings)) as restarted:
+        for _ in range(200):
+            summary = restarted.get("/api/v1/compliance?policy=prod", headers=reader).json()
+            if summary["assets"]["evaluated"] == 3:
+                break
+            time.sleep(0.05)
+    assert summary["assets"] == {"evaluated": 3, "outdated": 0, "not_evaluated": 0}
+    assert _counts(service, reader)["PR.PS-02"]["fail"] == 3
+    with service.db.transaction() as session:
+        assert compliance.outdated_policies(session) == []
+    # nothing left to resume: a start does no work
+    assert compliance.resume_pending(service.db, _now(0), threading.Event()) == 0
