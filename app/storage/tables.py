@@ -173,6 +173,14 @@ class Artifact(Base):
             postgresql_where=_CURRENT_PG,
             sqlite_where=_CURRENT_SQLITE,
         ),
+        # the dashboard's search by file name (libraries page)
+        Index(
+            "ix_artifact_current_name",
+            "name",
+            "asset_id",
+            postgresql_where=_CURRENT_PG,
+            sqlite_where=_CURRENT_SQLITE,
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)

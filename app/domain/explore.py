@@ -1,0 +1,203 @@
+"""What the dashboard's libraries, drift, compliance and policy pages show, as plain data:
+file search by name or digest, environment parity, the assets that changed at their last scan,
+the controls catalog's frameworks, and the line diff between two policy versions.
+
+Counting and paging happen in SQL (`app.storage.repositories.explore`); the rest reuses the
+inventory, compliance and policy services.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.domain import policies
+from app.domain.report_parser import check_label
+from app.errors import BadRequest, InvalidReport
+from app.storage.repositories import explore as repo
+from app.storage.repositories import inventory as inventory_repo
+from app.storage.tables import Artifact
+from scanner.policy.controls import default_catalog
+
+_SHA256 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
+#: longest file name searched for (a stored name is a path's last part)
+MAX_NAME = 255
+
+
+def _page(items: list[dict[str, Any]], total: int, limit: int, offset: int) -> dict[str, Any]:
+    return {"items": items, "total": total, "limit": limit, "offset": offset}
+
+
+def search_files(session: Session, q: str, limit: int, offset: int) -> dict[str, Any]:
+    """Current library files whose SHA-256 is ``q`` (64 hex digits, ``sha256:`` optional) or
+    whose file name is ``q`` (exact, or a glob with ``*``); says which it searched by."""
+    q = q.strip()
+    if not q:
+        raise BadRequest("give a SHA-256 or a file name to search for")
+    digest = _SHA256.fullmatch(q)
+    if digest:
+        by, rows, total = (
+            "sha256",
+            *repo.current_files(
+                session, sha256=digest.group(1).lower(), limit=limit, offset=offset
+            ),
+        )
+    else:
+        name = q.rsplit("/", 1)[-1]
+        if not name or len(name) > MAX_NAME or name.strip("*") == "":
+            raise BadRequest(f"a file name is 1 to {MAX_NAME} characters, not only '*'")
+        by, rows, total = (
+            "name",
+            *repo.current_files(session, name=name, limit=limit, offset=offset),
+        )
+    return {"by": by, **_page([dict(r) for r in rows], total, limit, offset)}
+
+
+def parity(
+    session: Session,
+    key: str,
+    target: str,
+    baseline: str,
+    family: str | None,
+    limit: int,
+    offset: int,
+) -> dict[str, Any]:
+    """Library versions that assets labelled ``key=target`` run and no asset labelled
+    ``key=baseline`` runs (e.g. versions in env=prod never seen in env=staging)."""
+    for value in (target, baseline):
+        try:
+            check_label(key, value)
+        except InvalidReport as e:
+            raise BadRequest(e.message) from e
+    rows, total = repo.parity_gaps(session, key, target, baseline, family, limit, offset)
+    items = [{"family": f, "version": v, "assets": n} for f, v, n in rows]
+    return {
+        "label": key,
+        "target": {"value": target, "assets": repo.labelled_count(session, key, target)},
+        "baseline": {"value": baseline, "assets": repo.labelled_count(session, key, baseline)},
+        **_page(items, total, limit, offset),
+    }
+
+
+def _key(artifact: Artifact) -> tuple[str, str]:
+    return (artifact.kind, artifact.path or f"{artifact.family}:{artifact.name}")
+
+
+def _state(artifact: Artifact) -> dict[str, Any]:
+    return {"version": artifact.version, "sha256": artifact.sha256, "family": artifact.family}
+
+
+def _changes(session: Session, asset_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """For each asset with two scans: files added, removed and changed (digest or version)
+    from the earlier scan to the latest."""
+    pairs = {
+        a: ids
+        for a, ids in inventory_repo.last_two_scans(session, asset_ids).items()
+        if len(ids) == 2
+    }
+    by_scan: dict[int, dict[tuple[str, str], Artifact]] = {}
+    for artifact in inventory_repo.scan_artifacts(
+        session, [i for ids in pairs.values() for i in ids]
+    ):
+        by_scan.setdefault(artifact.scan_id, {})[_key(artifact)] = artifact
+    out = {}
+    for asset_id, (new_id, old_id) in pairs.items():
+        new, old = by_scan.get(new_id, {}), by_scan.get(old_id, {})
+        out[asset_id] = {
+            "from_scan": old_id,
+            "added": [{"path": k[1], **_state(new[k])} for k in sorted(new.keys() - old.keys())],
+            "removed": [{"path": k[1], **_state(old[k])} for k in sorted(old.keys() - new.keys())],
+            "changed": [
+                {"path": k[1], "from": _state(old[k]), "to": _state(new[k])}
+                for k in sorted(new.keys() & old.keys())
+                if (new[k].sha256, new[k].version) != (old[k].sha256, old[k].version)
+            ],
+        }
+    return out
+
+
+def recent_changes(session: Session, limit: int, offset: int) -> dict[str, Any]:
+    """A page of the assets scanned more than once, latest first, each with what changed
+    between its last two scans (files added, removed, changed; nothing when none did)."""
+    rows, total = repo.rescanned_assets(session, limit, offset)
+    changes = _changes(session, [r[0] for r in rows])
+    items = []
+    for asset_id, kind, name, latest in rows:
+        change = changes.get(
+            asset_id, {"from_scan": None, "added": [], "removed": [], "changed": []}
+        )
+        items.append(
+            {"asset": {"id": asset_id, "kind": kind, "name": name}, "to_scan": latest, **change}
+        )
+    return _page(items, total, limit, offset)
+
+
+def digest_conflicts(
+    session: Session, family: str | None, limit: int = 200
+) -> list[dict[str, Any]]:
+    """Current files of one (family, component, version, CUDA major, arch) with more than one
+    digest across the fleet (at most ``limit`` groups), each digest with its asset count."""
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for fam, comp, ver, cuda, arch, sha, assets, path in inventory_repo.digest_conflicts(
+        session, family, limit=limit
+    ):
+        group = groups.setdefault(
+            (fam, comp, ver, cuda, arch),
+            {
+                "family": fam,
+                "component": comp,
+                "version": ver,
+                "cuda_major": cuda,
+                "arch": arch,
+                "digests": [],
+            },
+        )
+        group["digests"].append({"sha256": sha, "assets": int(assets), "example_path": path})
+    return list(groups.values())
+
+
+def frameworks() -> list[dict[str, str]]:
+    """The frameworks of the controls catalog (id, title, source)."""
+    return [
+        {"id": f.id, "title": f.title, "source": f.source} for f in default_catalog().frameworks
+    ]
+
+
+def framework_ids() -> tuple[str, ...]:
+    """The ids of the controls catalog's frameworks."""
+    return tuple(f.id for f in default_catalog().frameworks)
+
+
+def policy_diff(session: Session, name: str, old: int, new: int) -> dict[str, Any]:
+    """The line diff of two stored versions of a policy (404 when either is missing): lines
+    tagged ``hunk``, ``add``, ``remove`` or ``same``."""
+    before = policies.stored(session, name, old)
+    after = policies.stored(session, name, new)
+    lines = []
+    diff = difflib.unified_diff(
+        before.document.splitlines(),
+        after.document.splitlines(),
+        f"{name} v{old}",
+        f"{name} v{new}",
+        lineterm="",
+    )
+    for line in list(diff)[2:]:
+        tag = (
+            "hunk"
+            if line.startswith("@@")
+            else "add"
+            if line.startswith("+")
+            else "remove"
+            if line.startswith("-")
+            else "same"
+        )
+        lines.append({"tag": tag, "text": line})
+    return {
+        "name": name,
+        "from": policies.policy_dict(before),
+        "to": policies.policy_dict(after),
+        "lines": lines,
+    }

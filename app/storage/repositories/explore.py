@@ -1,0 +1,152 @@
+"""Queries behind the dashboard's libraries, drift and policy pages: current files by name or
+digest, environment parity between two label values, and the assets that changed between
+their last two scans. Each reads current state through its indexes (partial indexes on
+``artifact.is_current``, the `AssetLibrary` summary, labels by (key, value))."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Row, RowMapping, Select, distinct, exists, func, select
+from sqlalchemy.orm import Session, aliased
+
+from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, Scan
+
+_FILE_COLUMNS = (
+    Artifact.asset_id,
+    Asset.kind.label("asset_kind"),
+    Asset.name.label("asset_name"),
+    Artifact.path,
+    Artifact.name,
+    Artifact.family,
+    Artifact.component,
+    Artifact.version,
+    Artifact.cuda_major,
+    Artifact.sha256,
+    Artifact.integrity,
+    Artifact.provenance,
+)
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def current_files(
+    session: Session,
+    *,
+    name: str | None = None,
+    sha256: str | None = None,
+    limit: int,
+    offset: int,
+) -> tuple[Sequence[RowMapping], int]:
+    """A page of current library files with this file name (exact, or a glob with ``*``) or
+    this SHA-256, with their assets, and how many there are. The digest is read from the
+    partial digest index, an exact name from the partial name index."""
+    conds = [Artifact.is_current.expression]
+    if sha256 is not None:
+        conds.append(Artifact.sha256 == sha256)
+    if name is not None:
+        if "*" in name:
+            pattern = "%".join(_escape_like(p) for p in name.split("*"))
+            conds.append(Artifact.name.like(pattern, escape="\\"))
+        else:
+            conds.append(Artifact.name == name)
+    total = session.scalar(select(func.count()).select_from(Artifact).where(*conds)) or 0
+    rows = (
+        session.execute(
+            select(*_FILE_COLUMNS)
+            .join(Asset, Asset.id == Artifact.asset_id)
+            .where(*conds)
+            .order_by(Artifact.asset_id, Artifact.path, Artifact.id)
+            .limit(limit)
+            .offset(offset)
+        )
+        .mappings()
+        .all()
+    )
+    return rows, int(total)
+
+
+def _labelled(key: str, value: str) -> Select[int]:
+    return select(AssetLabel.asset_id).where(AssetLabel.key == key, AssetLabel.value == value)
+
+
+def labelled_count(session: Session, key: str, value: str) -> int:
+    """How many assets carry the label ``key=value``."""
+    return session.scalar(select(func.count()).select_from(_labelled(key, value).subquery())) or 0
+
+
+def parity_gaps(
+    session: Session,
+    key: str,
+    target: str,
+    baseline: str,
+    family: str | None,
+    limit: int,
+    offset: int,
+) -> tuple[Sequence[Row[str, str | None, int]], int]:
+    """(family, version, assets) run by assets labelled ``key=target`` that no asset labelled
+    ``key=baseline`` runs, a page of them by family and version, and how many there are."""
+    base = aliased(AssetLibrary)
+    missing = ~exists().where(
+        base.asset_id.in_(_labelled(key, baseline)),
+        base.family == AssetLibrary.family,
+        base.version.is_not_distinct_from(AssetLibrary.version),
+    )
+    conds = [AssetLibrary.asset_id.in_(_labelled(key, target)), missing]
+    if family:
+        conds.append(AssetLibrary.family == family)
+    grouped = (
+        select(
+            AssetLibrary.family,
+            AssetLibrary.version,
+            func.count(distinct(AssetLibrary.asset_id)).label("assets"),
+            func.count().over().label("total"),
+        )
+        .where(*conds)
+        .group_by(AssetLibrary.family, AssetLibrary.version)
+        .order_by(AssetLibrary.family, func.max(AssetLibrary.version_key), AssetLibrary.version)
+        .limit(limit)
+        .offset(offset)
+    )
+    rows = session.execute(grouped).all()
+    if rows:
+        return [(r[0], r[1], int(r[2])) for r in rows], int(rows[0][3])  # type: ignore[misc]
+    if not offset:
+        return [], 0
+    total = session.scalar(
+        select(func.count()).select_from(
+            select(AssetLibrary.family)
+            .where(*conds)
+            .group_by(AssetLibrary.family, AssetLibrary.version)
+            .subquery()
+        )
+    )
+    return [], int(total or 0)
+
+
+def rescanned_assets(
+    session: Session, limit: int, offset: int
+) -> tuple[Sequence[Row[int, str, str, int]], int]:
+    """A page of the assets that have an earlier scan than their latest, most recently scanned
+    first: (id, kind, name, latest scan id), and how many there are."""
+    earlier = exists().where(Scan.asset_id == Asset.id, Scan.id != Asset.latest_scan_id)
+    conds = [Asset.latest_scan_id.is_not(None), earlier]
+    total = session.scalar(select(func.count()).select_from(Asset).where(*conds)) or 0
+    rows = session.execute(
+        select(Asset.id, Asset.kind, Asset.name, Asset.latest_scan_id)
+        .where(*conds)
+        .order_by(Asset.latest_scanned_at.desc(), Asset.id.desc())
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return rows, int(total)  # type: ignore[return-value]
+
+
+def asset_names(session: Session, asset_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+    """(kind, name) of each asset."""
+    if not asset_ids:
+        return {}
+    rows = session.execute(select(Asset.id, Asset.kind, Asset.name).where(Asset.id.in_(asset_ids)))
+    return {r[0]: (r[1], r[2]) for r in rows}
