@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     #: seconds a database connection attempt may take before the request answers 503
     database_connect_timeout: int = Field(default=5, ge=1, le=120)
     database_pool_size: int = Field(default=10, ge=1, le=200)
+    #: connections opened beyond the pool under load, closed when returned (PostgreSQL only;
+    #: SQLite keeps 20): pool size + overflow bounds what one process asks of the server
+    database_max_overflow: int = Field(default=10, ge=0, le=200)
     #: seconds a request waits for a free pooled connection before it answers 503
     database_pool_timeout: float = Field(default=10, gt=0, le=120)
     #: seconds one SQL statement may run before the database interrupts it (the request then

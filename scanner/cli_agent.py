@@ -3,7 +3,9 @@ periodically (a systemd unit or a Kubernetes DaemonSet runs it).
 
 Exit codes: 0 delivered, 1 refused by the service (a report set aside, the agent's token refused,
 or a scan failed), 2 usage error, 3 the report waits in the spool for a later delivery (the
-service was unavailable, or another process is delivering the spool).
+service was unavailable, or another process is delivering the spool), 4 the report was neither
+delivered nor spooled (the spool's disk is full or cannot be written; the reports spooled
+before are kept).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ EXIT_OK = 0
 EXIT_REJECTED = 1
 EXIT_USAGE = 2
 EXIT_SPOOLED = 3
+EXIT_NOT_KEPT = 4
 
 Server = Annotated[
     str | None,
@@ -143,6 +146,9 @@ def _push_once(
     if outcome.delivered is not None:
         say(f"delivered: {describe(outcome.delivered)}")
         return EXIT_OK
+    if outcome.not_kept is not None:
+        error(f"report not delivered ({outcome.error}), and not spooled: {outcome.not_kept}")
+        return EXIT_NOT_KEPT
     assert outcome.spooled is not None
     why = {
         Halt.UNAUTHORIZED: "not delivered",

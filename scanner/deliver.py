@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import errno
 import fcntl
 import gzip
 import hashlib
@@ -90,6 +91,28 @@ class Unavailable(DeliveryError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class SpoolError(DeliveryError):
+    """The report could not be written to the spool (a full disk, a quota, a read-only or
+    unwritable directory): it is neither delivered nor kept."""
+
+    def __init__(self, directory: Path, error: OSError, kept: int) -> None:
+        full = error.errno in _FULL
+        why = "is full" if full else "cannot be written"
+        super().__init__(
+            f"the spool {directory} {why} ({error.strerror or error}): this report is NOT kept; "
+            f"the {kept} report(s) already spooled are kept and are delivered first"
+            + ("; free space or move the spool (--spool-dir, $GPUPROV_SPOOL)" if full else "")
+        )
+        self.full = full
+        self.kept = kept
+        #: why the report was not delivered first (set by `push`)
+        self.undelivered = ""
+
+
+#: errors that mean the spool's file system (or the agent's share of it) has no room
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class ServerError(Unavailable):
@@ -304,17 +327,25 @@ class Spool:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
 
     def add(self, report: bytes, labels: Mapping[str, str] | None = None) -> SpoolEntry:
-        """Spool a report (once: the same bytes spooled twice are kept once)."""
-        self._ensure()
+        """Spool a report (once: the same bytes spooled twice are kept once); raises
+        `SpoolError` when it cannot be written, leaving the reports spooled before untouched
+        (the oldest are kept: a full spool refuses the newest report, it never evicts)."""
         digest = hashlib.sha256(report).hexdigest()[:32]
-        for entry in self.entries():
+        existing = self.entries()
+        for entry in existing:
             if entry.path.name.endswith(f"-{digest}{_SUFFIX}"):
                 return entry
         stem = f"{time.time_ns():020d}-{digest}"
         entry = SpoolEntry(self.directory / f"{stem}{_SUFFIX}", dict(labels or {}))
-        # meta first, report last: a report file exists only once its labels are on disk
-        _write_atomic(entry.meta_path, entry._meta())
-        _write_atomic(entry.path, gzip.compress(report, compresslevel=6))
+        try:
+            self._ensure()
+            # meta first, report last: a report file exists only once its labels are on disk
+            _write_atomic(entry.meta_path, entry._meta())
+            _write_atomic(entry.path, gzip.compress(report, compresslevel=6))
+        except OSError as e:
+            # no half-written entry stays behind to take the room the older ones need
+            entry.meta_path.unlink(missing_ok=True)
+            raise SpoolError(self.directory, e, len(existing)) from e
         return entry
 
     def entries(self) -> list[SpoolEntry]:
@@ -344,14 +375,18 @@ class Spool:
         entry.meta_path.unlink(missing_ok=True)
 
     def update(self, entry: SpoolEntry) -> None:
-        """Record an entry's new failure count and retry time."""
-        _write_atomic(entry.meta_path, entry._meta())
+        """Record an entry's new failure count and retry time (best effort: on a full disk the
+        report is retried sooner, never lost)."""
+        with contextlib.suppress(OSError):
+            _write_atomic(entry.meta_path, entry._meta())
 
     def reject(self, entry: SpoolEntry, reason: str) -> Path:
         """Move a report to ``rejected/``, with its labels and the reason, out of the queue."""
         self.rejected_dir.mkdir(exist_ok=True, mode=0o700)
         moved = replace(entry, path=self.rejected_dir / entry.path.name, reason=reason)
-        _write_atomic(moved.meta_path, moved._meta())
+        # the move matters more than the reason: on a full disk it is made without it
+        with contextlib.suppress(OSError):
+            _write_atomic(moved.meta_path, moved._meta())
         os.replace(entry.path, moved.path)
         entry.meta_path.unlink(missing_ok=True)
         return moved.path
@@ -381,8 +416,10 @@ class Spool:
         if when <= 0:
             path.unlink(missing_ok=True)
             return
-        self._ensure()
-        _write_atomic(path, f"{when:.3f}".encode())
+        # a hint to later pushes: on a full disk they call the service a little sooner
+        with contextlib.suppress(OSError):
+            self._ensure()
+            _write_atomic(path, f"{when:.3f}".encode())
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[int | None]:
@@ -398,10 +435,13 @@ class Spool:
                 yield int(holder) if holder.isdigit() else 0
                 return
             try:
-                handle.seek(0)
-                handle.truncate()
-                handle.write(str(os.getpid()))
-                handle.flush()
+                with contextlib.suppress(
+                    OSError
+                ):  # who holds it: a hint, not needed on a full disk
+                    handle.seek(0)
+                    handle.truncate()
+                    handle.write(str(os.getpid()))
+                    handle.flush()
                 yield None
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
@@ -488,6 +528,8 @@ def flush(spool: Spool, client: Client, backoff: Backoff | None = None) -> Flush
     the queue goes on; the flush stops when the service is unavailable or refuses the token."""
     backoff = backoff or Backoff()
     result = FlushResult()
+    if not spool.directory.is_dir():  # nothing spooled yet: nothing to create on a full disk
+        return result
     with spool.lock() as holder:
         entries = spool.entries()
         if holder is not None:
@@ -569,6 +611,9 @@ class PushOutcome:
     error: str | None
     flushed: FlushResult
     halt: Halt | None = None
+    #: the report could not be delivered and the spool could not take it: it is lost to this
+    #: push (its producer still has it), the reports spooled before are kept
+    not_kept: SpoolError | None = None
 
 
 def push(
@@ -581,32 +626,55 @@ def push(
     """Deliver spooled reports, then this one; spool it when it cannot be delivered now.
 
     Raises `ReportRejected` when the service refuses this report, and UsageError when it is not a
-    CycloneDX JSON report (neither is spooled).
+    CycloneDX JSON report (neither is spooled). A report the spool cannot take (a full disk)
+    comes back in `PushOutcome.not_kept`.
     """
     check_report(report)
     labels = dict(labels or {})
     backoff = backoff or Backoff()
     flushed = flush(spool, client, backoff)
+    try:
+        return _push_after_flush(report, client, spool, labels, backoff, flushed)
+    except SpoolError as e:
+        return PushOutcome(None, None, e.undelivered, flushed, flushed.halt, not_kept=e)
+
+
+def _push_after_flush(
+    report: bytes,
+    client: Client,
+    spool: Spool,
+    labels: dict[str, str],
+    backoff: Backoff,
+    flushed: FlushResult,
+) -> PushOutcome:
+    def keep(why: str, halt: Halt | None) -> PushOutcome:
+        try:
+            entry = spool.add(report, labels)
+        except SpoolError as e:
+            e.undelivered = why
+            raise
+        return PushOutcome(None, entry, why, flushed, halt)
+
     if flushed.error is not None:
         # the queue is stopped: do not wait for the service a second time, keep the order
-        return PushOutcome(None, spool.add(report, labels), flushed.error, flushed, flushed.halt)
+        return keep(flushed.error, flushed.halt)
     wait = spool.wait_until() - backoff.clock()
     if wait > 0:  # a Retry-After still runs (another process's flush may have stored it)
-        error = f"the service asked to wait {wait:.0f} s more (Retry-After)"
-        return PushOutcome(None, spool.add(report, labels), error, flushed, Halt.UNAVAILABLE)
+        return keep(f"the service asked to wait {wait:.0f} s more (Retry-After)", Halt.UNAVAILABLE)
     try:
         delivered = send_with_backoff(client, report, labels, backoff)
     except ServerError as e:
-        entry = spool.add(report, labels)
-        moved = _server_error(spool, entry, str(e), backoff)
+        kept = keep(str(e), Halt.SERVER_ERRORS)
+        assert kept.spooled is not None
+        moved = _server_error(spool, kept.spooled, str(e), backoff)
         if moved is not None:
             raise ReportRejected(e.status, spool.rejected_entry(moved).reason) from e
-        return PushOutcome(None, entry, str(e), flushed, Halt.SERVER_ERRORS)
+        return kept
     except Unavailable as e:
         _remember_retry_after(spool, e, backoff)
-        return PushOutcome(None, spool.add(report, labels), str(e), flushed, Halt.UNAVAILABLE)
+        return keep(str(e), Halt.UNAVAILABLE)
     except Unauthorized as e:
-        return PushOutcome(None, spool.add(report, labels), str(e), flushed, Halt.UNAUTHORIZED)
+        return keep(str(e), Halt.UNAUTHORIZED)
     return PushOutcome(delivered, None, None, flushed)
 
 

@@ -53,7 +53,7 @@ def make_engine(settings: Settings) -> Engine:
             "options": f"-c statement_timeout={timeout_ms}",
         },
         pool_size=settings.database_pool_size,
-        max_overflow=10,
+        max_overflow=settings.database_max_overflow,
         pool_timeout=settings.database_pool_timeout,
         hide_parameters=True,
         # no pre-ping (a round trip per checkout): a connection the server dropped fails its

@@ -8,6 +8,7 @@ against the real service.
 from __future__ import annotations
 
 import email.utils
+import errno
 import gzip
 import http.server
 import json
@@ -21,6 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from scanner import cli_agent
+from scanner import deliver as deliver_module
 from scanner.deliver import (
     Backoff,
     Client,
@@ -463,3 +466,53 @@ def test_retry_after_holds_a_push_even_with_an_empty_spool(tmp_path: Path) -> No
         assert service.received == []
         clock.now += 101
         assert len(flush(spool, service.client(), _backoff(clock)).delivered) == 1
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EFBIG])
+def test_a_full_spool_refuses_the_newest_report_and_keeps_the_oldest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """tests/faults/test_spool_full.py fills a real tmpfs; here the write fails as it would."""
+    spool = Spool(tmp_path / "spool")
+    down = FakeService([httpx.ConnectError("refused")] * 10)
+    old = _reports(3)
+    for report in old[:2]:
+        assert push(report, _client(down), spool, {}, _backoff()).spooled is not None
+    real_write = deliver_module.atomic_write
+
+    def full(path: Path, data: bytes, **kw: Any) -> None:
+        if path.name.endswith(".cdx.json.gz"):  # the labels file fits, the report does not
+            raise OSError(code, os.strerror(code))
+        real_write(path, data, **kw)
+
+    monkeypatch.setattr(deliver_module, "atomic_write", full)
+    outcome = push(old[2], _client(down), spool, {"env": "prod"}, _backoff())
+    assert outcome.delivered is None and outcome.spooled is None
+    assert outcome.not_kept is not None and outcome.not_kept.full and outcome.not_kept.kept == 2
+    assert "is full" in str(outcome.not_kept) and "NOT kept" in str(outcome.not_kept)
+    assert outcome.error is not None and "refused" in outcome.error
+    assert [e.read() for e in spool.entries()] == old[:2]
+    assert len(list(spool.directory.glob("*.meta.json"))) == 2  # no orphan labels file
+    monkeypatch.setattr(deliver_module, "atomic_write", real_write)
+    up = FakeService()
+    assert push(old[2], _client(up), spool, {}, _backoff()).delivered is not None
+    assert list(up.stored) == [old[0], old[1], old[2]]  # oldest first
+
+
+def test_agent_exit_code_when_the_spool_is_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def full(*_: Any, **__: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(deliver_module, "atomic_write", full)
+    code = cli_agent._push_once(
+        _client(FakeService([httpx.ConnectError("refused")])),
+        Spool(tmp_path / "spool"),
+        REPORT,
+        {},
+        _backoff(),
+    )
+    assert code == cli_agent.EXIT_NOT_KEPT == 4
+    err = capsys.readouterr().err
+    assert "and not spooled: the spool" in err and "No space left on device" in err
