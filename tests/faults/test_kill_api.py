@@ -40,8 +40,8 @@ def test_kill_9_mid_ingest_leaves_no_partial_scan_and_retries_land_once(
     token = make_token(fault_db, "report:write")
     api = ApiProcess(fault_db, tmp_path / "api.log").start()
     agents = [Agent(api.url, token, tmp_path / f"spool{i}") for i in range(4)]
-    committed = report("node-committed", files=200)  # answer lost after the commit
-    uncommitted = [report(f"node-mid-{i}", files=200) for i in range(2)]  # cut before it
+    committed = report("node-committed", files=60)  # answer lost after the commit
+    uncommitted = [report(f"node-mid-{i}", files=60) for i in range(2)]  # cut before it
     later = [report(f"node-later-{i}") for i in range(4)]  # pushed while the API is down
     warmup = report("node-warmup")
     agents[3].push(warmup)  # one normal delivery first

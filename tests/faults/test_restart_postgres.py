@@ -15,7 +15,7 @@ from tests.faults.fleet import Agent, check_consistent, report, serial_of, store
 from tests.faults.pgcluster import PgCluster
 
 AGENTS = 4
-REPORTS_EACH = 10
+REPORTS_EACH = 6
 
 
 def test_postgres_restart_under_load(pg_cluster: PgCluster, fault_db: str, tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_postgres_restart_under_load(pg_cluster: PgCluster, fault_db: str, tmp_p
     try:
         for thread in (*threads, prober):
             thread.start()
-        while sum(stored_serials(dsn).values()) < 8:  # under load
+        while sum(stored_serials(dsn).values()) < 6:  # under load
             time.sleep(0.1)
         pg_cluster.stop("fast")  # every session ended, the server gone
         down_at = time.monotonic()
