@@ -253,17 +253,53 @@ def _scan(root: str) -> bytes:
     return to_json(run_scan(root, ScanOptions())).encode()
 
 
+def _scan_node(root: str) -> list[tuple[str, bytes | None]]:
+    """The host report, its running containers linked to their images, then one report per
+    image digest of the node's containerd and Docker stores: (what, report or None if its
+    scan failed; the failure was told on stderr)."""
+    from dataclasses import replace
+
+    from scanner.bom.cyclonedx import to_json
+    from scanner.nodestores import discover, node_platform
+    from scanner.pipeline import ScanOptions, run_scan
+
+    inventory = discover(root, node_platform())
+    host = replace(run_scan(root, ScanOptions()), containers=tuple(inventory.containers))
+    reports: list[tuple[str, bytes | None]] = [(root, to_json(host).encode())]
+    for problem in inventory.errors:
+        error(f"image store: {problem}")
+        reports.append((problem, None))
+    for image in inventory.images:
+        try:
+            result = run_scan(image.target, ScanOptions(platform=image.platform))
+        except ScannerError as e:
+            error(f"scan of {image.target} failed: {e}")
+            reports.append((image.target, None))
+            continue
+        reports.append((image.target, to_json(result).encode()))
+    return reports
+
+
 def agent_command(
     root: Annotated[str, typer.Option("--root", help="host root to scan (e.g. / or /host)")] = "/",
     interval: Annotated[str, typer.Option("--interval", help="time between scans")] = "6h",
     once: Annotated[bool, typer.Option("--once", help="scan and push once, then exit")] = False,
+    images: Annotated[
+        bool,
+        typer.Option(
+            "--images/--no-images",
+            help="also report each image of the node's containerd and Docker stores (once per "
+            "digest) and link running containers to them",
+        ),
+    ] = True,
     server: Server = None,
     token_file: TokenFile = None,
     spool_dir: SpoolDir = None,
     label: Labels = None,
     retries: Retries = 2,
 ) -> None:
-    """Scan a host root and push the report, every --interval, until stopped."""
+    """Scan a host root (and the images of its containerd and Docker stores) and push the
+    reports, every --interval, until stopped."""
     try:
         period = parse_interval(interval)
     except typer.BadParameter as e:
@@ -286,12 +322,19 @@ def agent_command(
     with client:
         while not stop.is_set():
             try:
-                report = _scan(root)
+                reports = _scan_node(root) if images else [(root, _scan(root))]
             except ScannerError as e:
                 error(f"scan of {root} failed: {e}")
                 code = EXIT_REJECTED
             else:
-                code = _push_once(client, spool, report, labels, Backoff(attempts=retries + 1))
+                code = EXIT_OK
+                for _what, report in reports:
+                    pushed = (
+                        EXIT_REJECTED
+                        if report is None
+                        else _push_once(client, spool, report, labels, Backoff(retries + 1))
+                    )
+                    code = max(code, pushed)
             if once:
                 break
             stop.wait(period)

@@ -307,6 +307,20 @@ class Finding:
     also: tuple[FindingKind, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class ContainerLink:
+    """A container running on a host, linked to the image it runs (found in the node's
+    containerd or Docker store): the image's report is keyed by ``image_digest`` (its manifest
+    digest) or, for a Docker data root that keeps no manifest, by ``image_config``."""
+
+    engine: str  # "containerd" | "docker"
+    namespace: str  # containerd namespace ("k8s.io"); "" for Docker
+    id: str
+    image_name: str
+    image_digest: OciDigest | None
+    image_config: OciDigest | None
+
+
 @dataclass(frozen=True)
 class ScanResult:
     """Everything a scan produced; input of every output format."""
@@ -320,6 +334,8 @@ class ScanResult:
     tool_version: str
     stats: dict[str, float] = field(default_factory=dict)
     image_trust: ImageTrust | None = None
+    #: containers running on the host (an agent's host report), each linked to its image
+    containers: tuple[ContainerLink, ...] = ()
 
 
 class ProgressStage(StrEnum):

@@ -43,6 +43,8 @@ IMAGE_REFERENCE: Final = "gpuprov:image:reference"
 IMAGE_PLATFORM: Final = "gpuprov:image:platform"
 HOST_MACHINE_ID: Final = "gpuprov:host:machine-id"
 HOST_HOSTNAME: Final = "gpuprov:host:hostname"
+#: repeated, one running container each: "ENGINE NAMESPACE ID DIGEST CONFIG NAME" ("-" = none)
+NODE_CONTAINER: Final = "gpuprov:node:container"
 ASSET_LABEL_PREFIX: Final = "gpuprov:label:"  # gpuprov:label:env=prod style labels from agents
 SLSA_BUILD_LEVEL: Final = "gpuprov:slsa:build-level"
 SLSA_BUILDER: Final = "gpuprov:slsa:builder"

@@ -25,7 +25,7 @@ from app.domain.report_parser import Report, ReportLibrary
 from app.domain.tokens import Principal
 from app.domain.versions import version_key
 from app.errors import Conflict, Forbidden
-from app.storage.repositories import assets, scans
+from app.storage.repositories import assets, containers, scans
 from app.storage.tables import Scan
 
 #: beyond the largest clock skew the settings accept: a latest scan dated this far ahead of
@@ -130,6 +130,23 @@ def ingest(
     scans.replace_summary(
         session, asset.id, summary_rows(asset.id, spec.kind, report), replace=known
     )
+    if spec.kind == "host" and (known or spec.containers):
+        containers.replace_for_host(
+            session,
+            asset.id,
+            [
+                {
+                    "engine": c.engine,
+                    "namespace": c.namespace,
+                    "container_id": c.container_id,
+                    "image_name": c.image_name,
+                    "image_digest": c.image_digest,
+                    "image_config": c.image_config,
+                }
+                for c in spec.containers
+            ],
+            replace=known,
+        )
     values: dict[str, object] = {
         "latest_scan_id": scan_id,
         "latest_scanned_at": scanned_at,

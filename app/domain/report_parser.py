@@ -29,7 +29,7 @@ from app.domain.schema import SCHEMA_VERSIONS, schema_problems
 from app.domain.versions import normalize_version
 from app.errors import InvalidReport, PayloadTooLarge
 from app.storage.base import Base
-from app.storage.tables import Artifact, Asset, AssetLabel, Package, Scan
+from app.storage.tables import Artifact, Asset, AssetLabel, NodeContainer, Package, Scan
 from scanner import vocabulary as v
 
 SUPPORTED_SPEC_VERSIONS = SCHEMA_VERSIONS
@@ -42,6 +42,8 @@ _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _MAX_IDENTITY = max_length(Asset, "identity")
+_MAX_CONTAINER = max_length(NodeContainer, "container_id")
+_MAX_IMAGE_NAME = max_length(NodeContainer, "image_name")
 _MAX_LABEL_VALUE = max_length(AssetLabel, "value")
 #: the earliest report timestamp accepted: the Unix epoch, where an unset clock starts
 EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
@@ -79,6 +81,18 @@ class ImageTrustFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportContainer:
+    """A container a host report says runs there, with the image it runs."""
+
+    engine: str
+    namespace: str
+    container_id: str
+    image_digest: str | None
+    image_config: str | None
+    image_name: str
+
+
+@dataclass(frozen=True, slots=True)
 class ReportAsset:
     """The asset a report describes."""
 
@@ -88,6 +102,8 @@ class ReportAsset:
     labels: Mapping[str, str]
     details: Mapping[str, str]
     trust: ImageTrustFacts = field(default_factory=ImageTrustFacts)
+    #: a host's running containers (`gpuprov:node:container`), each linked to its image
+    containers: tuple[ReportContainer, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -598,7 +614,48 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
         labels=labels,
         details=details,
         trust=trust,
+        containers=_containers(component, props) if kind == "host" else (),
     )
+
+
+_ENGINES = ("containerd", "docker")
+_CONTAINER_FIELD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
+def _containers(
+    component: Mapping[str, Any], props: Mapping[str, list[str]]
+) -> tuple[ReportContainer, ...]:
+    """The host's `gpuprov:node:container` values: ENGINE NAMESPACE ID DIGEST CONFIG NAME."""
+    out: dict[tuple[str, str, str], ReportContainer] = {}
+    for value in props.get(v.NODE_CONTAINER, ()):
+        parts = value.split(" ", 5)
+        where = _origin(component, ("metadata", "component"), value, (v.NODE_CONTAINER,))
+        if len(parts) != 6:
+            _fail(
+                f"{v.NODE_CONTAINER} is 'ENGINE NAMESPACE ID DIGEST CONFIG NAME'",
+                [(where, "bad container")],
+            )
+        engine, namespace, cid, digest, config, name = (None if p == "-" else p for p in parts)
+        problem = None
+        if engine not in _ENGINES:
+            problem = f"engine must be one of {', '.join(_ENGINES)}"
+        elif cid is None or not _CONTAINER_FIELD.fullmatch(cid) or len(cid) > _MAX_CONTAINER:
+            problem = "the container id is not an id"
+        elif namespace is not None and (
+            not _CONTAINER_FIELD.fullmatch(namespace) or len(namespace) > _MAX_CONTAINER
+        ):
+            problem = "the namespace is not a namespace name"
+        elif any(d is not None and not _DIGEST.fullmatch(d) for d in (digest, config)):
+            problem = "image digests are sha256:<64 lowercase hex> or '-'"
+        elif name is not None and (len(name) > _MAX_IMAGE_NAME or _CONTROL.search(name)):
+            problem = f"the image name is longer than {_MAX_IMAGE_NAME} or holds control bytes"
+        if problem is not None:
+            _fail(f"{v.NODE_CONTAINER}: {problem}", [(where, "bad container")])
+        assert engine is not None and cid is not None
+        out[(engine, namespace or "", cid)] = ReportContainer(
+            engine, namespace or "", cid, digest, config, name or ""
+        )
+    return tuple(out.values())
 
 
 def _origin(

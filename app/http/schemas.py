@@ -111,10 +111,36 @@ class PackageOut(BaseModel):
     manager: str | None
 
 
+class NodeContainerOut(BaseModel):
+    engine: str = Field(description="containerd or docker")
+    namespace: str = Field(description="containerd namespace (k8s.io, moby, ...); empty for Docker")
+    container_id: str
+    image_name: str
+    image_digest: str | None = Field(description="the image's manifest digest")
+    image_config: str | None = Field(description="the image's config digest (Docker's image ID)")
+    image_asset_id: int | None = Field(description="the image asset, once its report is stored")
+
+
+class RunningOn(BaseModel):
+    host_asset_id: int
+    host_name: str
+    engine: str
+    namespace: str
+    container_id: str
+
+
 class AssetDetail(AssetOut):
     libraries: list[LibraryOut]
     packages: list[PackageOut]
     history: list[ScanOut]
+    containers: list[NodeContainerOut] = Field(
+        default_factory=list,
+        description="a host's running containers (its agent's latest report), linked to images",
+    )
+    running_on: list[RunningOn] = Field(
+        default_factory=list,
+        description="an image's running containers and their hosts (at most 500)",
+    )
 
 
 class Page(BaseModel):

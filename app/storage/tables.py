@@ -382,3 +382,22 @@ class ComplianceControl(Base):
     control_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     status: Mapped[str] = mapped_column(String(16))
     scanned_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class NodeContainer(Base):
+    """A container running on a host as its latest report says, linked to the image it runs by
+    the image asset's identity (manifest digest, else ``config:`` + config digest); the
+    indexes answer "which hosts run this image"."""
+
+    __tablename__ = "node_container"
+    __table_args__ = (Index(None, "image_digest"), Index(None, "image_config"))
+
+    host_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    engine: Mapped[str] = mapped_column(String(16), primary_key=True)
+    namespace: Mapped[str] = mapped_column(String(255), primary_key=True)
+    container_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    image_name: Mapped[str] = mapped_column(String(1024))
+    image_digest: Mapped[str | None] = mapped_column(String(80))
+    image_config: Mapped[str | None] = mapped_column(String(80))

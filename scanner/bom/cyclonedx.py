@@ -15,6 +15,7 @@ from scanner import vocabulary as V
 from scanner.errors import OutputError
 from scanner.model import (
     AssetKind,
+    ContainerLink,
     Evidence,
     EvidenceField,
     EvidenceMethod,
@@ -60,6 +61,19 @@ def _oci_purl(result: ScanResult) -> Any:
     return oci_purl(result.asset.name, result.asset.digest, result.asset.platform)
 
 
+def container_value(link: ContainerLink) -> str:
+    """The `gpuprov:node:container` value of one running container (docs/bom-properties.md)."""
+    fields = (
+        link.engine,
+        link.namespace,
+        link.id,
+        link.image_digest,
+        link.image_config,
+        link.image_name,
+    )
+    return " ".join(f or "-" for f in fields)
+
+
 def _asset_component(result: ScanResult) -> Any:
     from cyclonedx.model.component import Component, ComponentType
 
@@ -101,6 +115,7 @@ def _asset_component(result: ScanResult) -> Any:
             (V.HOST_HOSTNAME, asset.name),
             (V.HOST_MACHINE_ID, asset.machine_id),
             *extra,
+            *((V.NODE_CONTAINER, container_value(c)) for c in result.containers),
         ]
     )
     return Component(

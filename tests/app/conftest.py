@@ -39,6 +39,7 @@ TABLES = (
     "package",
     "raw_bom",
     "asset_library",
+    "node_container",
     "asset_label",
     "scan",
     "asset",

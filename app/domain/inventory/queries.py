@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from app.domain.inventory.serializers import asset_dict, library_dict, page, scan_dict
 from app.errors import BadRequest, NotFound
 from app.storage.repositories import assets as asset_repo
+from app.storage.repositories import containers as containers_repo
 from app.storage.repositories import inventory as repo
 from app.storage.repositories import scans as scan_repo
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch
@@ -50,7 +51,49 @@ def asset_detail(session: Session, asset_id: int) -> dict[str, Any]:
         else []
     )
     detail["history"] = [scan_dict(s) for s in repo.history(session, asset_id, HISTORY_LIMIT)]
+    detail.update(_containers(session, asset))
     return detail
+
+
+#: hosts listed as running one image in its detail
+RUNNING_ON_LIMIT = 500
+
+
+def _containers(session: Session, asset: Asset) -> dict[str, list[dict[str, Any]]]:
+    """A host's running containers linked to their image assets; the hosts an image runs on."""
+    if asset.kind == "host":
+        return {
+            "containers": [
+                {
+                    "engine": c.engine,
+                    "namespace": c.namespace,
+                    "container_id": c.container_id,
+                    "image_name": c.image_name,
+                    "image_digest": c.image_digest,
+                    "image_config": c.image_config,
+                    "image_asset_id": image_id,
+                }
+                for c, image_id in containers_repo.of_host(session, asset.id)
+            ],
+            "running_on": [],
+        }
+    identity = asset.identity
+    digest = identity if identity.startswith("sha256:") else None
+    config = identity.removeprefix("config:") if identity.startswith("config:") else None
+    config = config or (asset.details or {}).get("config_digest") or None
+    return {
+        "containers": [],
+        "running_on": [
+            {
+                "host_asset_id": host.id,
+                "host_name": host.name,
+                "engine": c.engine,
+                "namespace": c.namespace,
+                "container_id": c.container_id,
+            }
+            for c, host in containers_repo.running_image(session, digest, config, RUNNING_ON_LIMIT)
+        ],
+    }
 
 
 def find_scan(session: Session, asset_id: int, scan_id: int | None) -> Scan:
