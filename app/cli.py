@@ -98,7 +98,8 @@ def serve(
     from app.http.server import uvicorn_options
 
     # refuse bad settings and an unusable database here, in one line, before forking workers
-    _require_current_schema(_settings(), unreachable_ok=True)
+    settings = _settings()
+    _require_current_schema(settings, unreachable_ok=True)
     uvicorn.run(
         "app.main:create_app_from_env",
         factory=True,
@@ -106,7 +107,7 @@ def serve(
         port=port,
         workers=workers,
         log_level=log_level.value,
-        **uvicorn_options(),
+        **uvicorn_options(settings.log_format),
     )
 
 
@@ -178,22 +179,38 @@ def token_create(
             help="asset-name pattern a report:write token may report for (repeatable)",
         ),
     ] = None,
+    expires: Annotated[
+        str | None,
+        typer.Option(
+            "--expires",
+            help="when the token stops working: a duration (30d, 12h, 2w), a date "
+            "(2027-01-31, the start of that day UTC) or an RFC 3339 time; default never",
+        ),
+    ] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Create a token and print its secret alone on stdout (shown only once)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from app.domain.tokens import create_token
+    from app.clock import utcnow
+    from app.domain.audit import cli_actor
+    from app.domain.tokens import create_token, parse_expiry
     from app.errors import AppError
     from app.storage.session import Database
 
     scopes = split_list(scope)
+    try:
+        expires_at = parse_expiry(expires, utcnow()) if expires else None
+    except AppError as e:
+        raise fail(e.message, EXIT_USAGE) from e
     settings = _settings(database_url)
     _require_current_schema(settings)
     db = Database(settings)
     try:
         with db.transaction(write=True) as session:
-            new = create_token(session, name, scopes, asset or [])
+            new = create_token(
+                session, name, scopes, asset or [], expires_at=expires_at, actor=cli_actor()
+            )
             token_id = new.token.id
     except AppError as e:
         raise fail(e.message, EXIT_USAGE) from e
@@ -201,7 +218,8 @@ def token_create(
         raise _database_failure("cannot store the token", e) from e
     finally:
         db.dispose()
-    say(f"created token {token_id} {name!r} with scopes {', '.join(sorted(set(scopes)))}")
+    until = f", expires {expires_at.isoformat()}" if expires_at else ""
+    say(f"created token {token_id} {name!r} with scopes {', '.join(sorted(set(scopes)))}{until}")
     typer.echo(new.secret)
 
 
@@ -210,9 +228,11 @@ def token_list(database_url: DatabaseUrl = None) -> None:
     """List tokens (never their secrets)."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from app.clock import utcnow
     from app.domain.tokens import list_tokens
     from app.storage.session import Database
 
+    now = utcnow()
     settings = _settings(database_url)
     _require_current_schema(settings)
     db = Database(settings)
@@ -221,6 +241,9 @@ def token_list(database_url: DatabaseUrl = None) -> None:
             lines = []
             for t in list_tokens(session):
                 state = "revoked" if t.revoked_at else "active"
+                if not t.revoked_at and t.expires_at:
+                    expired = t.expires_at <= now
+                    state = f"{'expired' if expired else 'expires'} {t.expires_at.isoformat()}"
                 assets = f" assets={','.join(t.asset_patterns)}" if t.asset_patterns else ""
                 lines.append(
                     f"{t.id}\t{t.name}\t{t.prefix}…\t{','.join(t.scopes)}\t{state}{assets}"
@@ -241,6 +264,7 @@ def token_revoke(
     """Revoke a token."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from app.domain.audit import cli_actor
     from app.domain.tokens import revoke_token
     from app.errors import AppError
     from app.storage.session import Database
@@ -250,7 +274,7 @@ def token_revoke(
     db = Database(settings)
     try:
         with db.transaction(write=True) as session:
-            revoke_token(session, token_id)
+            revoke_token(session, token_id, cli_actor())
     except AppError as e:
         raise fail(e.message, EXIT_FAILURE) from e
     except SQLAlchemyError as e:
@@ -258,6 +282,51 @@ def token_revoke(
     finally:
         db.dispose()
     say(f"revoked token {token_id}")
+
+
+@token_app.command("rotate", cls=StrictCommand)
+def token_rotate(
+    token_id: Annotated[int, typer.Argument(help="id from `gpuprov token list`")],
+    grace: Annotated[
+        str | None,
+        typer.Option(
+            "--grace",
+            help="how long the old secret keeps working (15m, 24h, 7d); default: revoked now",
+        ),
+    ] = None,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Replace a token's secret (same name, scopes, assets and lifetime); prints the new secret
+    alone on stdout."""
+    from datetime import timedelta
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.domain.audit import cli_actor
+    from app.domain.tokens import parse_duration, rotate_token
+    from app.errors import AppError
+    from app.storage.session import Database
+
+    try:
+        period = parse_duration(grace) if grace else timedelta(0)
+    except AppError as e:
+        raise fail(e.message, EXIT_USAGE) from e
+    settings = _settings(database_url)
+    _require_current_schema(settings)
+    db = Database(settings)
+    try:
+        with db.transaction(write=True) as session:
+            new = rotate_token(session, token_id, period, cli_actor())
+            new_id = new.token.id
+    except AppError as e:
+        raise fail(e.message, EXIT_FAILURE) from e
+    except SQLAlchemyError as e:
+        raise _database_failure("cannot rotate the token", e) from e
+    finally:
+        db.dispose()
+    old = f"works for {grace} more" if grace else "is revoked"
+    say(f"token {token_id} rotated: the new token is {new_id}; the old secret {old}")
+    typer.echo(new.secret)
 
 
 def _first_line(e: Exception) -> str:

@@ -38,8 +38,12 @@ class BadRequest(AppError):
 class Unauthorized(AppError):
     status = 401
 
-    def __init__(self, message: str = "missing or invalid bearer token") -> None:
+    def __init__(
+        self, message: str = "missing or invalid bearer token", reason: str = "missing"
+    ) -> None:
         super().__init__(message, headers={"WWW-Authenticate": "Bearer"})
+        #: for metrics and the failed-authentication limit: missing, invalid, revoked, expired
+        self.reason = reason
 
 
 class Forbidden(AppError):
@@ -52,6 +56,13 @@ class NotFound(AppError):
 
 class Conflict(AppError):
     status = 409
+
+
+class TooManyRequests(AppError):
+    status = 429
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message, headers={"Retry-After": str(retry_after)})
 
 
 class PayloadTooLarge(AppError):

@@ -5,9 +5,10 @@ At start-up the lifespan refuses a database whose schema is behind the code, nam
 that fixes it; an unreachable database does not stop start-up (requests answer 503 until it is
 back), so API replicas can start before their database.
 
-Every request passes the query-string rules of `app.http.params`; every answer carries the
-headers of `app.http.security`; the API documentation pages serve their scripts from the
-installed package (no CDN), and the OpenAPI document lists every status an operation answers.
+Every request passes the query-string rules of `app.http.params` and gets a request id
+(`app.http.observe`); every answer carries the headers of `app.http.security`; the API
+documentation pages serve their scripts from the installed package (no CDN), and the OpenAPI
+document lists every status an operation answers.
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ from app.http.api import router as api_router
 from app.http.body import IngestGate
 from app.http.docs import install_docs
 from app.http.errors import ContainErrors, install_error_handlers
-from app.http.health import Counters
+from app.http.health import install_metrics
 from app.http.health import router as health_router
+from app.http.metrics import Metrics
+from app.http.observe import RequestContext
 from app.http.params import strict_query
+from app.http.ratelimit import AuthFailureLimiter
 from app.http.security import SecurityHeaders
 from app.settings import Settings
 from app.storage.migrate import schema_state
@@ -88,14 +92,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
+    metrics = Metrics()
     app.add_middleware(ContainErrors)
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(RequestContext, metrics=metrics)  # outermost: sees every answer
     app.state.settings = settings
     app.state.catalogs = CatalogCache()
-    app.state.counters = Counters()
-    app.state.ingest_gate = IngestGate(settings.max_concurrent_ingests)
+    app.state.metrics = metrics
+    app.state.auth_limiter = AuthFailureLimiter(
+        settings.auth_failure_limit, settings.auth_failure_window_seconds
+    )
+    app.state.ingest_gate = IngestGate(settings.max_concurrent_ingests, metrics)
     install_error_handlers(app, settings)
     app.include_router(health_router)
+    install_metrics(app, protected=settings.metrics_auth == "token")
     app.include_router(api_router)
     install_docs(app)
     return app

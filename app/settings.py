@@ -62,6 +62,14 @@ class Settings(BaseSettings):
     #: PEM private key (unencrypted; ECDSA, Ed25519 or RSA) signing the VSA of an allowed gate
     #: decision; none: the gate answers without a VSA
     vsa_key_file: Path | None = None
+    #: failed authentications (unknown, revoked or expired token) one client may make within
+    #: ``auth_failure_window_seconds`` before its requests answer 429 (per worker process)
+    auth_failure_limit: int = Field(default=10, ge=1, le=1_000_000)
+    auth_failure_window_seconds: int = Field(default=60, ge=1, le=86_400)
+    #: who may read ``/metrics``: ``token`` (an inventory:read token) or ``none`` (anyone)
+    metrics_auth: Literal["token", "none"] = "token"
+    #: ``text`` (one line with a timestamp) or ``json`` (one object a line, with request ids)
+    log_format: Literal["text", "json"] = "text"
 
     @field_validator("database_url")
     @classmethod

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -18,13 +19,18 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from app.clock import utcnow
-from app.errors import BadRequest, NotFound, Unauthorized
+from app.domain.audit import Actor, record
+from app.errors import BadRequest, Conflict, NotFound, Unauthorized
 from app.storage.repositories import tokens as repo
 from app.storage.tables import ApiToken
 
 TOKEN_PREFIX = "gpv_"
 #: last-use times are written at most this often per token, to keep reads read-only
 _TOUCH_INTERVAL = timedelta(minutes=1)
+#: the longest lifetime or rotation grace period a token may be given
+MAX_LIFETIME = timedelta(days=3660)
+_DURATION = re.compile(r"([1-9][0-9]{0,6})([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
 
 
 class Scope(StrEnum):
@@ -43,6 +49,11 @@ class Principal:
     scopes: frozenset[str]
     asset_patterns: tuple[str, ...]
     last_used_at: datetime | None = None
+
+    @property
+    def actor(self) -> Actor:
+        """The caller as the audit log names it."""
+        return Actor("api", self.name, self.token_id)
 
     def has(self, scope: Scope) -> bool:
         """Whether the caller holds ``scope`` (``admin`` holds every scope)."""
@@ -68,10 +79,57 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def parse_duration(text: str) -> timedelta:
+    """``90s``, ``15m``, ``12h``, ``30d`` or ``2w``, at most `MAX_LIFETIME`."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise BadRequest(f"{text!r} is not a duration such as 90s, 15m, 12h, 30d or 2w")
+    duration = timedelta(seconds=int(match[1]) * _UNITS[match[2]])
+    if duration > MAX_LIFETIME:
+        raise BadRequest(f"{text!r} is longer than {MAX_LIFETIME.days} days")
+    return duration
+
+
+def parse_expiry(text: str, now: datetime) -> datetime:
+    """When a token given ``--expires TEXT`` expires: a duration from now (`parse_duration`), a
+    date (``2027-01-31``: the start of that day, UTC) or an RFC 3339 time; in the future and
+    within `MAX_LIFETIME`."""
+    text = text.strip()
+    if _DURATION.fullmatch(text):
+        return now + parse_duration(text)
+    try:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            when = datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
+        else:
+            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            when = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise BadRequest(
+            f"expiry {text!r} is neither a duration (30d, 12h, 2w) nor a date (2027-01-31) "
+            "or an RFC 3339 time"
+        ) from None
+    if when <= now:
+        raise BadRequest(f"expiry {text!r} is not in the future")
+    if when - now > MAX_LIFETIME:
+        raise BadRequest(f"expiry {text!r} is more than {MAX_LIFETIME.days} days away")
+    return when
+
+
+def _token_target(token: ApiToken) -> str:
+    return f"token:{token.id}"
+
+
 def create_token(
-    session: Session, name: str, scopes: list[str], asset_patterns: list[str] | None = None
+    session: Session,
+    name: str,
+    scopes: list[str],
+    asset_patterns: list[str] | None = None,
+    *,
+    expires_at: datetime | None = None,
+    actor: Actor | None = None,
 ) -> NewToken:
-    """Create a token; refuses unknown scopes and asset patterns on tokens that cannot write."""
+    """Create a token; refuses unknown scopes and asset patterns on tokens that cannot write.
+    With an `actor`, the creation is recorded in the audit log."""
     name = name.strip()
     if not name or len(name) > 128:
         raise BadRequest("token name must be 1-128 characters")
@@ -84,23 +142,57 @@ def create_token(
     patterns = [p.strip() for p in asset_patterns or [] if p.strip()]
     if patterns and Scope.REPORT_WRITE.value not in scopes:
         raise BadRequest("asset patterns only apply to tokens with the report:write scope")
+    now = utcnow()
+    if expires_at is not None and expires_at <= now:
+        raise BadRequest("the token's expiry is not in the future")
+    new = _new_token(session, name, sorted(set(scopes)), patterns, now, expires_at)
+    if actor is not None:
+        record(session, actor, "token.create", _token_target(new.token), _summary(new.token), now)
+    return new
+
+
+def _new_token(
+    session: Session,
+    name: str,
+    scopes: list[str],
+    patterns: list[str],
+    now: datetime,
+    expires_at: datetime | None,
+) -> NewToken:
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(
         name=name,
         token_hash=hash_secret(secret),
         prefix=secret[:12],
-        scopes=sorted(set(scopes)),
+        scopes=scopes,
         asset_patterns=patterns,
-        created_at=utcnow(),
+        created_at=now,
+        expires_at=expires_at,
     )
     return NewToken(repo.add(session, token), secret)
 
 
-def authenticate(db: Session | Connection, secret: str) -> Principal:
-    """The principal of a bearer secret; raises `Unauthorized` for unknown or revoked tokens."""
+def _summary(token: ApiToken) -> dict[str, Any]:
+    """What the audit log keeps of a token: never its hash or secret."""
+    return {
+        "name": token.name,
+        "prefix": token.prefix,
+        "scopes": list(token.scopes),
+        "assets": list(token.asset_patterns),
+        "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+    }
+
+
+def authenticate(db: Session | Connection, secret: str, now: datetime | None = None) -> Principal:
+    """The principal of a bearer secret; raises `Unauthorized` for unknown, revoked or expired
+    tokens (unknown and revoked ones get the same message)."""
     row = repo.credentials(db, hash_secret(secret))
-    if row is None or row.revoked_at is not None:
-        raise Unauthorized("unknown or revoked token")
+    if row is None:
+        raise Unauthorized("unknown or revoked token", reason="invalid")
+    if row.revoked_at is not None:
+        raise Unauthorized("unknown or revoked token", reason="revoked")
+    if row.expires_at is not None and row.expires_at <= (now or utcnow()):
+        raise Unauthorized("the token has expired", reason="expired")
     return Principal(
         row.id, row.name, frozenset(row.scopes), tuple(row.asset_patterns), row.last_used_at
     )
@@ -117,14 +209,52 @@ def record_use(session: Session, principal: Principal, now: datetime) -> None:
     repo.touch(session, principal.token_id, now)
 
 
-def revoke_token(session: Session, token_id: int) -> ApiToken:
-    """Revoke a token (idempotent)."""
+def revoke_token(session: Session, token_id: int, actor: Actor | None = None) -> ApiToken:
+    """Revoke a token (idempotent: only the first revocation is recorded)."""
     token = repo.by_id(session, token_id)
     if token is None:
         raise NotFound(f"no token with id {token_id}")
     if token.revoked_at is None:
         token.revoked_at = utcnow()
+        if actor is not None:
+            record(session, actor, "token.revoke", _token_target(token), _summary(token))
     return token
+
+
+def rotate_token(
+    session: Session, token_id: int, grace: timedelta = timedelta(0), actor: Actor | None = None
+) -> NewToken:
+    """Replace a token by a new secret with the same name, scopes, asset patterns and lifetime
+    (an expiring token's new expiry is as far from now as the old one's was from its
+    creation). The old secret is revoked now, or with a `grace` period keeps working until then
+    (its expiry brought forward), so agents can be moved to the new one without a gap."""
+    old = repo.by_id(session, token_id)
+    if old is None:
+        raise NotFound(f"no token with id {token_id}")
+    now = utcnow()
+    if old.revoked_at is not None or (old.expires_at is not None and old.expires_at <= now):
+        raise Conflict(f"token {token_id} is revoked or expired; create a new one instead")
+    if grace < timedelta(0) or grace > MAX_LIFETIME:
+        raise BadRequest(f"the grace period must be between 0 and {MAX_LIFETIME.days} days")
+    expires_at = None
+    if old.expires_at is not None:
+        expires_at = now + (old.expires_at - old.created_at)
+    new = _new_token(session, old.name, list(old.scopes), list(old.asset_patterns), now, expires_at)
+    if grace:
+        end = now + grace
+        old.expires_at = end if old.expires_at is None else min(old.expires_at, end)
+    else:
+        old.revoked_at = now
+    if actor is not None:
+        details = {
+            **_summary(new.token),
+            "replaced": old.id,
+            # the old secret works until then (its new expiry, or now: revoked)
+            "replaced_until": (old.expires_at if grace and old.expires_at else now).isoformat(),
+            "grace_seconds": int(grace.total_seconds()),
+        }
+        record(session, actor, "token.rotate", _token_target(new.token), details, now)
+    return new
 
 
 def list_tokens(session: Session) -> list[ApiToken]:
@@ -149,4 +279,5 @@ def token_dict(token: ApiToken) -> dict[str, Any]:
         "created_at": token.created_at.isoformat(),
         "last_used_at": token.last_used_at.isoformat() if token.last_used_at else None,
         "revoked_at": token.revoked_at.isoformat() if token.revoked_at else None,
+        "expires_at": token.expires_at.isoformat() if token.expires_at else None,
     }

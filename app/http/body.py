@@ -20,6 +20,7 @@ from app.errors import (
     UnsupportedMediaType,
 )
 from app.http.deps import SettingsDep
+from app.http.metrics import Metrics
 
 ACCEPTED_MEDIA_TYPES = ("application/vnd.cyclonedx+json", "application/json")
 
@@ -32,23 +33,30 @@ class IngestGate:
     agents spool and retry, instead of the process growing until it is killed.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, metrics: Metrics | None = None) -> None:
         self.limit = limit
         self._active = 0
         self._lock = threading.Lock()
+        self._metrics = metrics
 
     def enter(self) -> bool:
         """Take a slot; False when all are taken."""
         with self._lock:
             if self._active >= self.limit:
+                if self._metrics is not None:
+                    self._metrics.ingest_rejected_busy.inc()
                 return False
             self._active += 1
-            return True
+        if self._metrics is not None:
+            self._metrics.ingests_in_flight.inc()
+        return True
 
     def leave(self) -> None:
         """Give a slot back."""
         with self._lock:
             self._active -= 1
+        if self._metrics is not None:
+            self._metrics.ingests_in_flight.dec()
 
 
 async def ingest_slot(request: Request, settings: SettingsDep) -> AsyncIterator[None]:

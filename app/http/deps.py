@@ -21,8 +21,10 @@ from sqlalchemy.orm import Session
 from app.clock import utcnow
 from app.domain.provenance import CatalogCache
 from app.domain.tokens import Principal, Scope, authenticate, record_use, use_is_due
-from app.errors import Forbidden, Unauthorized
+from app.errors import Forbidden, TooManyRequests, Unauthorized
 from app.http.errors import safe_description
+from app.http.metrics import Metrics
+from app.http.ratelimit import AuthFailureLimiter
 from app.settings import Settings
 from app.storage.session import Database
 
@@ -81,15 +83,32 @@ _bearer = HTTPBearer(auto_error=False, description="API token (`gpuprov token cr
 
 
 def current_principal(
+    request: Request,
     db: DatabaseDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
-    """The caller of the request, from its bearer token (401 without a valid one)."""
+    """The caller of the request, from its bearer token (401 without a valid one; 429 once the
+    client has failed authentication too often: `app.http.ratelimit`)."""
+    metrics: Metrics = request.app.state.metrics
     if credentials is None or not credentials.credentials:
+        metrics.auth_failures.labels("missing").inc()
         raise Unauthorized()
-    with db.lookup() as conn:
-        principal = authenticate(conn, credentials.credentials)
+    limiter: AuthFailureLimiter = request.app.state.auth_limiter
+    client = request.client.host if request.client else "unknown"
+    wait = limiter.retry_after(client)
+    if wait is not None:
+        metrics.auth_failures.labels("rate_limited").inc()
+        raise TooManyRequests(
+            f"too many failed authentications from this client; retry in {wait} s", wait
+        )
     now = utcnow()
+    try:
+        with db.lookup() as conn:
+            principal = authenticate(conn, credentials.credentials, now)
+    except Unauthorized as e:
+        limiter.fail(client)
+        metrics.auth_failures.labels(e.reason).inc()
+        raise
     if use_is_due(principal, now):
         try:
             with db.transaction(write=True) as session:
@@ -104,9 +123,12 @@ def current_principal(
 CurrentToken = Annotated[Principal, Depends(current_principal)]
 
 
-async def _require_scopes(security_scopes: SecurityScopes, principal: CurrentToken) -> Principal:
+async def _require_scopes(
+    security_scopes: SecurityScopes, principal: CurrentToken, request: Request
+) -> Principal:
     for scope in security_scopes.scopes:
         if not principal.has(Scope(scope)):
+            request.app.state.metrics.auth_failures.labels("scope").inc()
             raise Forbidden(f"this endpoint needs a token with the {scope} scope")
     return principal
 

@@ -44,8 +44,12 @@ def complete_responses(document: dict[str, Any]) -> None:
             defaults = [("400", "a query or path parameter is invalid, unknown or repeated")]
             if operation.get("security"):
                 defaults += [
-                    ("401", "missing, unknown or revoked bearer token"),
+                    ("401", "missing, unknown, revoked or expired bearer token"),
                     ("403", "the token lacks the scope this operation needs"),
+                    (
+                        "429",
+                        "too many failed authentications from this client; retry after Retry-After",
+                    ),
                 ]
             if "{" in path:
                 defaults.append(("404", "no such resource"))

@@ -2,36 +2,21 @@
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
+from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from app.domain.health import readiness
 from app.domain.inventory.queries import fleet_counts
 from app.http.deps import DatabaseDep, InventoryReader, SessionDep, SettingsDep
+from app.http.metrics import Metrics
 from app.http.schemas import Readiness
 
+#: Prometheus text exposition format 0.0.4
+METRICS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
 router = APIRouter(tags=["health"])
-
-
-class Counters:
-    """Per-process counters, safe to bump from the threadpool."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def bump(self, name: str) -> None:
-        """Add one to ``name``."""
-        with self._lock:
-            self._counts[name] += 1
-
-    def snapshot(self) -> dict[str, int]:
-        """A copy of the counts."""
-        with self._lock:
-            return dict(self._counts)
 
 
 @router.get("/healthz")
@@ -54,11 +39,8 @@ def readyz(db: DatabaseDep, settings: SettingsDep) -> JSONResponse:
     return JSONResponse(state.body)
 
 
-@router.get("/metrics", response_class=PlainTextResponse)
-def metrics(_: InventoryReader, session: SessionDep, request: Request) -> str:
-    """Prometheus text format: fleet totals, and this process's ingest counters."""
+def _fleet_lines(session: SessionDep) -> str:
     totals = fleet_counts(session)
-    received = request.app.state.counters.snapshot()
     lines = [
         "# HELP gpuprov_assets Assets known to the service.",
         "# TYPE gpuprov_assets gauge",
@@ -70,10 +52,38 @@ def metrics(_: InventoryReader, session: SessionDep, request: Request) -> str:
         "# HELP gpuprov_current_libraries GPU libraries in the latest scans.",
         "# TYPE gpuprov_current_libraries gauge",
         f"gpuprov_current_libraries {totals['current_libraries']}",
-        "# HELP gpuprov_reports_received_total Reports this process answered, by outcome.",
-        "# TYPE gpuprov_reports_received_total counter",
-    ]
-    lines += [
-        f'gpuprov_reports_received_total{{outcome="{k}"}} {n}' for k, n in sorted(received.items())
     ]
     return "\n".join(lines) + "\n"
+
+
+def _answer(request: Request, session: SessionDep) -> Response:
+    metrics: Metrics = request.app.state.metrics
+    body = metrics.exposition() + _fleet_lines(session).encode()
+    return Response(body, media_type=METRICS_MEDIA_TYPE)
+
+
+_DOC: dict[str, Any] = {
+    "response_class": PlainTextResponse,
+    "summary": "Prometheus metrics",
+    "description": "Prometheus text format: fleet totals from the database, and this process's "
+    "(or, in multi-process mode, every worker's) request, ingest, gate and authentication "
+    "counters.",
+    "tags": ["health"],
+}
+
+
+def install_metrics(app: FastAPI, protected: bool) -> None:
+    """Serve ``/metrics``: to ``inventory:read`` tokens, or to anyone (``GPUPROV_METRICS_AUTH``
+    ``none``, for a Prometheus that scrapes inside the cluster without a token)."""
+    if protected:
+
+        def metrics(_: InventoryReader, session: SessionDep, request: Request) -> Response:
+            return _answer(request, session)
+
+        app.add_api_route("/metrics", metrics, methods=["GET"], **_DOC)
+    else:
+
+        def open_metrics(session: SessionDep, request: Request) -> Response:
+            return _answer(request, session)
+
+        app.add_api_route("/metrics", open_metrics, methods=["GET"], **_DOC)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
@@ -263,8 +263,16 @@ class Drift(BaseModel):
 
 class TokenIn(BaseModel):
     name: str = Field(min_length=1, max_length=128)
-    scopes: list[str] = Field(min_length=1)
-    assets: list[str] = Field(default=[], description="asset-name patterns (report:write only)")
+    scopes: list[Annotated[str, Field(max_length=64)]] = Field(min_length=1, max_length=16)
+    assets: list[Annotated[str, Field(max_length=1024)]] = Field(
+        default=[], max_length=100, description="asset-name patterns (report:write only)"
+    )
+    expires: str | None = Field(
+        default=None,
+        max_length=64,
+        description="when the token stops working: a duration (`30d`, `12h`, `2w`), a date "
+        "(`2027-01-31`, the start of that day UTC) or an RFC 3339 time; default never",
+    )
 
 
 class TokenOut(BaseModel):
@@ -276,6 +284,7 @@ class TokenOut(BaseModel):
     created_at: str
     last_used_at: str | None
     revoked_at: str | None
+    expires_at: str | None
 
 
 class NewTokenOut(TokenOut):
@@ -284,6 +293,22 @@ class NewTokenOut(TokenOut):
 
 class TokenPage(Page):
     items: list[TokenOut]
+
+
+class AuditEventOut(BaseModel):
+    id: int
+    at: str
+    source: str = Field(description="`api` or `cli`")
+    actor: str = Field(description="the acting token's name, or `cli:USER`")
+    actor_token_id: int | None
+    action: str
+    target: str = Field(description="`token:ID`, `policy:NAME@VERSION`, `catalog:NAME`, ...")
+    details: dict[str, Any]
+    request_id: str | None
+
+
+class AuditPage(Page):
+    items: list[AuditEventOut]
 
 
 class TrustPolicyOut(BaseModel):

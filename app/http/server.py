@@ -22,21 +22,33 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 SERVICE_LOGGERS = ("app", "gpuprov")
 
 
-def log_config() -> dict[str, Any]:
-    """uvicorn's logging configuration with timestamps, extended to the service's loggers."""
+def log_config(log_format: str = "text") -> dict[str, Any]:
+    """uvicorn's logging configuration with timestamps, extended to the service's loggers;
+    ``json``: every line one JSON object (`app.logs.JsonFormatter`) with the request id."""
     config = copy.deepcopy(LOGGING_CONFIG)
     config["formatters"]["default"]["fmt"] = "%(asctime)s %(levelprefix)s %(name)s: %(message)s"
     config["formatters"]["access"]["fmt"] = (
         '%(asctime)s %(levelprefix)s %(client_addr)s - "%(request_line)s" %(status_code)s'
     )
+    if log_format == "json":
+        for formatter in config["formatters"].values():
+            formatter.clear()
+            formatter["()"] = "app.logs.JsonFormatter"
     for name in SERVICE_LOGGERS:
         config["loggers"][name] = {"handlers": ["default"], "level": "INFO", "propagate": False}
     return config
 
 
-def uvicorn_options() -> dict[str, Any]:
-    """Keyword arguments of `uvicorn.run` / `uvicorn.Config` for the service."""
-    return {"http": NoDelayH11Protocol, "server_header": False, "log_config": log_config()}
+def uvicorn_options(log_format: str = "text") -> dict[str, Any]:
+    """Keyword arguments of `uvicorn.run` / `uvicorn.Config` for the service. uvicorn's access
+    log is off: the service writes its own line per request (``app.access``), which carries the
+    request id and names the route without the query string."""
+    return {
+        "http": NoDelayH11Protocol,
+        "server_header": False,
+        "log_config": log_config(log_format),
+        "access_log": False,
+    }
 
 
 def set_nodelay(transport: asyncio.BaseTransport) -> None:

@@ -55,6 +55,31 @@ class ApiToken(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: after this time the token no longer authenticates (None: never expires)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+class AuditEvent(Base):
+    """One administrative action (token created, revoked or rotated; trust policy, catalog or
+    promotion policy stored), by the API or the CLI. Kept when the token goes."""
+
+    __tablename__ = "audit_event"
+    __table_args__ = (Index(None, "at"), Index(None, "action", "at"))
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: ``api`` or ``cli``
+    source: Mapped[str] = mapped_column(String(8))
+    #: the acting token's name (API), or ``cli`` with the operating-system user
+    actor: Mapped[str] = mapped_column(String(128))
+    actor_token_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("api_token.id", ondelete="SET NULL")
+    )
+    action: Mapped[str] = mapped_column(String(64))
+    #: what the action was on: ``token:12``, ``policy:prod@3``, ``catalog:golden``
+    target: Mapped[str] = mapped_column(String(1024))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON)
+    request_id: Mapped[str | None] = mapped_column(String(128))
 
 
 class Asset(Base):

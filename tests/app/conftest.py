@@ -43,6 +43,7 @@ TABLES = (
     "asset_label",
     "scan",
     "asset",
+    "audit_event",
     "api_token",
 )
 
@@ -113,7 +114,7 @@ class Service:
         return {
             t: self.count(t)
             for t in TABLES
-            if t not in ("api_token", *PROVENANCE_TABLES, *POLICY_TABLES)
+            if t not in ("api_token", "audit_event", *PROVENANCE_TABLES, *POLICY_TABLES)
         }
 
     def truncate(self) -> None:
@@ -138,6 +139,7 @@ def _service(database_url: str) -> Iterator[Service]:
 def service(_service: Service) -> Service:
     """The backend's app with empty tables."""
     _service.truncate()
+    _service.client.app.state.auth_limiter.reset()  # type: ignore[attr-defined]
     return _service
 
 

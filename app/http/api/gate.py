@@ -29,6 +29,7 @@ from app.http.deps import (
     SettingsDep,
     scoped,
 )
+from app.http.metrics import Metrics
 from app.http.params import Limit, Offset
 from app.http.schemas import ErrorResponse
 from app.http.schemas_policy import GateAnswer, GateDecisionPage, PromotionDiff
@@ -143,7 +144,10 @@ def post_gate(
 ) -> dict[str, Any]:
     """allow, warn or deny with every reason and the controls each cites, recorded in the
     decision audit; on allow, with the service's VSA key set, a signed VSA (DSSE)."""
-    return _gate(principal, raw, settings, db, catalogs, _signing(settings, request))
+    answer = _gate(principal, raw, settings, db, catalogs, _signing(settings, request))
+    metrics: Metrics = request.app.state.metrics
+    metrics.gate_decisions.labels(str(answer.get("decision"))).inc()
+    return answer
 
 
 def _gate(

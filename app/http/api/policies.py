@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, BackgroundTasks, Depends, Path, Query, Request, Response
 
 from app.clock import utcnow
-from app.domain import compliance, policies
+from app.domain import audit, compliance, policies
 from app.http.body import read_limited
 from app.http.deps import Admin, DatabaseDep, InventoryReader, SessionDep, WriteSessionDep
 from app.http.params import Limit, Offset
@@ -93,6 +93,10 @@ def put_policy(
     `compliance_pending`)."""
     now = utcnow()
     row, created = policies.put_policy(session, name, document, principal, now)
+    if created:
+        details = {"version": row.version, "sha256": row.content_sha256}
+        target = f"policy:{row.name}@{row.version}"
+        audit.record(session, principal.actor, "policy.put", target, details, now)
     evaluated = compliance.reevaluate_on_store(session, row, now) if created else None
     pending = created and evaluated is None
     if pending:  # runs once the version is committed and the answer sent

@@ -8,10 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from app.clock import utcnow
-from app.domain import catalogs
+from app.domain import audit, catalogs
 from app.errors import AppError
 from app.http.body import read_limited
 from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
+from app.http.metrics import Metrics
 from app.http.params import Limit, Offset
 from app.http.schemas import (
     CatalogImportOut,
@@ -87,7 +88,12 @@ def put_trust_policy(
 ) -> dict[str, Any]:
     """Check the policy as the scanner would (keys and roots inline), store it as the next
     version, verify every stored catalog again under it and re-evaluate stored verdicts."""
-    return catalogs.put_policy(session, document, principal, utcnow())
+    now = utcnow()
+    answer = catalogs.put_policy(session, document, principal, now)
+    details = {"version": answer["version"], "sha256": answer["content_sha256"]}
+    target = f"trust_policy@{answer['version']}"
+    audit.record(session, principal.actor, "trust_policy.put", target, details, now)
+    return answer
 
 
 @router.get(
@@ -125,6 +131,7 @@ def trust_policy_history(
     summary="Import a signed reference catalog (DSSE envelope or Sigstore bundle)",
 )
 def post_catalog(
+    request: Request,
     principal: Admin,
     raw: CatalogBody,
     session: WriteSessionDep,
@@ -136,7 +143,25 @@ def post_catalog(
 ) -> dict[str, Any]:
     """Verify the catalog against the current trust policy (nothing is stored when it is not
     trusted), store it, and fold it into every stored file's provenance verdict."""
-    result = catalogs.import_catalog(session, raw, name, principal, utcnow())
+    now = utcnow()
+    try:
+        result = catalogs.import_catalog(session, raw, name, principal, now)
+    except AppError as e:
+        if e.status == 422:  # a signature or signer the trust policy does not accept
+            metrics: Metrics = request.app.state.metrics
+            metrics.verification_failures.labels("catalog").inc()
+        raise
+    if result.created:
+        catalog = result.catalog
+        details = {
+            "name": catalog["name"],
+            "signer": catalog["signer"],
+            "entries": catalog["entries"],
+            "sha256": catalog["content_sha256"],
+        }
+        audit.record(
+            session, principal.actor, "catalog.import", f"catalog:{catalog['name']}", details, now
+        )
     response.status_code = 201 if result.created else 200
     response.headers["Location"] = "/api/v1/catalogs"
     reevaluation = result.reevaluation.as_dict() if result.reevaluation else None

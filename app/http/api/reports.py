@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import time
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -13,8 +14,11 @@ from app.domain import compliance
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory.filters import label_filters
 from app.domain.report_parser import ReportLimits, parse_report
-from app.http.body import ACCEPTED_MEDIA_TYPES, IngestSlot, ReportBody
+from app.domain.tokens import Principal
+from app.errors import Forbidden
+from app.http.body import ACCEPTED_MEDIA_TYPES, IngestSlot, ReceivedReport, ReportBody
 from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
+from app.http.metrics import Metrics
 from app.http.schemas import ErrorResponse, IngestAnswer
 from app.settings import Settings
 
@@ -84,6 +88,30 @@ def post_report(
     A plain function: FastAPI runs it in its thread pool, so decompressing, parsing and checking
     a large report happen off the event loop, and `IngestSlot` bounds how many run at once.
     """
+    metrics: Metrics = request.app.state.metrics
+    started = time.perf_counter()
+    try:
+        answer = _ingest(principal, body, db, settings, catalogs, response, label, metrics)
+    except Exception as e:
+        metrics.reports.labels("refused").inc()
+        if isinstance(e, Forbidden):  # an asset-bound token reporting for another asset
+            metrics.auth_failures.labels("asset").inc()
+        raise
+    metrics.ingest_seconds.observe(time.perf_counter() - started)
+    metrics.reports.labels("created" if answer.created else "duplicate").inc()
+    return answer
+
+
+def _ingest(
+    principal: Principal,
+    body: ReceivedReport,
+    db: DatabaseDep,
+    settings: Settings,
+    catalogs: CatalogsDep,
+    response: Response,
+    label: list[str] | None,
+    metrics: Metrics,
+) -> IngestAnswer:
     now = utcnow()
     data = body.decompressed()
     # query parameters: checked as the label filters are (400, the rules of stored labels)
@@ -92,6 +120,7 @@ def post_report(
     # the stored copy: the gzip stream as received, else compressed at a fast level
     stored = body.gzip_data or gzip.compress(data, compresslevel=1)
     raw = RawReport(body.media_type, len(data), stored)
+    metrics.report_bytes.observe(len(data))
     # the transaction is opened here, not by a dependency: a sync dependency costs two more
     # worker-thread hops per report (enter and exit); it commits before the answer is sent
     with db.transaction(write=True) as session:
@@ -99,7 +128,6 @@ def post_report(
     if result.latest:  # compliance follows the asset's latest scan, once it is committed
         compliance.after_ingest(db, result.asset_id, now)
     response.status_code = 201 if result.created else 200
-    request.app.state.counters.bump("created" if result.created else "duplicate")
     url = f"/api/v1/assets/{result.asset_id}"
     response.headers["Location"] = url
     return IngestAnswer(

@@ -1,16 +1,19 @@
-"""``/api/v1/tokens``: token management for admins (the secret is shown once, at creation)."""
+"""``/api/v1/tokens``: token management for admins (the secret is shown once, at creation or
+rotation), and ``/api/v1/audit``: the log of administrative actions."""
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
-from app.domain import tokens
+from app.clock import utcnow
+from app.domain import audit, tokens
 from app.errors import AppError, BadRequest
 from app.http.deps import Admin, SessionDep, WriteSessionDep
 from app.http.params import IdPath, Limit, Offset
-from app.http.schemas import NewTokenOut, TokenIn, TokenOut, TokenPage
+from app.http.schemas import AuditPage, ErrorResponse, NewTokenOut, TokenIn, TokenOut, TokenPage
 
 router = APIRouter(tags=["tokens"])
 
@@ -30,16 +33,96 @@ def list_tokens(
 
 
 @router.post("/tokens", status_code=201, response_model=NewTokenOut)
-def create_token(_: Admin, session: WriteSessionDep, body: TokenIn) -> dict[str, Any]:
+def create_token(principal: Admin, session: WriteSessionDep, body: TokenIn) -> dict[str, Any]:
     """Create a token; the answer is the only place its secret appears."""
     try:
-        new = tokens.create_token(session, body.name, body.scopes, body.assets)
+        expires_at = tokens.parse_expiry(body.expires, utcnow()) if body.expires else None
+        new = tokens.create_token(
+            session,
+            body.name,
+            body.scopes,
+            body.assets,
+            expires_at=expires_at,
+            actor=principal.actor,
+        )
     except BadRequest as e:  # the body's content: 422, as every refused body
         raise AppError(e.message, 422, details=[{"pointer": "/body", "message": e.message}]) from e
     return {**tokens.token_dict(new.token), "token": new.secret}
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut)
-def revoke_token(_: Admin, session: WriteSessionDep, token_id: IdPath) -> dict[str, Any]:
+def revoke_token(principal: Admin, session: WriteSessionDep, token_id: IdPath) -> dict[str, Any]:
     """Revoke a token; it stops working at once."""
-    return tokens.token_dict(tokens.revoke_token(session, token_id))
+    return tokens.token_dict(tokens.revoke_token(session, token_id, principal.actor))
+
+
+@router.post(
+    "/tokens/{token_id}/rotate",
+    status_code=201,
+    response_model=NewTokenOut,
+    responses={409: {"model": ErrorResponse, "description": "the token is revoked or expired"}},
+)
+def rotate_token(
+    principal: Admin,
+    session: WriteSessionDep,
+    token_id: IdPath,
+    grace: Annotated[
+        str | None,
+        Query(
+            max_length=16,
+            description="how long the old secret keeps working (`15m`, `24h`, `7d`); "
+            "default: revoked at once",
+        ),
+    ] = None,
+) -> dict[str, Any]:
+    """Replace a token's secret: a new token with the same name, scopes, asset patterns and
+    lifetime; the answer is the only place its secret appears."""
+    period = tokens.parse_duration(grace) if grace else timedelta(0)
+    new = tokens.rotate_token(session, token_id, period, principal.actor)
+    return {**tokens.token_dict(new.token), "token": new.secret}
+
+
+def _utc(value: datetime | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:
+        raise BadRequest(f"{name} is out of range") from None
+
+
+@router.get("/audit", response_model=AuditPage)
+def audit_log(
+    _: Admin,
+    session: SessionDep,
+    action: Annotated[
+        str | None, Query(min_length=1, max_length=64, description=", ".join(audit.ACTIONS))
+    ] = None,
+    actor: Annotated[
+        str | None, Query(min_length=1, max_length=128, description="token name or cli:USER")
+    ] = None,
+    target: Annotated[
+        str | None, Query(min_length=1, max_length=1024, description="e.g. token:12")
+    ] = None,
+    since: Annotated[
+        datetime | None, Query(description="events at or after this time (RFC 3339)")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="events before this time (RFC 3339)")
+    ] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """The audit log of administrative actions, newest first: token creation, revocation and
+    rotation (by the API or `gpuprov token`), trust policy, catalog and promotion policy
+    changes."""
+    return audit.events_page(
+        session,
+        limit,
+        offset,
+        action=action,
+        actor=actor,
+        target=target,
+        since=_utc(since, "since"),
+        until=_utc(until, "until"),
+    )

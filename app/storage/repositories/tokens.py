@@ -24,15 +24,16 @@ _CREDENTIALS = select(
     ApiToken.asset_patterns,
     ApiToken.last_used_at,
     ApiToken.revoked_at,
+    ApiToken.expires_at,
 ).where(ApiToken.token_hash == bindparam("token_hash"))
 
 
 def credentials(
     db: Session | Connection, token_hash: str
-) -> Row[int, str, Any, Any, Any, Any] | None:
-    """(id, name, scopes, asset patterns, last use, revocation) of the token with this hash,
+) -> Row[int, str, Any, Any, Any, Any, Any] | None:
+    """(id, name, scopes, asset patterns, last use, revocation, expiry) of the token with this hash,
     read as one plain row by a statement built once: it runs on every request."""
-    row: Row[int, str, Any, Any, Any, Any] | None = db.execute(
+    row: Row[int, str, Any, Any, Any, Any, Any] | None = db.execute(
         _CREDENTIALS, {"token_hash": token_hash}
     ).first()
     return row

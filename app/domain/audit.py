@@ -1,0 +1,108 @@
+"""The audit log of administrative actions: who (a token's name, or the CLI's operating-system
+user) did what to which object, when, from which request. Token secrets and hashes never
+appear in it; a token is named by its id, name and prefix."""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.clock import utcnow
+from app.logs import REQUEST_ID
+from app.storage.repositories import audit as repo
+from app.storage.tables import AuditEvent
+
+#: every action the log records
+ACTIONS = (
+    "token.create",
+    "token.revoke",
+    "token.rotate",
+    "trust_policy.put",
+    "catalog.import",
+    "policy.put",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who acted: an API token, or the command line."""
+
+    source: str
+    name: str
+    token_id: int | None = None
+
+
+def cli_actor() -> Actor:
+    """The command line, named by the operating-system user running it."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        user = "unknown"
+    return Actor("cli", f"cli:{user}"[:128])
+
+
+def record(
+    session: Session,
+    actor: Actor,
+    action: str,
+    target: str,
+    details: dict[str, Any] | None = None,
+    now: datetime | None = None,
+) -> None:
+    """Add an event in the caller's transaction: it is stored exactly when the action is."""
+    assert action in ACTIONS, action
+    repo.add(
+        session,
+        AuditEvent(
+            at=now or utcnow(),
+            source=actor.source,
+            actor=actor.name,
+            actor_token_id=actor.token_id,
+            action=action,
+            target=target[:1024],
+            details=details or {},
+            request_id=REQUEST_ID.get(),
+        ),
+    )
+
+
+def event_dict(event: AuditEvent) -> dict[str, Any]:
+    """An event as the API shows it."""
+    return {
+        "id": event.id,
+        "at": event.at.isoformat(),
+        "source": event.source,
+        "actor": event.actor,
+        "actor_token_id": event.actor_token_id,
+        "action": event.action,
+        "target": event.target,
+        "details": event.details,
+        "request_id": event.request_id,
+    }
+
+
+def events_page(
+    session: Session,
+    limit: int,
+    offset: int,
+    *,
+    action: str | None = None,
+    actor: str | None = None,
+    target: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> dict[str, Any]:
+    """A page of the log, newest first."""
+    rows, total = repo.page(
+        session, limit, offset, action=action, actor=actor, target=target, since=since, until=until
+    )
+    return {
+        "items": [event_dict(e) for e in rows],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+    }
