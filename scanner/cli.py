@@ -61,7 +61,11 @@ FAIL_ON_NEEDS: dict[str, str | None] = {
     "unsigned": "an image target and --trust POLICY.yaml or --trust-key PUB.pem",
     "not-elf": None,
     "unreadable": None,
+    "loaded-unowned": "--runtime (a host root with live processes)",
+    "loaded-deleted": "--runtime (a host root with live processes)",
+    "loaded-differs-from-disk": "--runtime (a host root with live processes)",
 }
+_LOADED_KINDS = ("loaded-unowned", "loaded-deleted", "loaded-differs-from-disk")
 FAIL_ON_KINDS = tuple(kind.value for kind in FindingKind)
 
 #: Options that only some scans use, by the scans they apply to. Giving one to another scan
@@ -70,6 +74,7 @@ _APPLIES_ONLY: dict[str, tuple[str, ...]] = {
     "to registry: targets": ("username", "password_stdin", "ca_file", "insecure"),
     "to image targets": ("attestation", "max_ratio", "max_layer_size", "max_size"),
     "with --push": ("server", "token_file", "label"),
+    "to host directory targets": ("runtime", "proc"),
 }
 
 
@@ -86,12 +91,14 @@ def _parse_fail_on(values: list[str] | None) -> set[str]:
     return set(kinds)
 
 
-def _unevaluable(kinds: set[str], *, trust: bool, catalogs: bool, image: bool | None) -> list[str]:
+def _unevaluable(
+    kinds: set[str], *, trust: bool, catalogs: bool, image: bool | None, runtime: bool = False
+) -> list[str]:
     """The --fail-on kinds this scan cannot evaluate, each with the inputs it needs.
 
     ``image`` is None when the target's kind is not known yet (the scan then reports why).
     """
-    missing = []
+    missing = [f"{k} needs {FAIL_ON_NEEDS[k]}" for k in _LOADED_KINDS if k in kinds and not runtime]
     if "conflict" in kinds and not (catalogs and trust):
         missing.append(f"conflict needs {FAIL_ON_NEEDS['conflict']}")
     if "unsigned" in kinds and (not trust or image is False):
@@ -256,6 +263,23 @@ def scan(
         list[str] | None,
         typer.Option("--label", help="KEY=VALUE label sent with --push (repeatable)."),
     ] = None,
+    runtime: Annotated[
+        bool,
+        typer.Option(
+            "--runtime",
+            help="Host roots: also list the GPU libraries live processes have mapped (pid, "
+            "executable, container, pod), hashed as loaded; needs root for other users' "
+            "processes and for deleted files.",
+        ),
+    ] = False,
+    proc: Annotated[
+        Path | None,
+        typer.Option(
+            "--proc",
+            help="With --runtime: the live processes' proc directory (default ROOT/proc, e.g. "
+            "/host/proc for a mounted host).",
+        ),
+    ] = None,
 ) -> None:
     """Scan a host root or a container image for GPU libraries and report them."""
     from scanner.imageref import is_registry_target
@@ -273,8 +297,11 @@ def scan(
             "to registry: targets": is_registry,
             "to image targets": image is not False,
             "with --push": push,
+            "to host directory targets": image is not True,
         },
     )
+    if proc is not None and not runtime:
+        usage_error("--proc goes with --runtime", "--proc")
     trust_inputs = TrustInputs(
         trust=trust,
         trust_key=trust_key,
@@ -282,7 +309,11 @@ def scan(
         attestations=tuple(attestation or ()),
     )
     missing = _unevaluable(
-        fail_kinds, trust=bool(trust or trust_key), catalogs=bool(catalog), image=image
+        fail_kinds,
+        trust=bool(trust or trust_key),
+        catalogs=bool(catalog),
+        image=image,
+        runtime=runtime,
     )
     if missing:
         usage_error("; ".join(missing), "--fail-on")
@@ -298,6 +329,8 @@ def scan(
         max_total_bytes=total,
         max_layer_bytes=layer_total,
         trust=trust_inputs,
+        runtime=runtime,
+        proc=str(proc) if proc is not None else None,
         registry=(
             _registry_options(username, password_stdin, ca_file, insecure) if is_registry else None
         ),

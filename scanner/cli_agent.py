@@ -245,15 +245,25 @@ def _flush_spool(client: Client, spool: Spool, backoff: Backoff) -> int:
     return EXIT_REJECTED if result.rejected else EXIT_OK
 
 
-def _scan(root: str) -> bytes:
+def _scan(root: str, runtime: bool, proc: Path | None) -> bytes:
     # imported here: the pipeline pulls in every scanner stage
     from scanner.bom.cyclonedx import to_json
     from scanner.pipeline import ScanOptions, run_scan
 
-    return to_json(run_scan(root, ScanOptions())).encode()
+    options = ScanOptions(runtime=runtime, proc=str(proc) if proc is not None else None)
+    return to_json(run_scan(root, options)).encode()
 
 
-def _scan_node(root: str) -> list[tuple[str, bytes | None]]:
+def _runtime_default(root: str, runtime: bool | None, proc: Path | None) -> bool:
+    """--runtime unless told otherwise when the root has live processes (a live root)."""
+    if runtime is not None or proc is not None:
+        return runtime is not False
+    from scanner.runtime.procfs import looks_like_proc
+
+    return looks_like_proc(str(proc) if proc is not None else f"{root.rstrip('/')}/proc")
+
+
+def _scan_node(root: str, runtime: bool, proc: Path | None) -> list[tuple[str, bytes | None]]:
     """The host report, its running containers linked to their images, then one report per
     image digest of the node's containerd and Docker stores: (what, report or None if its
     scan failed; the failure was told on stderr)."""
@@ -264,7 +274,8 @@ def _scan_node(root: str) -> list[tuple[str, bytes | None]]:
     from scanner.pipeline import ScanOptions, run_scan
 
     inventory = discover(root, node_platform())
-    host = replace(run_scan(root, ScanOptions()), containers=tuple(inventory.containers))
+    options = ScanOptions(runtime=runtime, proc=str(proc) if proc is not None else None)
+    host = replace(run_scan(root, options), containers=tuple(inventory.containers))
     reports: list[tuple[str, bytes | None]] = [(root, to_json(host).encode())]
     for problem in inventory.errors:
         error(f"image store: {problem}")
@@ -297,6 +308,26 @@ def agent_command(
     spool_dir: SpoolDir = None,
     label: Labels = None,
     retries: Retries = 2,
+    runtime: Annotated[
+        bool,
+        typer.Option(
+            "--runtime",
+            help="list the GPU libraries live processes have mapped (the default when the "
+            "root, or --proc, has live processes); an error when it has none",
+        ),
+    ] = False,
+    no_runtime: Annotated[
+        bool,
+        typer.Option("--no-runtime", help="do not look at live processes"),
+    ] = False,
+    proc: Annotated[
+        Path | None,
+        typer.Option(
+            "--proc",
+            help="the live processes' proc directory (default ROOT/proc, e.g. /host/proc)",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Scan a host root (and the images of its containerd and Docker stores) and push the
     reports, every --interval, until stopped."""
@@ -308,6 +339,11 @@ def agent_command(
         labels = labels_from(label or [])
     except UsageError as e:
         raise fail(str(e), EXIT_USAGE) from e
+    if runtime and no_runtime:
+        usage_error("--runtime and --no-runtime exclude each other")
+    if proc is not None and no_runtime:
+        usage_error("--proc goes with --runtime", "--proc")
+    live = _runtime_default(root, True if runtime else False if no_runtime else None, proc)
     client, spool = _setup(server, token_file, spool_dir)
     stop = threading.Event()
 
@@ -322,7 +358,9 @@ def agent_command(
     with client:
         while not stop.is_set():
             try:
-                reports = _scan_node(root) if images else [(root, _scan(root))]
+                reports = (
+                    _scan_node(root, live, proc) if images else [(root, _scan(root, live, proc))]
+                )
             except ScannerError as e:
                 error(f"scan of {root} failed: {e}")
                 code = EXIT_REJECTED

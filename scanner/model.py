@@ -114,6 +114,12 @@ class FindingKind(StrEnum):
     UNSIGNED = "unsigned"
     NOT_ELF = "not-elf"
     UNREADABLE = "unreadable"
+    #: a GPU library mapped into a live process that no package owns (``--runtime``)
+    LOADED_UNOWNED = "loaded-unowned"
+    #: a process maps a GPU library file deleted (or replaced) on disk since it was loaded
+    LOADED_DELETED = "loaded-deleted"
+    #: the bytes a process has loaded differ from the file at that path on disk now
+    LOADED_DIFFERS = "loaded-differs-from-disk"
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +265,41 @@ class Identification:
     soname: str | None = None
 
 
+class LoadedVia(StrEnum):
+    """How the bytes a process has loaded were read (`LoadedBy.via`)."""
+
+    #: through /proc/PID/map_files: the mapped inode itself, deleted or not
+    MAP_FILES = "map_files"
+    #: the mapped inode (device and inode number) is the file the scan hashed at that path
+    INODE = "inode"
+    #: not read: the loaded bytes are unknown
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedBy:
+    """A live process that has a GPU library file mapped (``--runtime``)."""
+
+    pid: int
+    exe: str | None  # /proc/PID/exe's target
+    container_id: str | None = None  # from /proc/PID/cgroup; None: not in a container
+    engine: str | None = None  # "docker", "containerd", "cri-o", "podman"; None: unknown
+    pod_uid: str | None = None  # Kubernetes pod
+    deleted: bool = False  # maps marks the mapped file deleted
+    sha256: Sha256 | None = None  # of the loaded bytes; None: they could not be read
+    via: LoadedVia = LoadedVia.NONE
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeScan:
+    """What the ``--runtime`` walk of live processes covered."""
+
+    proc: str  # the proc directory read
+    processes: int  # processes whose maps were looked at
+    loading: int  # processes that map at least one GPU library
+    unreadable: tuple[int, ...] = ()  # pids whose maps could not be read
+
+
 @dataclass(frozen=True, slots=True)
 class GpuLibrary:
     """One GPU library file with its identification, owner and verdicts."""
@@ -280,6 +321,16 @@ class GpuLibrary:
     provenance_reason: str = ""
     provenance_signer: str | None = None
     provenance_catalog: str | None = None
+    #: live processes that map exactly these bytes (``--runtime``)
+    loaded_by: tuple[LoadedBy, ...] = ()
+    #: False: bytes only a process still holds (deleted or replaced on disk, or a container's
+    #: file outside the scanned root); ``ref.path`` is the path the processes mapped
+    on_disk: bool = True
+    #: for a loaded copy: the digest of the other file at its path now (drift)
+    disk_sha256: Sha256 | None = None
+    #: known only from the processes that map it, not from the scanned tree (a deleted or
+    #: replaced file, a container's own file, a file outside the walked subtrees)
+    loaded_copy: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,6 +387,8 @@ class ScanResult:
     image_trust: ImageTrust | None = None
     #: containers running on the host (an agent's host report), each linked to its image
     containers: tuple[ContainerLink, ...] = ()
+    #: None: live processes were not looked at (no ``--runtime``)
+    runtime: RuntimeScan | None = None
 
 
 class ProgressStage(StrEnum):

@@ -44,8 +44,10 @@ from scanner.model import (
     ProgressFn,
     ProgressStage,
     Provenance,
+    RuntimeScan,
     ScanResult,
     Skipped,
+    StatKey,
 )
 from scanner.source.interface import RootView, Selector, Source
 from scanner.verify.inputs import TrustInputs
@@ -81,6 +83,9 @@ class ScanOptions:
     progress: ProgressFn | None = field(default=None, compare=False)
     trust: TrustInputs = field(default_factory=TrustInputs)
     registry: RegistryOptions | None = None
+    #: also walk live processes for the GPU libraries they have mapped (host roots only)
+    runtime: bool = False
+    proc: str | None = None  # their proc directory; None -> ROOT/proc
 
     def resolved_cache_dir(self) -> Path:
         return self.cache_dir if self.cache_dir is not None else cache_root()
@@ -240,6 +245,14 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     libraries, findings = _cross_check(libraries)
     findings.extend(not_library)
     skipped = [s for s in skipped if s not in told]
+    runtime, runtime_seconds = None, 0.0
+    if options.runtime:
+        runtime_seconds = -time.perf_counter()
+        libraries, loaded_findings, runtime = _runtime(
+            source, view, facts, catalog.owners, ctx, libraries, options
+        )
+        findings.extend(loaded_findings)
+        runtime_seconds += time.perf_counter()
     findings.extend(_integrity_findings(libraries))
 
     image_trust = None
@@ -262,8 +275,10 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
             **clock.stats(),
             "nodes": float(len(view.nodes)),
             "candidates": float(len(view.candidates)),
+            **({"seconds_runtime": round(runtime_seconds, 4)} if runtime else {}),
         },
         image_trust=image_trust,
+        runtime=runtime,
     )
 
 
@@ -412,6 +427,65 @@ def _identify(
             )
         )
     return libraries, not_library, told
+
+
+def _runtime(
+    source: Source,
+    view: RootView,
+    facts: dict[str, FileFacts],
+    owners: Owners,
+    ctx: DetectContext,
+    libraries: list[GpuLibrary],
+    options: ScanOptions,
+) -> tuple[list[GpuLibrary], list[Finding], RuntimeScan]:
+    """Runtime stage (``--runtime``): the GPU libraries live processes have mapped, hashed as
+    loaded, on the libraries they are or as loaded copies of their own."""
+    from scanner.detect import analyze_elf, is_candidate_path
+    from scanner.hash import HostFactsCache
+    from scanner.runtime.attach import apply_loaded
+    from scanner.runtime.loaded import resolve_loaded
+    from scanner.runtime.procfs import looks_like_proc, walk_proc
+    from scanner.source.directory import DirectorySource
+
+    if not isinstance(source, DirectorySource):
+        raise UsageError("--runtime applies to a host root (a directory), not to an image")
+    proc = options.proc or os.path.join(source.root, "proc")
+    if not looks_like_proc(proc):
+        # an empty mount point would report a node where nothing runs: refuse instead
+        raise SourceError(
+            f"--runtime: {proc} holds no live processes (no PID/maps); "
+            "give the host's proc directory with --proc DIR (e.g. /host/proc)"
+        )
+    try:
+        walk = walk_proc(proc, source.root, is_candidate_path)
+    except OSError as e:
+        raise SourceError(f"--runtime: cannot list processes in {proc}: {e.strerror or e}") from e
+    disk: dict[str, tuple[StatKey, FileFacts]] = {}
+    inodes: dict[tuple[int, int], str] = {}
+    for cand in view.candidates:
+        found = facts.get(cand.ref.path)
+        if found is None or cand.stat_key is None:
+            continue
+        for path in (cand.ref.path, *cand.aliases):
+            disk[path] = (cand.stat_key, found)
+        inodes[(cand.stat_key[0], cand.stat_key[1])] = cand.ref.path
+
+    def need_md5(path: str) -> bool:
+        hit = owners.get(path)
+        return hit is not None and (hit[1].algorithm or "").lower() == "md5"
+
+    cache_dir = options.resolved_cache_dir()
+    copies = resolve_loaded(
+        walk,
+        source.root,
+        disk.get,
+        inodes,
+        HostFactsCache(cache_dir / "runtime-files.json" if options.use_cache else None),
+        _probe_version(),
+        lambda opened, name: analyze_elf(opened, name=name),
+        need_md5,
+    )
+    return apply_loaded(copies, walk, libraries, owners, ctx)
 
 
 def _cross_check(libraries: list[GpuLibrary]) -> tuple[list[GpuLibrary], list[Finding]]:

@@ -30,6 +30,18 @@ PROVENANCE_SIGNER: Final = "gpuprov:provenance:signer"
 PROVENANCE_CATALOG: Final = "gpuprov:provenance:catalog"
 PROVENANCE_REASON: Final = "gpuprov:provenance:reason"
 
+# on GPU library `file` components that live processes have mapped (``--runtime``)
+#: repeated, one per process: a compact JSON object {"pid", "exe", "container", "engine",
+#: "pod", "deleted", "sha256", "via"} (absent keys: unknown); see docs/bom-properties.md
+RUNTIME_PROCESS: Final = "gpuprov:runtime:process"
+RUNTIME_PROCESSES: Final = "gpuprov:runtime:processes"  # how many processes map these bytes
+RUNTIME_CONTAINERS: Final = "gpuprov:runtime:containers"  # in how many distinct containers
+#: "false": bytes only processes still hold (deleted, replaced, or outside the scanned root)
+RUNTIME_ON_DISK: Final = "gpuprov:runtime:on-disk"
+#: the file at the loaded copy's path now, when its bytes differ (drift)
+RUNTIME_DISK_SHA256: Final = "gpuprov:runtime:disk-sha256"
+RUNTIME_DELETED: Final = "gpuprov:runtime:deleted"  # "true": maps marks the file deleted
+
 # on each owner package `library` component
 PACKAGE_MANAGER: Final = "gpuprov:package:manager"  # "dpkg", "rpm", "pip", "conda"
 PACKAGE_DB: Final = "gpuprov:package:db"  # the database file inside the root it came from
@@ -51,6 +63,13 @@ SLSA_BUILDER: Final = "gpuprov:slsa:builder"
 IMAGE_SIGNER: Final = "gpuprov:image:signer"
 SLSA_SOURCE_REPO: Final = "gpuprov:slsa:source-repo"
 IMAGE_SIGNATURE_REJECTED: Final = "gpuprov:image:signature-rejected"  # repeated: one reason each
+
+#: host scans with ``--runtime``: the proc directory read and how many processes it held,
+#: mapped a GPU library, and could not be read
+RUNTIME_PROC: Final = "gpuprov:runtime:proc"
+RUNTIME_SCANNED: Final = "gpuprov:runtime:scanned-processes"
+RUNTIME_LOADING: Final = "gpuprov:runtime:loading-processes"
+RUNTIME_UNREADABLE: Final = "gpuprov:runtime:unreadable-processes"
 
 # on the BOM's metadata (scan-level)
 SCAN_FINDING: Final = "gpuprov:finding"  # repeated: "kind: message"

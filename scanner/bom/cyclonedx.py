@@ -6,6 +6,7 @@ library file is a ``file`` component carrying the ``gpuprov:`` properties (scann
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
@@ -20,6 +21,7 @@ from scanner.model import (
     EvidenceField,
     EvidenceMethod,
     GpuLibrary,
+    LoadedBy,
     Package,
     ScanResult,
 )
@@ -89,6 +91,14 @@ def _asset_component(result: ScanResult) -> Any:
             (V.SLSA_BUILDER, trust.builder),
             (V.SLSA_SOURCE_REPO, trust.source_repo),
             *((V.IMAGE_SIGNATURE_REJECTED, r) for r in trust.rejected),
+        ]
+    runtime = result.runtime
+    if runtime is not None:
+        extra += [
+            (V.RUNTIME_PROC, runtime.proc),
+            (V.RUNTIME_SCANNED, str(runtime.processes)),
+            (V.RUNTIME_LOADING, str(runtime.loading)),
+            (V.RUNTIME_UNREADABLE, str(len(runtime.unreadable))),
         ]
     if asset.kind is AssetKind.IMAGE:
         props = _props(
@@ -182,11 +192,66 @@ def _evidence(lib: GpuLibrary) -> Any:
         Occurrence(location=p, bom_ref=f"{ref}#occurrence:{quote(p, safe='/._-+')}")
         for p in (lib.ref.path, *lib.aliases)
     ]
+    occurrences += [
+        Occurrence(
+            location=lib.ref.path,
+            bom_ref=f"{ref}#process:{p.pid}",
+            additional_context=_loader_text(p),
+        )
+        for p in lib.loaded_by
+    ]
     return ComponentEvidence(identity=identities or None, occurrences=occurrences)
 
 
+def _loader_text(p: LoadedBy) -> str:
+    """One process that maps the file, as a person reads it."""
+    text = f"loaded by pid {p.pid}"
+    if p.exe:
+        text += f" ({p.exe})"
+    if p.container_id:
+        text += f" in container {p.engine + ':' if p.engine else ''}{p.container_id}"
+    if p.pod_uid:
+        text += f" of pod {p.pod_uid}"
+    if p.deleted:
+        text += "; deleted on disk"
+    if p.sha256 is None:
+        text += "; loaded bytes unreadable"
+    return text
+
+
+def loader_json(p: LoadedBy) -> str:
+    """The `V.RUNTIME_PROCESS` value of one process (keys sorted, unknown ones left out)."""
+    data: dict[str, object] = {
+        "pid": p.pid,
+        "exe": p.exe,
+        "container": p.container_id,
+        "engine": p.engine,
+        "pod": p.pod_uid,
+        "deleted": p.deleted or None,
+        "sha256": p.sha256,
+        "via": p.via.value,
+    }
+    return json.dumps({k: v for k, v in data.items() if v is not None}, sort_keys=True)
+
+
+def _runtime_props(lib: GpuLibrary) -> list[tuple[str, str | None]]:
+    if not lib.loaded_by and not lib.loaded_copy:
+        return []
+    containers = {p.container_id for p in lib.loaded_by if p.container_id}
+    return [
+        (V.RUNTIME_PROCESSES, str(len({p.pid for p in lib.loaded_by}))),
+        (V.RUNTIME_CONTAINERS, str(len(containers))),
+        (V.RUNTIME_ON_DISK, None if lib.on_disk else "false"),
+        (V.RUNTIME_DISK_SHA256, lib.disk_sha256),
+        (V.RUNTIME_DELETED, "true" if any(p.deleted for p in lib.loaded_by) else None),
+        *((V.RUNTIME_PROCESS, loader_json(p)) for p in lib.loaded_by),
+    ]
+
+
 def _file_ref(lib: GpuLibrary) -> str:
-    return "file:" + quote(lib.ref.path, safe="/._-+")
+    path = quote(lib.ref.path, safe="/._-+")
+    # a loaded copy may share its path with the file on disk now: its bytes tell them apart
+    return f"loaded:{lib.digests.sha256}:{path}" if lib.loaded_copy else f"file:{path}"
 
 
 def _file_component(lib: GpuLibrary) -> Any:
@@ -217,6 +282,7 @@ def _file_component(lib: GpuLibrary) -> Any:
             (V.PROVENANCE_CATALOG, lib.provenance_catalog),
             (V.PROVENANCE_REASON, lib.provenance_reason if lib.provenance else None),
             *((V.NOTE, n) for n in lib.notes),
+            *_runtime_props(lib),
         ]
     )
     return Component(

@@ -32,6 +32,9 @@ def test_every_finding_kind_is_a_fail_on_kind_in_the_documented_order() -> None:
         "unsigned",
         "not-elf",
         "unreadable",
+        "loaded-unowned",
+        "loaded-deleted",
+        "loaded-differs-from-disk",
     )
     assert tuple(FAIL_ON_NEEDS) == FAIL_ON_KINDS == tuple(FindingKind)
 
