@@ -7,13 +7,40 @@ PYTEST_ARGS ?=
 # Playwright drives Debian's chromium (tests/browser): never download a browser of its own
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: run test lint typecheck unit system-deps bench clean mutation
+.PHONY: run test lint typecheck unit system-deps bench clean mutation lock sbom wheelhouse
 
-$(STAMP): pyproject.toml
+# The service's dependencies come at the versions requirements.lock pins (what the image ships),
+# given to pip as constraints without their hashes (an editable install cannot be hashed).
+$(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	sed -e '/--hash=/d' -e 's/ \\$$//' requirements.lock >$(VENV)/constraints.txt
+	$(BIN)/python -m pip install -q -c $(VENV)/constraints.txt -e '.[test]'
 	@touch $(STAMP)
+
+# Re-resolve the hash-pinned locks (needs the package index; docs/deploy.md#dependency-locks):
+# requirements.lock from pyproject's dependencies, requirements-build.lock from its build-system.
+UV_COMPILE = $(BIN)/uv pip compile --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-manylinux_2_28 --custom-compile-command "make lock" -q
+lock: $(STAMP)
+	$(BIN)/python -m pip install -q 'uv>=0.5'
+	$(UV_COMPILE) --no-emit-package gpuprov pyproject.toml -o requirements.lock
+	$(BIN)/python -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
+		| $(UV_COMPILE) - -o requirements-build.lock
+
+# The locks' wheels, hash-checked, for this machine: tests/deploy/test_image.py runs the
+# Dockerfile's build stage with them (offline, as the tests are).
+WHEELHOUSE := build/wheelhouse
+wheelhouse: $(WHEELHOUSE)/.complete
+$(WHEELHOUSE)/.complete: requirements.lock requirements-build.lock | $(STAMP)
+	PIP_CONFIG_FILE=/dev/null $(BIN)/python -m pip download -q --require-hashes --no-deps \
+		--only-binary=:all: -r requirements.lock -r requirements-build.lock -d $(WHEELHOUSE)
+	@touch $@
+
+# The project's own CycloneDX SBOM (the locked service dependencies), validated: build/gpuprov.cdx.json
+SBOM ?= build/gpuprov.cdx.json
+sbom: $(STAMP)
+	$(BIN)/python scripts/sbom.py -o $(SBOM)
 
 # Debian packages the tests drive for real (rpm to build RPM databases, skopeo/umoci to
 # cross-check image formats, docker-registry for registry tests, chromium for the dashboard's
@@ -32,7 +59,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) system-deps
+unit: $(STAMP) system-deps wheelhouse
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck unit
