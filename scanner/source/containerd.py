@@ -12,6 +12,8 @@ index or manifest blob no other index names is an image, known by its digest.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import re
@@ -21,13 +23,18 @@ from typing import Any
 
 from scanner.errors import SourceError, UsageError
 from scanner.imageref import split_digest
-from scanner.model import OciDigest
+from scanner.model import OciDigest, Skipped, Stage
 from scanner.source.bbolt import BoltDB, Bucket, path_get
+from scanner.source.dirlayer import read_dir_layer
 from scanner.source.image import DirStore, ImagePlan, ImageSourceBase, resolve_image
-from scanner.source.layerstream import Readable
+from scanner.source.interface import Selector
+from scanner.source.layerstream import Budget, LayerSpec, Limits, Readable
 from scanner.source.oci import Descriptor
+from scanner.source.tarlayer import LayerYield
 
 CONTENT_DIR = "io.containerd.content.v1.content"
+SNAPSHOTTER = "io.containerd.snapshotter.v1.overlayfs"
+_COMMITTED = b"\x03"  # the snapshotter's kind of a committed (read-only layer) snapshot
 META_DB = os.path.join("io.containerd.metadata.v1.bolt", "meta.db")
 TASKS_DIR = "io.containerd.runtime.v2.task"
 _INDEX_OR_MANIFEST = {
@@ -88,6 +95,37 @@ def parse_containerd_target(rest: str) -> tuple[str, str | None, str | None]:
     raise SourceError(
         f"containerd:{rest}: no containerd root there (neither {CONTENT_DIR}/ nor {META_DB})"
     )
+
+
+def _uvarint(data: bytes) -> int:
+    """Go's binary.Uvarint, as the snapshotter stores snapshot ids."""
+    value = shift = 0
+    for b in data[:10]:
+        value |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return value
+    raise ValueError("bad uvarint")
+
+
+def _no_blob() -> Readable:
+    raise SourceError("an unpacked snapshot has no blob to open")
+
+
+def _read_snapshot(
+    directory: str, spec: LayerSpec, selector: Selector, limits: Limits, budget: Budget
+) -> LayerYield:
+    """A discarded layer read from its snapshot, saying so (its bytes are not verified)."""
+    layer = read_dir_layer(directory, spec, selector, limits, budget)
+    layer.skipped.append(
+        Skipped(
+            str(spec.digest),
+            "layer blob discarded by containerd after unpacking; read from its overlayfs "
+            f"snapshot {directory} (not verified against the digest)",
+            Stage.SOURCE,
+        )
+    )
+    return layer
 
 
 def _varint(data: bytes) -> int:
@@ -294,14 +332,70 @@ class ContainerdRoot:
         return picked[0]
 
     def plan(self, stored: StoredImage, platform: str | None) -> ImagePlan:
-        """The image to squash for ``stored`` (the platform's manifest of an index)."""
+        """The image to squash for ``stored`` (the platform's manifest of an index); a layer
+        blob containerd discarded after unpacking is read from its overlayfs snapshot."""
         return resolve_image(
             self.content,
             [stored.target],
             platform=platform,
             label=f"containerd:{self.root}",
             name=stored.name,
+            missing_layer=functools.partial(self._snapshot_layer, stored.namespace),
         )
+
+    def _snapshot_layer(
+        self, namespace: str, desc: Descriptor, index: int, config: dict[str, Any]
+    ) -> LayerSpec | None:
+        """The unpacked layer ``index`` (of the overlayfs snapshotter), for a missing blob."""
+        rootfs = config.get("rootfs")
+        diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
+        if not namespace or not isinstance(diff_ids, list) or index >= len(diff_ids):
+            return None
+        chain = ""
+        for diff_id in diff_ids[: index + 1]:
+            if not isinstance(diff_id, str):
+                return None
+            split_digest(diff_id)
+            chain = (
+                diff_id
+                if not chain
+                else "sha256:" + hashlib.sha256(f"{chain} {diff_id}".encode()).hexdigest()
+            )
+        directory = self._snapshot_dir(namespace, chain)
+        if directory is None:
+            return None
+        reader = functools.partial(_read_snapshot, directory)
+        return LayerSpec(desc.digest, None, _no_blob, "diff", None, reader)
+
+    def _snapshot_dir(self, namespace: str, chain: str) -> str | None:
+        if not os.path.isfile(self.meta_path):
+            return None
+        with BoltDB(self.meta_path) as db:
+            record = path_get(
+                db.root(), b"v1", namespace.encode(), b"snapshots", b"overlayfs", chain.encode()
+            )
+            key = record.get(b"name") if record is not None else None
+        snapshots_db = os.path.join(self.root, SNAPSHOTTER, "metadata.db")
+        if key is None or not os.path.isfile(snapshots_db):
+            return None
+        with BoltDB(snapshots_db) as db:
+            info = path_get(db.root(), b"v1", b"snapshots", key)
+            raw_id = info.get(b"id") if info is not None else None
+            kind = info.get(b"kind") if info is not None else None
+        if raw_id is None or kind != _COMMITTED:
+            return None
+        try:
+            snapshot_id = _uvarint(raw_id)
+        except ValueError:
+            return None
+        directory = os.path.join(self.root, SNAPSHOTTER, "snapshots", str(snapshot_id), "fs")
+        for path in (os.path.dirname(directory), directory):
+            try:
+                if not stat.S_ISDIR(os.lstat(path).st_mode):
+                    return None
+            except OSError:
+                return None
+        return directory
 
 
 def _names(images: list[StoredImage]) -> str:

@@ -16,6 +16,7 @@ import posixpath
 import re
 import stat
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -327,8 +328,19 @@ def load_oci(
     )
 
 
+#: Stands in for a layer blob the store lacks: (descriptor, index in the manifest, image
+#: config) -> the layer read another way (an unpacked snapshot), or None.
+MissingLayer = Callable[[Descriptor, int, dict[str, Any]], LayerSpec | None]
+
+
 def resolve_image(
-    store: _Store, descs: list[Descriptor], *, platform: str | None, label: str, name: str
+    store: _Store,
+    descs: list[Descriptor],
+    *,
+    platform: str | None,
+    label: str,
+    name: str,
+    missing_layer: MissingLayer | None = None,
 ) -> ImagePlan:
     """The image ``descs`` (one tag's descriptors, an index or manifests) name for
     ``platform``, with its blobs in ``store`` (an OCI layout or a containerd content store)."""
@@ -345,11 +357,15 @@ def resolve_image(
     layers: list[LayerSpec] = []
     skipped: list[Skipped] = []
     digests: list[OciDigest] = []
-    for obj in manifest["layers"]:
+    for index, obj in enumerate(manifest["layers"]):
         layer = Descriptor.parse(obj, f"{label}: layer")
         digests.append(layer.digest)
         blob = _blob_name(layer.digest)
         if not store.has(blob):
+            instead = missing_layer(layer, index, config) if missing_layer else None
+            if instead is not None:
+                layers.append(instead)
+                continue
             if any(h in layer.media_type for h in _FOREIGN_HINTS):
                 skipped.append(
                     Skipped(

@@ -405,3 +405,34 @@ def test_docker_root_limits(tmp_path: Path) -> None:
     )
     with pytest.raises(UnsafeArchiveError, match="max_file_bytes"):
         source.open_view(hashing_selector())
+
+
+def test_layers_discarded_after_unpacking_are_read_from_snapshots(
+    containerd: Containerd, tmp_path: Path
+) -> None:
+    """As with containerd's ``discard_unpacked_layers``: the layer blobs are gone (removed by
+    containerd itself), the overlayfs snapshots it unpacked them into remain."""
+    # every layer unique to this image (with the rich image's whiteouts, opaque directories,
+    # hard links and symlinks), so each is read from the snapshot containerd wrote
+    rich = rich_image()
+    layers = [
+        Layer([*layer.members, file(f"srv/discard-{i}", "only here")], layer.compression)
+        for i, layer in enumerate(rich.layers)
+    ]
+    image = Image(layers, env=rich.env, labels=rich.labels)
+    archive = tmp_path / "discard.tar"
+    built = write_named_oci_archive(archive, image, "docker.io/demo/discard:1")
+    containerd.import_archive(archive, namespace="discard")
+    containerd.ctr("content", "rm", *built.layer_digests, namespace="discard")
+    blobs = containerd.root / "io.containerd.content.v1.content/blobs/sha256"
+    for _ in range(100):
+        if not (blobs / built.layer_digests[-1][7:]).exists():
+            break
+        subprocess.run(["sleep", "0.1"], check=True)
+    assert not (blobs / built.layer_digests[-1][7:]).exists()
+    from_store = comparable(f"containerd:{containerd.root}/discard:docker.io/demo/discard:1")
+    from_archive = comparable(f"oci-archive:{archive}")
+    notes = [s for s in from_store.pop("skipped") if "discarded by containerd" in s["reason"]]
+    from_archive.pop("skipped")
+    assert from_store == from_archive
+    assert sorted(n["path"] for n in notes) == sorted(built.layer_digests)
