@@ -298,6 +298,8 @@ class RuntimeScan:
     processes: int  # processes whose maps were looked at
     loading: int  # processes that map at least one GPU library
     unreadable: tuple[int, ...] = ()  # pids whose maps could not be read
+    #: mappings (process, file) whose loaded bytes could not be read
+    unreadable_mappings: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,8 @@ RUNTIME_PROC: Final = "gpuprov:runtime:proc"
 RUNTIME_SCANNED: Final = "gpuprov:runtime:scanned-processes"
 RUNTIME_LOADING: Final = "gpuprov:runtime:loading-processes"
 RUNTIME_UNREADABLE: Final = "gpuprov:runtime:unreadable-processes"
+#: mappings whose loaded bytes could not be read (no CAP_SYS_ADMIN for map_files)
+RUNTIME_UNREADABLE_MAPPINGS: Final = "gpuprov:runtime:unreadable-mappings"
 
 # on the BOM's metadata (scan-level)
 SCAN_FINDING: Final = "gpuprov:finding"  # repeated: "kind: message"

@@ -99,6 +99,7 @@ def _asset_component(result: ScanResult) -> Any:
             (V.RUNTIME_SCANNED, str(runtime.processes)),
             (V.RUNTIME_LOADING, str(runtime.loading)),
             (V.RUNTIME_UNREADABLE, str(len(runtime.unreadable))),
+            (V.RUNTIME_UNREADABLE_MAPPINGS, str(runtime.unreadable_mappings)),
         ]
     if asset.kind is AssetKind.IMAGE:
         props = _props(

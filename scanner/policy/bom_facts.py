@@ -87,7 +87,31 @@ def _ours(component: dict[str, Any], props: dict[str, list[str]]) -> FileFact:
         provenance_signer=_first(props, V.PROVENANCE_SIGNER),
         provenance_reason=_first(props, V.PROVENANCE_REASON) or "",
         owner=_first(props, V.OWNER_PURL),
+        **_loaded(props),
     )
+
+
+def _loaded(props: dict[str, list[str]]) -> dict[str, Any]:
+    """The FileFact fields of our ``gpuprov:runtime:`` properties (docs/bom-properties.md)."""
+    processes: list[dict[str, Any]] = []
+    for value in props.get(V.RUNTIME_PROCESS, []):
+        try:
+            item = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("pid"), int):
+            processes.append(item)
+    containers = {p["container"] for p in processes if isinstance(p.get("container"), str)}
+    disk = _first(props, V.RUNTIME_DISK_SHA256)
+    return {
+        "loaded_processes": len({p["pid"] for p in processes})
+        or (_int(_first(props, V.RUNTIME_PROCESSES)) or 0),
+        "loaded_containers": len(containers) or (_int(_first(props, V.RUNTIME_CONTAINERS)) or 0),
+        "loaded_deleted": _first(props, V.RUNTIME_DELETED) == "true"
+        or any(p.get("deleted") is True for p in processes),
+        "loaded_copy": _first(props, V.RUNTIME_ON_DISK) == "false" or disk is not None,
+        "disk_sha256": disk,
+    }
 
 
 def _foreign_file(component: dict[str, Any], props: dict[str, list[str]]) -> FileFact | None:
@@ -222,6 +246,16 @@ def facts_from_bom(raw: bytes) -> AssetFacts:
         )
     )
     all_files = tuple(files)
+    unread_procs = _int(_first(aprops, V.RUNTIME_UNREADABLE)) or 0
+    unread_maps = _int(_first(aprops, V.RUNTIME_UNREADABLE_MAPPINGS)) or 0
+    unreadable = tuple(
+        text
+        for count, text in (
+            (unread_procs, f"the memory maps of {unread_procs} process(es)"),
+            (unread_maps, f"the loaded bytes of {unread_maps} mapping(s)"),
+        )
+        if count
+    )
     return AssetFacts(
         kind=kind,
         name=_first(aprops, V.HOST_HOSTNAME) or str(asset.get("name") or "unnamed"),
@@ -233,4 +267,6 @@ def facts_from_bom(raw: bytes) -> AssetFacts:
         driver_version=driver_version_of(all_files),
         findings=findings,
         producer=_producer(metadata) if not ours else f"gpuprov ({_producer(metadata)})",
+        runtime=V.RUNTIME_PROC in aprops,
+        runtime_unreadable=unreadable,
     )

@@ -51,6 +51,14 @@ class Forbidden(StrEnum):
     UNOWNED = "unowned"
 
 
+class LoadedKind(StrEnum):
+    """What the ``loaded`` rule may forbid (the ``--runtime`` finding kinds)."""
+
+    UNOWNED = "loaded-unowned"
+    DELETED = "loaded-deleted"
+    DIFFERS = "loaded-differs-from-disk"
+
+
 class _Rule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -108,6 +116,10 @@ class VersionsRule(_Rule):
     minimum: dict[Family, MinimumVersion] = Field(default_factory=dict)
 
 
+class LoadedRule(_Rule):
+    forbid: list[LoadedKind] = Field(default_factory=lambda: list(LoadedKind), min_length=1)
+
+
 class EmptyRule(_Rule):
     """A rule with nothing to configure but its action."""
 
@@ -141,6 +153,7 @@ class Rules(BaseModel):
     mixed_cudnn: EmptyRule | None = None
     duplicates: EmptyRule | None = None
     driver: EmptyRule | None = None
+    loaded: LoadedRule | None = None
     image_signature: ImageSignatureRule | None = None
     slsa: SlsaRule | None = None
     scan_age: ScanAgeRule | None = None

@@ -34,6 +34,15 @@ class FileFact:
     provenance_signer: str | None = None
     provenance_reason: str = ""
     owner: str | None = None  # owner package purl
+    #: live processes mapping these bytes (``--runtime``); 0 when none or not looked at
+    loaded_processes: int = 0
+    loaded_containers: int = 0
+    #: a process maps it although the file was deleted (or replaced) on disk
+    loaded_deleted: bool = False
+    #: bytes only processes hold: the file at the path on disk is other bytes (``disk_sha256``)
+    #: or none at all
+    loaded_copy: bool = False
+    disk_sha256: str | None = None
 
     def summary(self) -> dict[str, str | None]:
         """The file as a reason lists it: path, family, version, sha256, layer."""
@@ -70,6 +79,9 @@ class AssetFacts:
     findings: tuple[tuple[str, str], ...] = ()  # (kind, message)
     #: who produced the facts: "gpuprov" or the BOM's tool ("syft 1.0", "trivy", ...)
     producer: str = "gpuprov"
+    #: the scan looked at live processes (``--runtime``); what it could not read
+    runtime: bool = False
+    runtime_unreadable: tuple[str, ...] = ()  # one message per thing not read
 
     def label(self, key: str) -> str | None:
         return dict(self.labels).get(key)
@@ -103,6 +115,21 @@ def driver_version_of(files: tuple[FileFact, ...]) -> str | None:
     return versions[0] if versions else None
 
 
+def _unreadable(result: ScanResult) -> tuple[str, ...]:
+    """What a ``--runtime`` scan could not read, as the BOM's counts say it."""
+    rt = result.runtime
+    if rt is None:
+        return ()
+    return tuple(
+        text
+        for count, text in (
+            (len(rt.unreadable), f"the memory maps of {len(rt.unreadable)} process(es)"),
+            (rt.unreadable_mappings, f"the loaded bytes of {rt.unreadable_mappings} mapping(s)"),
+        )
+        if count
+    )
+
+
 def facts_from_scan(result: ScanResult) -> AssetFacts:
     """The facts of a finished scan."""
     files = tuple(
@@ -120,6 +147,11 @@ def facts_from_scan(result: ScanResult) -> AssetFacts:
             provenance_signer=lib.provenance_signer,
             provenance_reason=lib.provenance_reason,
             owner=lib.owner.purl if lib.owner else None,
+            loaded_processes=len({p.pid for p in lib.loaded_by}),
+            loaded_containers=len({p.container_id for p in lib.loaded_by if p.container_id}),
+            loaded_deleted=any(p.deleted for p in lib.loaded_by),
+            loaded_copy=lib.loaded_copy,
+            disk_sha256=lib.disk_sha256,
         )
         for lib in result.libraries
     )
@@ -140,4 +172,6 @@ def facts_from_scan(result: ScanResult) -> AssetFacts:
         driver_version=driver_version_of(files),
         findings=tuple((f.kind, f.message) for f in result.findings),
         producer=f"gpuprov {result.tool_version}",
+        runtime=result.runtime is not None,
+        runtime_unreadable=_unreadable(result),
     )

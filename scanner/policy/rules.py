@@ -455,6 +455,63 @@ def driver(rule: D.EmptyRule, ctx: Context) -> Outcome:
     )
 
 
+# -- loaded ------------------------------------------------------------------------------------
+
+
+def loaded(rule: D.LoadedRule, ctx: Context) -> Outcome:
+    if ctx.facts.kind is not AssetKind.HOST:
+        return _na("an image runs no process: the rule applies to the hosts that run it")
+    if not ctx.facts.runtime:
+        return _missing(
+            "the host's scan did not look at live processes, so what they have loaded is "
+            f"unknown (scan with --runtime; the facts come from {ctx.facts.producer})"
+        )
+    forbid = set(rule.forbid)
+    files = ctx.facts.files
+    bad: list[tuple[FileFact, str]] = []
+    for f in files:
+        if not f.loaded_processes:
+            continue
+        if D.LoadedKind.DELETED in forbid and f.loaded_deleted:
+            bad.append(
+                (
+                    f,
+                    f"{f.path} is loaded by {f.loaded_processes} process(es) but deleted "
+                    "or replaced on disk",
+                )
+            )
+        if D.LoadedKind.DIFFERS in forbid and f.disk_sha256:
+            bad.append(
+                (f, f"{f.path}: loaded bytes {f.sha256} differ from the disk's {f.disk_sha256}")
+            )
+        if D.LoadedKind.UNOWNED in forbid and f.integrity == "unowned":
+            bad.append(
+                (
+                    f,
+                    f"{f.path} is loaded by {f.loaded_processes} process(es) and belongs "
+                    "to no package",
+                )
+            )
+    if bad:
+        whys = list(dict.fromkeys(why for _, why in bad))
+        more = f" and {len(whys) - 3} more" if len(whys) > 3 else ""
+        return _fail(
+            "; ".join(whys[:3]) + more,
+            dict.fromkeys(f for f, _ in bad),
+            forbid=",".join(rule.forbid),
+        )
+    if ctx.facts.runtime_unreadable:
+        return _missing(
+            "what some processes have loaded could not be read: "
+            + "; ".join(ctx.facts.runtime_unreadable[:3])
+        )
+    loaded_files = sum(1 for f in files if f.loaded_processes)
+    return _pass(
+        f"{loaded_files} loaded GPU library file(s) avoid {', '.join(rule.forbid)}",
+        forbid=",".join(rule.forbid),
+    )
+
+
 # -- image_signature and slsa ------------------------------------------------------------------
 
 
@@ -559,6 +616,7 @@ RULES: dict[str, Callable[[Any, Context], Outcome]] = {
     "mixed_cudnn": mixed_cudnn,
     "duplicates": duplicates,
     "driver": driver,
+    "loaded": loaded,
     "image_signature": image_signature,
     "slsa": slsa,
     "scan_age": scan_age,

@@ -121,6 +121,7 @@ def apply_loaded(
         processes=walk.seen,
         loading=len(walk.processes),
         unreadable=tuple(pid for pid, _ in walk.unreadable),
+        unreadable_mappings=sum(len(c.loaders) for c in unreadable),
     )
     return out, findings, runtime
 

@@ -12,6 +12,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -119,22 +120,37 @@ def _same_root(proc: str, pid: int, root: os.stat_result) -> bool:
     return (st.st_dev, st.st_ino) == (root.st_dev, root.st_ino)
 
 
+def _maps(proc: str, pid: int) -> bytes | OSError | None:
+    """A process's maps; None when it has exited, the error when it cannot be read."""
+    try:
+        data = _read(f"{proc}/{pid}/maps")
+    except (FileNotFoundError, ProcessLookupError):
+        return None  # exited while the walk ran
+    except OSError as e:
+        return e
+    # only a maps text naming a GPU library is kept: the others are dropped on the thread
+    return data if _GPU_NAME.search(data) is not None else b""
+
+
 def walk_proc(proc: str, root: str, is_candidate: Callable[[str], bool]) -> ProcWalk:
-    """Every live process under ``proc`` that maps a GPU library (by `is_candidate`)."""
+    """Every live process under ``proc`` that maps a GPU library (by `is_candidate`).
+
+    The maps are read on a few threads: the kernel writes each one out (most of the cost)
+    without holding the GIL, so a node's many cores share the work."""
     started = time.perf_counter()
     walk = ProcWalk(proc)
     root_st = os.stat(root)
-    for pid in _pids(proc):
-        try:
-            data = _read(f"{proc}/{pid}/maps")
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # exited while the walk ran
-        except OSError as e:
-            walk.seen += 1
-            walk.unreadable.append((pid, e.strerror or str(e)))
+    pids = _pids(proc)
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 2)) as pool:
+        texts = list(pool.map(lambda pid: _maps(proc, pid), pids, chunksize=16))
+    for pid, data in zip(pids, texts, strict=True):
+        if data is None:
             continue
         walk.seen += 1
-        if _GPU_NAME.search(data) is None:
+        if isinstance(data, OSError):
+            walk.unreadable.append((pid, data.strerror or str(data)))
+            continue
+        if not data:
             continue
         files = parse_maps(data, is_candidate)
         if not files:

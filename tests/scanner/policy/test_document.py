@@ -19,6 +19,7 @@ rules:
   mixed_cudnn:  {}
   duplicates:   {}
   driver:       {}
+  loaded:       {forbid: [loaded-deleted, loaded-differs-from-disk]}
   image_signature: {signers: [release-ci]}
   slsa:         {min_level: 2}
   scan_age:     {max_hours: 24}
