@@ -7,6 +7,8 @@ them with the scanner's. FastAPI, SQLAlchemy and uvicorn are imported inside the
 
 from __future__ import annotations
 
+import os
+import secrets
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
@@ -100,6 +102,13 @@ def serve(
     # refuse bad settings and an unusable database here, in one line, before forking workers
     settings = _settings()
     _require_current_schema(settings, unreachable_ok=True)
+    if not settings.secret_key:
+        # one key for every worker, so a dashboard session works whichever worker answers
+        os.environ["GPUPROV_SECRET_KEY"] = secrets.token_hex(32)
+        say(
+            "warning: GPUPROV_SECRET_KEY is not set: dashboard sessions are signed with a "
+            "random key and end when the service restarts"
+        )
     uvicorn.run(
         "app.main:create_app_from_env",
         factory=True,

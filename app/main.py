@@ -27,6 +27,7 @@ from app.domain import compliance
 from app.domain.provenance import CatalogCache
 from app.http.api import router as api_router
 from app.http.body import IngestGate
+from app.http.dashboard import install_dashboard
 from app.http.docs import install_docs
 from app.http.errors import ContainErrors, install_error_handlers
 from app.http.health import install_metrics
@@ -108,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_metrics(app, protected=settings.metrics_auth == "token")
     app.include_router(api_router)
     install_docs(app)
+    install_dashboard(app, settings)
     return app
 
 

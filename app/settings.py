@@ -12,7 +12,8 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-_DEV_SECRET = "dev-insecure-secret"  # noqa: S105 - development default, refused in production
+#: shortest accepted GPUPROV_SECRET_KEY: a short key makes session cookies guessable
+MIN_SECRET_KEY_LENGTH = 16
 
 
 def normalize_database_url(url: str) -> str:
@@ -47,8 +48,14 @@ class Settings(BaseSettings):
     max_report_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
     #: value of the Retry-After header when the database is unavailable
     retry_after_seconds: int = Field(default=30, ge=1)
-    #: signs the dashboard session cookie
-    secret_key: str = _DEV_SECRET
+    #: signs the dashboard's session cookies (HMAC-SHA256); unset outside production: a random
+    #: key per process (sessions end when it restarts and are not shared between workers)
+    secret_key: str = ""
+    #: seconds a dashboard session lasts after login (then the token must be entered again)
+    session_lifetime_seconds: int = Field(default=8 * 3600, ge=60, le=30 * 86_400)
+    #: mark the session cookie Secure even on plain-HTTP requests (a TLS-terminating proxy that
+    #: does not forward the scheme); it is always Secure on HTTPS requests
+    cookie_secure: bool = False
     #: reject reports whose JSON nests deeper than this
     max_json_depth: int = Field(default=64, ge=8, le=512)
     #: most components in one report, nested ones included (413 above)
@@ -78,8 +85,13 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _refuse_unsafe_defaults(self) -> Settings:
-        if self.environment == "production" and self.secret_key == _DEV_SECRET:
+        if self.environment == "production" and not self.secret_key:
             raise ValueError("GPUPROV_SECRET_KEY must be set when GPUPROV_ENVIRONMENT=production")
+        if self.secret_key and len(self.secret_key) < MIN_SECRET_KEY_LENGTH:
+            raise ValueError(
+                f"GPUPROV_SECRET_KEY must hold at least {MIN_SECRET_KEY_LENGTH} characters "
+                "(e.g. `openssl rand -hex 32`)"
+            )
         return self
 
     @property

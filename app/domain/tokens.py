@@ -198,6 +198,22 @@ def authenticate(db: Session | Connection, secret: str, now: datetime | None = N
     )
 
 
+def session_principal(
+    db: Session | Connection, token_id: int, now: datetime
+) -> tuple[Principal, str] | None:
+    """The principal of a dashboard session's token and the token's stored hash (the session is
+    bound to it); None when the token is gone, revoked or expired, which ends its sessions."""
+    row = repo.credentials_by_id(db, token_id)
+    if row is None or row.revoked_at is not None:
+        return None
+    if row.expires_at is not None and row.expires_at <= now:
+        return None
+    principal = Principal(
+        row.id, row.name, frozenset(row.scopes), tuple(row.asset_patterns), row.last_used_at
+    )
+    return principal, row.token_hash
+
+
 def use_is_due(principal: Principal, now: datetime) -> bool:
     """Whether the token's last-use time is stale enough to write again."""
     last = principal.last_used_at

@@ -93,6 +93,14 @@ def current_principal(
     if credentials is None or not credentials.credentials:
         metrics.auth_failures.labels("missing").inc()
         raise Unauthorized()
+    return authenticate_secret(request, db, credentials.credentials)
+
+
+def authenticate_secret(request: Request, db: Database, secret: str) -> Principal:
+    """The principal of a token secret, its last use recorded when due: the API's bearer token
+    and the dashboard's login form (`Unauthorized` for an unknown, revoked or expired token,
+    `TooManyRequests` once the client has failed too often)."""
+    metrics: Metrics = request.app.state.metrics
     limiter: AuthFailureLimiter = request.app.state.auth_limiter
     client = request.client.host if request.client else "unknown"
     wait = limiter.retry_after(client)
@@ -104,7 +112,7 @@ def current_principal(
     now = utcnow()
     try:
         with db.lookup() as conn:
-            principal = authenticate(conn, credentials.credentials, now)
+            principal = authenticate(conn, secret, now)
     except Unauthorized as e:
         limiter.fail(client)
         metrics.auth_failures.labels(e.reason).inc()

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
@@ -111,14 +111,37 @@ class ContainErrors:
             await error_response(500, "internal error")(scope, receive, send)
 
 
+class PageErrorRenderer(Protocol):
+    """Renders errors of HTML pages (the dashboard's) instead of the JSON body."""
+
+    def applies(self, request: Request) -> bool: ...
+
+    def render(
+        self, request: Request, status: int, message: str, headers: Mapping[str, str] | None
+    ) -> Response: ...
+
+
+def _answer(
+    request: Request,
+    status: int,
+    message: str,
+    details: Sequence[Mapping[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    pages: PageErrorRenderer | None = getattr(request.app.state, "page_errors", None)
+    if pages is not None and pages.applies(request):
+        return pages.render(request, status, message, headers)
+    return error_response(status, message, details, headers)
+
+
 def install_error_handlers(app: FastAPI, settings: Settings) -> None:
     """Register the handlers on ``app``."""
 
-    async def app_error(_: Request, exc: Exception) -> JSONResponse:
+    async def app_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AppError)
-        return error_response(exc.status, exc.message, exc.details, exc.headers)
+        return _answer(request, exc.status, exc.message, exc.details, exc.headers)
 
-    async def validation_error(_: Request, exc: Exception) -> JSONResponse:
+    async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
         details = [
             {"pointer": _pointer(e.get("loc", ())), "message": str(e.get("msg", ""))}
@@ -127,11 +150,11 @@ def install_error_handlers(app: FastAPI, settings: Settings) -> None:
         first = details[0] if details else {"pointer": "", "message": "invalid request"}
         where = {e.get("loc", ("body",))[0] for e in exc.errors()}
         status = 400 if where <= _PARAMETER_LOCATIONS else 422
-        return error_response(status, f"{first['pointer']}: {first['message']}", details)
+        return _answer(request, status, f"{first['pointer']}: {first['message']}", details)
 
-    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
+        return _answer(request, exc.status_code, str(exc.detail), headers=exc.headers)
 
     messages = {
         "unavailable": "the database is unavailable; retry later",
@@ -142,20 +165,23 @@ def install_error_handlers(app: FastAPI, settings: Settings) -> None:
         "no-schema": "the database has no gpuprov schema; run `gpuprov db upgrade`",
     }
 
-    async def database_unavailable(_: Request, exc: Exception) -> JSONResponse:
+    async def database_unavailable(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, SQLAlchemyError)
         problem = database_problem(exc)
         if problem is None:
             log.error("database error: %s", safe_description(exc))
-            return error_response(500, "internal database error")
+            return _answer(request, 500, "internal database error")
         log.warning("database %s: %s", problem, str(exc).splitlines()[0])
-        return error_response(
-            503, messages[problem], headers={"Retry-After": str(settings.retry_after_seconds)}
+        return _answer(
+            request,
+            503,
+            messages[problem],
+            headers={"Retry-After": str(settings.retry_after_seconds)},
         )
 
-    async def unexpected(_: Request, exc: Exception) -> JSONResponse:
+    async def unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error", exc_info=exc)
-        return error_response(500, "internal error")
+        return _answer(request, 500, "internal error")
 
     app.add_exception_handler(AppError, app_error)
     app.add_exception_handler(RequestValidationError, validation_error)

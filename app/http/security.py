@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-#: paths whose answers may be cached: the documentation pages' scripts and styles
-_CACHEABLE = ("/docs/static/",)
+#: paths whose answers may be cached: the documentation's and the dashboard's static files
+_CACHEABLE = ("/docs/static/", "/static/")
 #: the documentation pages: FastAPI's Swagger UI page starts the UI with an inline script
 _DOC_PAGES = ("/docs", "/redoc", "/docs/oauth2-redirect")
 
@@ -52,7 +52,8 @@ class SecurityHeaders:
             return
         path = str(scope.get("path", ""))
         no_store = not path.startswith(_CACHEABLE)
-        policy = DOCS_POLICY if path in _DOC_PAGES or not no_store else API_POLICY
+        docs = path in _DOC_PAGES or path.startswith("/docs/static/")
+        policy = DOCS_POLICY if docs else API_POLICY
         extra = list(_ALWAYS)
         extra.append((b"content-security-policy", policy))
         if scope.get("scheme") == "https":

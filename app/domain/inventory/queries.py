@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.domain.inventory import history
 from app.domain.inventory.serializers import asset_dict, library_dict, page, scan_dict
 from app.errors import BadRequest, NotFound
 from app.storage.repositories import assets as asset_repo
@@ -17,7 +18,7 @@ from app.storage.repositories import containers as containers_repo
 from app.storage.repositories import inventory as repo
 from app.storage.repositories import scans as scan_repo
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch
-from app.storage.tables import Artifact, Asset, Scan
+from app.storage.tables import Asset, Scan
 
 HISTORY_LIMIT = 50
 
@@ -153,14 +154,6 @@ def where_used(
     return page(items, total, limit, offset)
 
 
-def _change_key(artifact: Artifact) -> tuple[str, str]:
-    return (artifact.kind, artifact.path or f"{artifact.family}:{artifact.name}")
-
-
-def _state(artifact: Artifact) -> dict[str, Any]:
-    return {"version": artifact.version, "sha256": artifact.sha256, "family": artifact.family}
-
-
 def drift(
     session: Session, family: str | None, query: AssetQuery, limit: int, offset: int
 ) -> dict[str, Any]:
@@ -192,33 +185,15 @@ def drift(
     last_two = repo.last_two_scans(session, asset_ids)
     pairs = {a: ids for a, ids in last_two.items() if len(ids) == 2}
     artifacts = repo.scan_artifacts(session, [i for ids in pairs.values() for i in ids])
-    by_scan: dict[int, dict[tuple[str, str], Artifact]] = {}
-    for artifact in artifacts:
-        by_scan.setdefault(artifact.scan_id, {})[_change_key(artifact)] = artifact
+    by_scan = history.by_key(artifacts)
     changes = []
     for asset_id in asset_ids:
         if asset_id not in pairs:
             continue
         new_id, old_id = pairs[asset_id]
-        new, old = by_scan.get(new_id, {}), by_scan.get(old_id, {})
-        added = [{"path": k[1], **_state(new[k])} for k in sorted(new.keys() - old.keys())]
-        removed = [{"path": k[1], **_state(old[k])} for k in sorted(old.keys() - new.keys())]
-        changed = [
-            {"path": k[1], "from": _state(old[k]), "to": _state(new[k])}
-            for k in sorted(new.keys() & old.keys())
-            if (new[k].sha256, new[k].version) != (old[k].sha256, old[k].version)
-        ]
-        if added or removed or changed:
-            changes.append(
-                {
-                    "asset_id": asset_id,
-                    "from_scan": old_id,
-                    "to_scan": new_id,
-                    "added": added,
-                    "removed": removed,
-                    "changed": changed,
-                }
-            )
+        diff = history.compare(by_scan.get(old_id, {}), by_scan.get(new_id, {}))
+        if diff["added"] or diff["removed"] or diff["changed"]:
+            changes.append({"asset_id": asset_id, "from_scan": old_id, "to_scan": new_id, **diff})
     return {
         "digest_conflicts": list(conflicts.values()),
         "asset_changes": {"items": changes, "limit": limit, "offset": offset},

@@ -39,6 +39,29 @@ def credentials(
     return row
 
 
+_CREDENTIALS_BY_ID = select(
+    ApiToken.id,
+    ApiToken.name,
+    ApiToken.scopes,
+    ApiToken.asset_patterns,
+    ApiToken.last_used_at,
+    ApiToken.revoked_at,
+    ApiToken.expires_at,
+    ApiToken.token_hash,
+).where(ApiToken.id == bindparam("token_id"))
+
+
+def credentials_by_id(
+    db: Session | Connection, token_id: int
+) -> Row[int, str, Any, Any, Any, Any, Any, str] | None:
+    """The columns of `credentials` and the token's hash, by id: a dashboard session names its
+    token by id and is bound to its hash."""
+    row: Row[int, str, Any, Any, Any, Any, Any, str] | None = db.execute(
+        _CREDENTIALS_BY_ID, {"token_id": token_id}
+    ).first()
+    return row
+
+
 def by_id(session: Session, token_id: int) -> ApiToken | None:
     """The token with this id."""
     return session.get(ApiToken, token_id)

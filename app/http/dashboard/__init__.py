@@ -1,0 +1,87 @@
+"""The security dashboard: server-rendered pages (Jinja2, autoescaped) on the service's domain
+functions, behind a session cookie started with a service token at ``/login``.
+
+`install_dashboard(app, settings)` adds the pages, their stylesheet under ``/static/`` and the
+error pages: an error raised by a page (400 for a bad filter, 403 for a missing scope or CSRF
+token, 404, 503) is answered as HTML, the API keeps its JSON errors. Security model and pages:
+docs/dashboard.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+
+from app.http.dashboard import assets, auth, overview
+from app.http.dashboard.auth import LoginRequired
+from app.http.dashboard.paging import query_string
+from app.http.dashboard.sessions import Signer
+from app.http.dashboard.templating import render
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STATIC_URL = "/static"
+_STATIC_DIR = Path(__file__).parent / "static"
+TAG = "dashboard"
+
+#: the dashboard's pages; the modules of later pages include their routers here
+router = APIRouter(tags=[TAG], include_in_schema=False, default_response_class=HTMLResponse)
+router.include_router(auth.router)
+router.include_router(overview.router)
+router.include_router(assets.router)
+
+
+class PageErrors:
+    """Renders the errors of dashboard routes (endpoints defined in this package) as pages."""
+
+    def applies(self, request: Request) -> bool:
+        """Whether the request was routed to a dashboard page."""
+        endpoint = getattr(request.scope.get("route"), "endpoint", None)
+        return str(getattr(endpoint, "__module__", "")).startswith(__name__ + ".")
+
+    def render(
+        self, request: Request, status: int, message: str, headers: Mapping[str, str] | None
+    ) -> Response:
+        """The error page (the message is text, escaped like every value)."""
+        extra = {k: v for k, v in (headers or {}).items() if k.lower() != "www-authenticate"}
+        return render(
+            request,
+            "error.html",
+            {"status": status, "message": message},
+            status=status,
+            headers=extra,
+        )
+
+
+def _signing_key(settings: Settings) -> str:
+    if settings.secret_key:
+        return settings.secret_key
+    log.warning(
+        "GPUPROV_SECRET_KEY is not set: dashboard sessions are signed with a random key of this "
+        "process and end when it restarts"
+    )
+    return secrets.token_hex(32)
+
+
+def install_dashboard(app: FastAPI, settings: Settings) -> None:
+    """Serve the dashboard's pages, stylesheet and error pages on ``app``."""
+    app.state.dashboard_signer = Signer(_signing_key(settings))
+    app.state.page_errors = PageErrors()
+
+    async def login_required(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, LoginRequired)
+        target = "/login"
+        if exc.next_url != "/":
+            target += "?" + query_string({"next": exc.next_url})
+        return RedirectResponse(target, status_code=303)
+
+    app.add_exception_handler(LoginRequired, login_required)
+    app.mount(STATIC_URL, StaticFiles(directory=_STATIC_DIR), name="dashboard-static")
+    app.include_router(router)

@@ -1,0 +1,260 @@
+"""Who is looking at a page: the session dependency (redirect to the login form without one),
+scope checks (``inventory:read`` for pages, ``admin`` for admin actions), the CSRF check of
+every posted form, and the ``/login`` and ``/logout`` pages.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from dataclasses import dataclass
+from typing import Annotated
+from urllib.parse import parse_qsl, urlsplit
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import RedirectResponse
+from starlette.concurrency import run_in_threadpool
+
+from app.clock import utcnow
+from app.domain.tokens import (
+    Principal,
+    Scope,
+    hash_secret,
+    session_principal,
+)
+from app.errors import AppError, BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
+from app.http.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE, Signer, same_token
+from app.http.dashboard.templating import render
+from app.http.deps import DatabaseDep, authenticate_secret
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: largest form body a dashboard page accepts (the biggest, a policy document, fits)
+MAX_FORM_BYTES = 1024 * 1024
+#: seconds a login form stays valid
+LOGIN_FORM_SECONDS = 3600
+_FORM_TYPE = "application/x-www-form-urlencoded"
+
+
+class LoginRequired(Exception):
+    """No valid session: the page answers with a redirect to the login form."""
+
+    def __init__(self, next_url: str) -> None:
+        super().__init__(next_url)
+        self.next_url = next_url
+
+
+@dataclass(frozen=True, slots=True)
+class PageState:
+    """The logged-in user of a page request and its session's CSRF token."""
+
+    user: Principal
+    csrf: str
+
+    @property
+    def is_admin(self) -> bool:
+        return Scope.ADMIN.value in self.user.scopes
+
+
+def signer_of(request: Request) -> Signer:
+    """The app's cookie signer (made once from ``GPUPROV_SECRET_KEY``)."""
+    signer: Signer = request.app.state.dashboard_signer
+    return signer
+
+
+def _now() -> int:
+    return int(utcnow().timestamp())
+
+
+def safe_next(value: str | None) -> str:
+    """A ``next`` target that stays on this site: a local absolute path (400 otherwise)."""
+    if not value:
+        return "/"
+    parts = urlsplit(value)
+    local = (
+        value.startswith("/")
+        and not value.startswith("//")
+        and "\\" not in value
+        and not parts.scheme
+        and not parts.netloc
+        and value.isprintable()
+        and len(value) <= 2048
+    )
+    if not local:
+        raise BadRequest("next must be a local path such as /assets")
+    return "/" if parts.path in ("/login", "/logout") else value
+
+
+def _here(request: Request) -> str:
+    if request.method != "GET":
+        return "/"
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
+def page_state(request: Request, db: DatabaseDep) -> PageState:
+    """The page's logged-in user, from the session cookie (a redirect to /login without a
+    valid one: missing, forged, expired, or its token revoked)."""
+    signer = signer_of(request)
+    now = utcnow()
+    data = signer.session(request.cookies.get(SESSION_COOKIE), int(now.timestamp()))
+    if data is None:
+        raise LoginRequired(_here(request))
+    with db.lookup() as conn:
+        found = session_principal(conn, data.token_id, now)
+    if found is None or not hmac.compare_digest(signer.binding(found[1]), data.binding):
+        raise LoginRequired(_here(request))
+    state = PageState(found[0], data.csrf)
+    request.state.page = state
+    return state
+
+
+def _require(scope: Scope, state: PageState) -> PageState:
+    if not state.user.has(scope):
+        raise Forbidden(f"this page needs a token with the {scope.value} scope")
+    return state
+
+
+async def reader(state: Annotated[PageState, Depends(page_state)]) -> PageState:
+    """A logged-in user who may read the inventory."""
+    return _require(Scope.INVENTORY_READ, state)
+
+
+async def admin(state: Annotated[PageState, Depends(page_state)]) -> PageState:
+    """A logged-in user holding the admin scope."""
+    return _require(Scope.ADMIN, state)
+
+
+Reader = Annotated[PageState, Depends(reader)]
+AdminUser = Annotated[PageState, Depends(admin)]
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """An url-encoded form body as a dict (the last value of a repeated field wins)."""
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != _FORM_TYPE:
+        raise UnsupportedMediaType(f"forms are posted as {_FORM_TYPE}")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise AppError(f"the form is larger than {MAX_FORM_BYTES} bytes", 413)
+    try:
+        pairs = parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=200)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise BadRequest("the form is not valid url-encoded UTF-8") from e
+    if any("\x00" in k or "\x00" in v for k, v in pairs):
+        raise BadRequest("the form holds a NUL character")
+    return dict(pairs)
+
+
+CSRF_REFUSED = (
+    "The form was refused: its CSRF token is missing or does not match this session. "
+    "Reload the page and submit it again."
+)
+
+
+async def checked_form(request: Request, state: PageState) -> dict[str, str]:
+    """A posted form whose ``csrf_token`` field matches the session's (403 otherwise)."""
+    form = await read_form(request)
+    if not same_token(state.csrf, form.get("csrf_token")):
+        raise Forbidden(CSRF_REFUSED)
+    return form
+
+
+router = APIRouter()
+
+
+def _cookie_secure(request: Request) -> bool:
+    settings: Settings = request.app.state.settings
+    return settings.cookie_secure or request.url.scheme == "https"
+
+
+def _login_page(
+    request: Request, next_url: str, *, error: str | None = None, status: int = 200
+) -> Response:
+    token, cookie = signer_of(request).new_login(_now())
+    response = render(
+        request,
+        "login.html",
+        {"login_csrf": token, "next": next_url, "error": error},
+        status=status,
+    )
+    response.set_cookie(
+        LOGIN_COOKIE,
+        cookie,
+        max_age=LOGIN_FORM_SECONDS,
+        path="/login",
+        httponly=True,
+        samesite="strict",
+        secure=_cookie_secure(request),
+    )
+    return response
+
+
+@router.get("/login")
+def login_form(
+    request: Request,
+    next: Annotated[
+        str | None, Query(max_length=2048, description="local path to open after login")
+    ] = None,
+) -> Response:
+    """The login form: a service token in the field ``token``."""
+    return _login_page(request, safe_next(next))
+
+
+@router.post("/login")
+async def login(request: Request, db: DatabaseDep) -> Response:
+    """Check the token and start a session (303 to ``next``)."""
+    form = await read_form(request)
+    next_url = safe_next(form.get("next"))
+    signer = signer_of(request)
+    expected = signer.login_token(request.cookies.get(LOGIN_COOKIE), _now(), LOGIN_FORM_SECONDS)
+    if expected is None or not same_token(expected, form.get("csrf_token")):
+        raise Forbidden(CSRF_REFUSED)
+    secret = form.get("token", "").strip()
+    if not secret:
+        return _login_page(request, next_url, error="enter a service token", status=400)
+    try:
+        principal = await run_in_threadpool(authenticate_secret, request, db, secret)
+    except Unauthorized:
+        log.info("dashboard login refused: unknown or revoked token")
+        return _login_page(request, next_url, error="unknown or revoked token", status=401)
+    if not principal.has(Scope.INVENTORY_READ):
+        return _login_page(
+            request,
+            next_url,
+            error="this token has neither the inventory:read nor the admin scope",
+            status=403,
+        )
+    settings: Settings = request.app.state.settings
+    lifetime = settings.session_lifetime_seconds
+    cookie = signer.new_session(principal.token_id, hash_secret(secret), _now(), lifetime)
+    log.info("dashboard login: token %s (%s)", principal.token_id, principal.name)
+    response = RedirectResponse(next_url, status_code=303)
+    response.set_cookie(
+        SESSION_COOKIE,
+        cookie,
+        max_age=lifetime,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=_cookie_secure(request),
+    )
+    secure = _cookie_secure(request)
+    response.delete_cookie(
+        LOGIN_COOKIE, path="/login", httponly=True, samesite="strict", secure=secure
+    )
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request, state: Annotated[PageState, Depends(page_state)]) -> Response:
+    """End the session (the form carries the CSRF token) and go back to the login form."""
+    await checked_form(request, state)
+    response = RedirectResponse("/login", status_code=303)
+    response.delete_cookie(
+        SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=_cookie_secure(request)
+    )
+    return response

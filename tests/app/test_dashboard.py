@@ -1,0 +1,452 @@
+"""The dashboard's foundation, overview and asset pages on both backends: login and sessions
+(cookie flags, expiry, revocation, logout), CSRF, scopes, ``next`` validation, security headers
+on every answer, escaping of report values, the asset filters (applied or a 400 page) and
+pagination."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse
+from fastapi.testclient import TestClient
+
+from app.clock import utcnow
+from app.http.dashboard import auth as dashboard_auth
+from app.http.dashboard.auth import AdminUser, checked_form
+from app.http.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE
+from app.main import create_app
+from tests.app import boms
+from tests.app.conftest import Service, auth
+from tests.app.pages import csrf_of, login, session_csrf, with_trust
+
+TRAIN = "registry.example.com/ml/train:1.0"
+LEGACY = "registry.example.com/ml/legacy:0.9"
+NODE = "gpu-node-1"
+XSS_NAME = "<img src=x onerror=alert(1)>"
+XSS_PATH = '/opt/"><script>alert(1)</script>/libcudnn.so.9'
+PROMOTION = (
+    "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: prod\nrules:\n  integrity: {}\n"
+)
+
+
+@pytest.fixture
+def client(service: Service) -> Iterator[TestClient]:
+    """The backend's test client without cookies from an earlier test."""
+    service.client.cookies.clear()
+    yield service.client
+    service.client.cookies.clear()
+
+
+def _cookie_header(answer: Any, name: str) -> str:
+    found = [h for h in answer.headers.get_list("set-cookie") if h.startswith(name + "=")]
+    assert len(found) == 1, answer.headers.get_list("set-cookie")
+    return found[0]
+
+
+def _reader(service: Service, client: TestClient) -> str:
+    token = service.token("inventory:read", name="reader")
+    assert login(client, token).status_code == 303
+    return token
+
+
+# ------------------------------------------------------------------------------ login, sessions
+
+
+def test_pages_redirect_to_login_keeping_the_target(client: TestClient) -> None:
+    answer = client.get("/assets?kind=image&page=2", follow_redirects=False)
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/login?next=%2Fassets%3Fkind%3Dimage%26page%3D2"
+    assert client.get("/", follow_redirects=False).headers["location"] == "/login"
+    form = client.get(answer.headers["location"])
+    assert form.status_code == 200 and 'name="token"' in form.text
+    assert 'value="/assets?kind=image&amp;page=2"' in form.text
+
+
+def test_login_sets_a_strict_httponly_session_cookie(service: Service, client: TestClient) -> None:
+    token = service.token("inventory:read", name="reader")
+    answer = login(client, token, "/assets?kind=host")
+    assert answer.status_code == 303 and answer.headers["location"] == "/assets?kind=host"
+    cookie = _cookie_header(answer, SESSION_COOKIE)
+    flags = {part.strip().lower() for part in cookie.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/"} <= flags
+    assert f"max-age={service.settings.session_lifetime_seconds}" in flags
+    assert "secure" not in flags  # plain HTTP: a Secure cookie would never come back
+    assert token not in cookie  # the secret never travels in the cookie
+    assert client.get("/assets").status_code == 200
+
+
+def test_cookie_is_secure_over_https(service: Service, client: TestClient) -> None:
+    token = service.token("inventory:read")
+    form = client.get("https://testserver/login")
+    login_cookie = _cookie_header(form, LOGIN_COOKIE).lower()
+    assert "secure" in login_cookie and "samesite=strict" in login_cookie
+    answer = client.post(
+        "https://testserver/login",
+        data={"token": token, "csrf_token": csrf_of(form.text), "next": "/"},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 303
+    assert "secure" in _cookie_header(answer, SESSION_COOKIE).lower().split("; ")
+
+
+@pytest.mark.parametrize(
+    ("scopes", "status", "message"),
+    [
+        (None, 401, "unknown or revoked token"),
+        (("report:write",), 403, "neither the inventory:read nor the admin scope"),
+        (("gate",), 403, "neither the inventory:read nor the admin scope"),
+    ],
+)
+def test_login_refusals_show_the_form_again(
+    service: Service, client: TestClient, scopes: tuple[str, ...] | None, status: int, message: str
+) -> None:
+    token = service.token(*scopes) if scopes else "gpv_not-a-real-token"
+    answer = login(client, token)
+    assert answer.status_code == status and message in answer.text
+    assert 'name="token"' in answer.text
+    assert SESSION_COOKIE not in answer.headers.get("set-cookie", "")
+    assert client.get("/", follow_redirects=False).status_code == 303
+
+
+def test_revoked_token_cannot_log_in_and_its_sessions_end(
+    service: Service, client: TestClient
+) -> None:
+    admin = auth(service.token("admin"))
+    token = _reader(service, client)
+    assert client.get("/").status_code == 200
+    tokens = service.client.get("/api/v1/tokens", headers=admin).json()["items"]
+    reader_id = next(t["id"] for t in tokens if t["name"] == "reader")
+    assert service.client.delete(f"/api/v1/tokens/{reader_id}", headers=admin).status_code in (
+        200,
+        204,
+    )
+    assert client.get("/", follow_redirects=False).status_code == 303
+    assert login(client, token).status_code == 401
+
+
+def test_login_form_csrf_is_required(service: Service, client: TestClient) -> None:
+    token = service.token("inventory:read")
+    client.get("/login")
+    missing = client.post("/login", data={"token": token}, follow_redirects=False)
+    assert missing.status_code == 403 and "CSRF" in missing.text
+    wrong = client.post(
+        "/login", data={"token": token, "csrf_token": "x" * 43}, follow_redirects=False
+    )
+    assert wrong.status_code == 403
+    # a token copied from a form but without its cookie (another browser's form) is refused
+    form = client.get("/login")
+    client.cookies.clear()
+    stolen = client.post(
+        "/login", data={"token": token, "csrf_token": csrf_of(form.text)}, follow_redirects=False
+    )
+    assert stolen.status_code == 403
+    assert SESSION_COOKIE not in client.cookies
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "https://evil.example/",
+        "//evil.example/x",
+        "/\\evil.example",
+        "javascript:alert(1)",
+        "assets",
+        "/assets\nSet-Cookie: x=1",
+    ],
+)
+def test_next_must_be_a_local_path(service: Service, client: TestClient, target: str) -> None:
+    assert client.get("/login", params={"next": target}).status_code == 400
+    token = service.token("inventory:read")
+    answer = login(client, token, target)
+    assert answer.status_code == 400 and "local path" in answer.text
+    assert SESSION_COOKIE not in client.cookies
+
+
+def test_session_expires(
+    service: Service, client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _reader(service, client)
+    assert client.get("/").status_code == 200
+    later = utcnow() + timedelta(seconds=service.settings.session_lifetime_seconds + 1)
+    monkeypatch.setattr(dashboard_auth, "utcnow", lambda: later)
+    answer = client.get("/assets", follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"].startswith("/login")
+
+
+def test_a_forged_or_altered_cookie_is_refused(service: Service, client: TestClient) -> None:
+    _reader(service, client)
+    value = client.cookies[SESSION_COOKIE]
+    data, mac = value.split(".")
+    for forged in (data + "." + mac[:-2] + "AA", data[:-4] + "." + mac, "garbage", "a.b.c"):
+        client.cookies.set(SESSION_COOKIE, forged)
+        assert client.get("/", follow_redirects=False).status_code == 303, forged
+
+
+def test_logout_needs_the_csrf_token_and_ends_the_session(
+    service: Service, client: TestClient
+) -> None:
+    _reader(service, client)
+    csrf = session_csrf(client)
+    refused = client.post("/logout", data={"csrf_token": "wrong"}, follow_redirects=False)
+    assert refused.status_code == 403 and "CSRF" in refused.text
+    assert client.post("/logout", data={}, follow_redirects=False).status_code in (403, 415)
+    assert client.get("/").status_code == 200  # still logged in
+    answer = client.post("/logout", data={"csrf_token": csrf}, follow_redirects=False)
+    assert answer.status_code == 303 and answer.headers["location"] == "/login"
+    assert "max-age=0" in _cookie_header(answer, SESSION_COOKIE).lower()
+    assert client.get("/", follow_redirects=False).status_code == 303
+
+
+def test_scopes_reader_and_admin(service: Service) -> None:
+    """A page behind the admin dependency: a reader gets 403, an admin the page."""
+    app = create_app(service.settings)
+    extra = APIRouter()
+
+    @extra.post("/admin-probe")
+    async def probe(request: Request, user: AdminUser) -> PlainTextResponse:
+        await checked_form(request, user)
+        return PlainTextResponse("done")
+
+    app.include_router(extra)
+    with TestClient(app) as own:
+        reader = service.token("inventory:read", name="reader")
+        assert login(own, reader).status_code == 303
+        csrf = session_csrf(own)
+        refused = own.post("/admin-probe", data={"csrf_token": csrf})
+        assert refused.status_code == 403
+        own.cookies.clear()
+        admin = service.token("admin", name="boss")
+        assert login(own, admin).status_code == 303
+        csrf = session_csrf(own)
+        assert own.post("/admin-probe", data={"csrf_token": "no"}).status_code == 403
+        assert own.post("/admin-probe", data={"csrf_token": csrf}).text == "done"
+
+
+# ---------------------------------------------------------------------------------- headers
+
+
+def test_security_headers_on_every_answer(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    asset_id = post_report(boms.encode(boms.gpuprov_bom())).json()["asset_id"]
+    anonymous = [client.get("/login"), client.get("/static/dashboard.css")]
+    _reader(service, client)
+    pages = [
+        client.get(path)
+        for path in (
+            "/",
+            "/assets",
+            f"/assets/{asset_id}",
+            "/assets?kind=vm",
+            "/assets/999999",
+            f"/assets/{asset_id}/sbom",
+            "/api/v1/assets",
+            "/healthz",
+        )
+    ]
+    for answer in [*anonymous, *pages]:
+        csp = answer.headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp, answer.url
+        assert "unsafe-inline" not in csp and "script-src 'self'" in csp
+        assert answer.headers["x-content-type-options"] == "nosniff"
+        assert answer.headers["referrer-policy"] == "no-referrer"
+        assert answer.headers["x-frame-options"] == "DENY"
+    for answer in pages[:3]:
+        assert answer.headers["cache-control"] == "no-store"
+        assert "<script" not in answer.text and " style=" not in answer.text
+    assert anonymous[1].headers["content-type"].startswith("text/css")
+
+
+def test_error_pages_are_html_for_pages_and_json_for_the_api(
+    service: Service, client: TestClient
+) -> None:
+    _reader(service, client)
+    page = client.get("/assets/12345")
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert "no asset with id 12345" in page.text
+    unknown = client.get("/assets?familly=cudnn")
+    assert unknown.status_code == 400 and "unknown query parameter familly" in unknown.text
+    api = client.get("/api/v1/assets/12345")
+    assert api.status_code == 401 and api.json()["error"]["status"] == 401
+
+
+# ------------------------------------------------------------------------------ escaping
+
+
+def test_report_values_render_as_text(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    lib = boms.Lib(path=XSS_PATH, family="cudnn", component="cudnn", version="9.1.0.70")
+    bom = boms.gpuprov_bom(
+        kind="host",
+        name=XSS_NAME,
+        owners=[],
+        extra_libs=[lib],
+        labels={"team": '"><script>alert(2)</script>'},
+    )
+    answer = post_report(boms.encode(bom))
+    assert answer.status_code == 201, answer.text
+    asset_id = answer.json()["asset_id"]
+    _reader(service, client)
+    for path in ("/assets", f"/assets/{asset_id}"):
+        html = client.get(path).text
+        assert "<script" not in html and "<img src=x" not in html, path
+        assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    detail = client.get(f"/assets/{asset_id}").text
+    assert "&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in detail
+    # the label reaches a link's query string url-encoded, never raw
+    listing = client.get("/assets").text
+    assert "label=team%3D%22%3E%3Cscript%3Ealert%282%29%3C%2Fscript%3E" in listing
+
+
+# ------------------------------------------------------------------------ assets, filters
+
+
+def _fleet(post_report: Callable[..., Any]) -> dict[str, int]:
+    """A small fleet: a signed SLSA 3 image with cuDNN 9.1, an unsigned image with cuDNN 8.9
+    and a modified file, a host in env=prod with cuDNN 9.1."""
+    signed = with_trust(
+        boms.gpuprov_bom(name=TRAIN, labels={"env": "staging"}),
+        "https://github.com/acme/ml/.github/workflows/build.yml@refs/heads/main",
+        3,
+        "https://github.com/actions/runner",
+    )
+    old = boms.cudnn_wheel("8.9.7.29")
+    old.libs[0] = boms.Lib(**{**old.libs[0].__dict__, "integrity": "modified"})
+    unsigned = boms.gpuprov_bom(name=LEGACY, owners=[old], labels={"env": "staging"})
+    host = boms.gpuprov_bom(kind="host", name=NODE, labels={"env": "prod"})
+    ids = {}
+    for key, bom in (("signed", signed), ("unsigned", unsigned), ("host", host)):
+        answer = post_report(boms.encode(bom))
+        assert answer.status_code == 201, answer.text
+        ids[key] = answer.json()["asset_id"]
+    return ids
+
+
+def _names(html: str) -> set[str]:
+    return set(re.findall(r'<a href="/assets/\d+">([^<]+)</a>', html))
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("", {TRAIN, LEGACY, NODE}),
+        ("kind=host", {NODE}),
+        ("kind=image&label=env%3Dstaging", {TRAIN, LEGACY}),
+        ("label=env%3Dprod", {NODE}),
+        ("family=cudnn&version=8.9.*", {LEGACY}),
+        ("family=cudnn&version=%3E%3D9.0", {TRAIN, NODE}),
+        ("verdict=modified", {LEGACY}),
+        ("signed=true", {TRAIN}),
+        ("signed=false&kind=image", {LEGACY}),
+        ("slsa=3", {TRAIN}),
+        ("name=registry.example.com%2F*", {TRAIN, LEGACY}),
+        # a blank form field means "any"
+        ("kind=&family=&version=&verdict=&signed=&slsa=&label=&name=", {TRAIN, LEGACY, NODE}),
+    ],
+)
+def test_asset_filters(
+    service: Service,
+    client: TestClient,
+    post_report: Callable[..., Any],
+    query: str,
+    expected: set[str],
+) -> None:
+    _fleet(post_report)
+    _reader(service, client)
+    answer = client.get(f"/assets?{query}")
+    assert answer.status_code == 200, answer.text
+    assert _names(answer.text) == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("kind=vm", "kind must be one of image, host"),
+        ("verdict=great", "verdict must be one of"),
+        ("signed=maybe", "signed must be true or false"),
+        ("slsa=4", "slsa must be one of 0, 1, 2, 3"),
+        ("version=%3E%3D", "version:"),
+        ("label=env", "must be KEY=VALUE"),
+        ("page=0", "page"),
+        ("per_page=100000", "per_page"),
+        ("kind=image&kind=host", "may be given once"),
+        ("colour=red", "unknown query parameter colour"),
+    ],
+)
+def test_invalid_filters_are_a_400_page(
+    service: Service, client: TestClient, query: str, message: str
+) -> None:
+    _reader(service, client)
+    answer = client.get(f"/assets?{query}")
+    assert answer.status_code == 400, answer.text
+    assert answer.headers["content-type"].startswith("text/html")
+    assert message in answer.text
+
+
+def test_asset_pagination_keeps_the_filters(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    for n in range(5):
+        bom = boms.gpuprov_bom(kind="host", name=f"node-{n}", labels={"env": "prod"})
+        assert post_report(boms.encode(bom)).status_code == 201
+    post_report(boms.encode(boms.gpuprov_bom(kind="host", name="other")))
+    _reader(service, client)
+    first = client.get("/assets?label=env%3Dprod&per_page=2")
+    assert _names(first.text) == {"node-0", "node-1"} and "1–2 of 5" in first.text
+    next_link = re.search(r'<a href="([^"]+)" rel="next">', first.text)
+    assert next_link is not None
+    url = next_link.group(1).replace("&amp;", "&")
+    assert url == "/assets?label=env%3Dprod&per_page=2&page=2"
+    second = client.get(url)
+    assert _names(second.text) == {"node-2", "node-3"} and 'rel="prev"' in second.text
+    last = client.get("/assets?label=env%3Dprod&per_page=2&page=3")
+    assert _names(last.text) == {"node-4"} and 'rel="next"' not in last.text
+    beyond = client.get("/assets?label=env%3Dprod&per_page=2&page=9")
+    assert beyond.status_code == 200 and "No asset matches" in beyond.text
+
+
+def test_asset_detail(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    admin = auth(service.token("admin"), **{"Content-Type": "application/yaml"})
+    put = service.client.put("/api/v1/policies/prod", content=PROMOTION.encode(), headers=admin)
+    assert put.status_code == 201, put.text
+    ids = _fleet(post_report)
+    # a second scan of the legacy image: cuDNN moved on, one file's digest changed
+    newer = boms.cudnn_wheel("8.9.7.29")
+    newer.libs[0] = boms.Lib(**{**newer.libs[0].__dict__, "integrity": "modified"})
+    newer.libs[1] = boms.Lib(**{**newer.libs[1].__dict__, "sha256": boms.digest_of("patched")})
+    rescan = boms.gpuprov_bom(
+        name=LEGACY,
+        owners=[newer],
+        timestamp="2026-11-30T13:00:00Z",
+        labels={"env": "staging"},
+    )
+    assert post_report(boms.encode(rescan)).status_code == 201
+    _reader(service, client)
+
+    signed = client.get(f"/assets/{ids['signed']}").text
+    assert "build.yml@refs/heads/main" in signed and "https://github.com/actions/runner" in signed
+    assert "libcudnn_graph.so.9" in signed and "9.1.0.70" in signed
+    assert "Policy prod v1" in signed and "CIS Critical Security Controls v8" in signed
+
+    legacy = client.get(f"/assets/{ids['unsigned']}").text
+    assert "libcudnn_ops.so.8" in legacy
+    assert "Changes since the scan before" in legacy
+    assert "libcudnn_graph.so.8" in legacy and "digest" in legacy  # the changed file
+    assert "deny" in legacy  # the modified file fails the integrity rule
+
+    original = client.get(f"/assets/{ids['host']}/sbom")
+    assert original.status_code == 200 and "attachment" in original.headers["content-disposition"]
+    assert json.loads(original.content)["metadata"]["component"]["name"] == NODE
+    normalized = client.get(f"/assets/{ids['host']}/sbom?format=normalized")
+    assert normalized.status_code == 200 and json.loads(normalized.content)["specVersion"] == "1.6"
+    assert client.get(f"/assets/{ids['host']}/sbom?format=xml").status_code == 400
+    assert client.get("/assets/999999/sbom").status_code == 404
