@@ -74,7 +74,14 @@ _APPLIES_ONLY: dict[str, tuple[str, ...]] = {
     "to registry: targets": ("username", "password_stdin", "ca_file", "insecure"),
     "to image targets": ("attestation", "max_ratio", "max_layer_size", "max_size"),
     "with --push": ("server", "token_file", "label"),
-    "to host directory targets": ("runtime", "proc"),
+    "to host directory targets": (
+        "runtime",
+        "proc",
+        "nvidia_smi_xml",
+        "container_cli_list",
+        "cdi_spec",
+        "no_node",
+    ),
 }
 
 
@@ -243,6 +250,35 @@ def scan(
         bool,
         typer.Option("--insecure", help="UNSAFE: skip registry TLS checks, allow plain HTTP."),
     ] = False,
+    nvidia_smi_xml: Annotated[
+        Path | None,
+        typer.Option(
+            "--nvidia-smi-xml",
+            help="Host scans: saved `nvidia-smi -q -x` output of the node (else the live "
+            "root's nvidia-smi is run when it exists).",
+        ),
+    ] = None,
+    container_cli_list: Annotated[
+        Path | None,
+        typer.Option(
+            "--container-cli-list",
+            help="Host scans: saved `nvidia-container-cli list` output (legacy injection).",
+        ),
+    ] = None,
+    cdi_spec: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--cdi-spec",
+            help="Host scans: a CDI spec outside ROOT/etc/cdi and ROOT/var/run/cdi (repeatable).",
+        ),
+    ] = None,
+    no_node: Annotated[
+        bool,
+        typer.Option(
+            "--no-node-facts",
+            help="Host scans: skip the driver, GPUs, CDI injection and L4T release.",
+        ),
+    ] = False,
     quiet: Annotated[
         bool,
         typer.Option("--quiet", "-q", help="No progress display and no skipped-item messages."),
@@ -283,6 +319,7 @@ def scan(
 ) -> None:
     """Scan a host root or a container image for GPU libraries and report them."""
     from scanner.imageref import is_registry_target
+    from scanner.node.inputs import NodeInputs
     from scanner.pipeline import ScanOptions
     from scanner.verify.inputs import TrustInputs
 
@@ -333,6 +370,12 @@ def scan(
         proc=str(proc) if proc is not None else None,
         registry=(
             _registry_options(username, password_stdin, ca_file, insecure) if is_registry else None
+        ),
+        node=NodeInputs(
+            enabled=not no_node,
+            nvidia_smi_xml=str(nvidia_smi_xml) if nvidia_smi_xml else None,
+            container_cli_list=str(container_cli_list) if container_cli_list else None,
+            extra_cdi=tuple(str(p) for p in cdi_spec or ()),
         ),
     )
     chosen = fmt or (Format.TABLE if sys.stdout.isatty() and output is None else Format.CYCLONEDX)

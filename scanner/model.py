@@ -374,6 +374,82 @@ class ContainerLink:
     image_config: OciDigest | None
 
 
+@dataclass(frozen=True, slots=True)
+class GpuDevice:
+    """One GPU of a node, as the driver lists it (CycloneDX ``device`` component)."""
+
+    bus_id: str  # PCI location, "0000:17:00.0" (nvidia-smi's "00000000:17:00.0" shortened)
+    model: str | None
+    uuid: str | None = None
+    minor: int | None = None  # /dev/nvidiaN
+    vbios: str | None = None
+    architecture: str | None = None  # nvidia-smi's product_architecture ("Hopper")
+    compute_capability: str | None = None  # "9.0", from the model name (scanner/node/data)
+    source: str = ""  # the file (or "nvidia-smi") it was read from
+
+
+@dataclass(frozen=True, slots=True)
+class DriverFacts:
+    """The node's NVIDIA driver: the loaded kernel module and its user-space libraries."""
+
+    version: str | None  # the loaded kernel module's version ("535.129.03")
+    source: str | None = None  # where ``version`` was read
+    flavor: str | None = None  # "open" | "proprietary" kernel module, when it says
+    build: str | None = None  # the NVRM line's build stamp
+    #: versions of the user-space libraries on the node (libcuda, NVML), from their ELF
+    libcuda: tuple[str, ...] = ()
+    nvml: tuple[str, ...] = ()
+    #: the newest CUDA the driver runs ("12.2"), from nvidia-smi or the sourced table
+    cuda_max: str | None = None
+    cuda_max_source: str | None = None
+    cuda_max_at_least: bool = False  # the driver is newer than the table's newest row
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedFile:
+    """A host file the NVIDIA Container Toolkit puts into containers (CDI or legacy list)."""
+
+    host_path: str  # absolute, inside the scanned root
+    container_paths: tuple[str, ...]  # where containers see it (empty: the legacy list's lib dir)
+    sources: tuple[str, ...]  # "cdi:/etc/cdi/nvidia.yaml", "nvidia-container-cli list"
+    #: CDI devices it comes with ("nvidia.com/gpu=all"; "nvidia.com/gpu=*": every one)
+    devices: tuple[str, ...] = ()
+    digests: Digests | None = None
+    family: str | None = None  # GPU library family of its name (libcuda, nvidia-ml)
+    version: str | None = None  # from the file name (libcuda.so.535.129.03)
+    error: str | None = None  # why it could not be hashed (missing, not a regular file)
+
+
+@dataclass(frozen=True, slots=True)
+class L4tFacts:
+    """A Jetson's Linux for Tegra release and the JetPack it belongs to."""
+
+    release: str  # "36.4.0"
+    source: str  # "/etc/nv_tegra_release" or "dpkg nvidia-l4t-core 36.4.0-20240912212859"
+    board: str | None = None
+    jetpack: str | None = None  # None when the sourced table does not list the release
+    cuda: str | None = None  # JetPack's CUDA
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What a GPU node says beyond its files: driver, GPUs, injected files, Jetson release."""
+
+    driver: DriverFacts | None = None
+    gpus: tuple[GpuDevice, ...] = ()
+    injected: tuple[InjectedFile, ...] = ()
+    #: CDI create-symlinks hooks: (link in the container, its target)
+    container_links: tuple[tuple[str, str], ...] = ()
+    device_nodes: tuple[str, ...] = ()  # /dev entries the toolkit gives containers
+    l4t: L4tFacts | None = None
+    notes: tuple[str, ...] = ()  # what disagreed or could not be read ("driver-mismatch: ...")
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.driver or self.gpus or self.injected or self.device_nodes or self.l4t or self.notes
+        )
+
+
 @dataclass(frozen=True)
 class ScanResult:
     """Everything a scan produced; input of every output format."""
@@ -391,6 +467,8 @@ class ScanResult:
     containers: tuple[ContainerLink, ...] = ()
     #: None: live processes were not looked at (no ``--runtime``)
     runtime: RuntimeScan | None = None
+    #: a host's driver, GPUs, container-toolkit injections and Jetson release (host scans)
+    node: NodeFacts | None = None
 
 
 class ProgressStage(StrEnum):

@@ -38,6 +38,7 @@ from scanner.model import (
     GpuLibrary,
     ImageTrust,
     Integrity,
+    NodeFacts,
     OwnedFile,
     Package,
     Progress,
@@ -49,6 +50,7 @@ from scanner.model import (
     Skipped,
     StatKey,
 )
+from scanner.node.inputs import NodeInputs
 from scanner.source.interface import RootView, Selector, Source
 from scanner.verify.inputs import TrustInputs
 from scanner.verify.integrity import integrity_verdict
@@ -86,6 +88,8 @@ class ScanOptions:
     #: also walk live processes for the GPU libraries they have mapped (host roots only)
     runtime: bool = False
     proc: str | None = None  # their proc directory; None -> ROOT/proc
+    #: host scans: where the node's driver, GPUs, CDI specs and L4T release are read
+    node: NodeInputs = field(default_factory=NodeInputs)
 
     def resolved_cache_dir(self) -> Path:
         return self.cache_dir if self.cache_dir is not None else cache_root()
@@ -260,6 +264,8 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         _stage(options, ProgressStage.VERIFY, len(libraries))
         libraries, image_trust = _verify(source, view, options.trust, policy, catalogs, libraries)
         findings.extend(_trust_findings(libraries, catalogs, image_trust))
+    # --proc (a mounted host's proc) is where its driver files are too
+    node = _node(source, replace(options.node, proc=options.node.proc or options.proc), libraries)
     clock.lap()
     owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
     return ScanResult(
@@ -279,7 +285,19 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         },
         image_trust=image_trust,
         runtime=runtime,
+        node=node,
     )
+
+
+def _node(source: Source, inputs: NodeInputs, libraries: Sequence[GpuLibrary]) -> NodeFacts | None:
+    """Node stage (host roots only): driver, GPUs, container-toolkit injection, L4T."""
+    from scanner.source.directory import DirectorySource
+
+    if not isinstance(source, DirectorySource) or not inputs.enabled:
+        return None
+    from scanner.node.reader import read_node
+
+    return read_node(source.root, inputs, libraries)
 
 
 def _open_source(target: str, options: ScanOptions) -> Source:

@@ -54,6 +54,39 @@ def _image_line(result: ScanResult) -> str | None:
     return f"image signature: signed by {trust.signer or '?'}{slsa}{builder}"
 
 
+def _node_lines(result: ScanResult) -> list[str]:
+    """The host's driver, GPUs, Jetson release and container injection, one line each."""
+    node = result.node
+    if node is None:
+        return []
+    lines = []
+    d = node.driver
+    if d is not None:
+        cuda = ""
+        if d.cuda_max:
+            cuda = f", runs CUDA {'>= ' if d.cuda_max_at_least else '<= '}{d.cuda_max}"
+        flavor = f" ({d.flavor} kernel module)" if d.flavor else ""
+        lines.append(f"driver: {d.version or 'unknown'}{flavor}{cuda}")
+    if node.gpus:
+        models: dict[str, int] = {}
+        for g in node.gpus:
+            label = g.model or "GPU"
+            if g.compute_capability:
+                label += f" (cc {g.compute_capability})"
+            models[label] = models.get(label, 0) + 1
+        lines.append("gpus: " + ", ".join(f"{n} x {m}" for m, n in models.items()))
+    if node.l4t is not None:
+        jp = f", JetPack {node.l4t.jetpack}" if node.l4t.jetpack else ""
+        lines.append(f"jetson: L4T {node.l4t.release}{jp}")
+    if node.injected:
+        sources = sorted({s for i in node.injected for s in i.sources})
+        lines.append(
+            f"container injection: {len(node.injected)} host file(s) from {', '.join(sources)}"
+        )
+    lines += [f"node: {n}" for n in node.notes]
+    return lines
+
+
 #: Columns of the table, in order; narrow tables drop the optional ones that do not fit.
 _REQUIRED = ("file", "library", "version", "integrity", "sha256")
 _OPTIONAL = ("cuda", "owner")
@@ -217,6 +250,8 @@ def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = F
     image_line = _image_line(result)
     if image_line:
         console.print(cell(image_line))
+    for node_line in _node_lines(result):
+        console.print(cell(node_line))
     if not result.libraries:
         console.print("no GPU libraries found")
     for f in result.findings:

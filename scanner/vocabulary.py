@@ -73,6 +73,44 @@ RUNTIME_UNREADABLE: Final = "gpuprov:runtime:unreadable-processes"
 #: mappings whose loaded bytes could not be read (no CAP_SYS_ADMIN for map_files)
 RUNTIME_UNREADABLE_MAPPINGS: Final = "gpuprov:runtime:unreadable-mappings"
 
+# on metadata.component of a host: its NVIDIA driver (docs/bom-properties.md, "Node")
+DRIVER_VERSION: Final = "gpuprov:driver:version"  # the loaded kernel module's version
+DRIVER_SOURCE: Final = "gpuprov:driver:source"  # where it was read
+DRIVER_FLAVOR: Final = "gpuprov:driver:flavor"  # "open" | "proprietary" kernel module
+DRIVER_BUILD: Final = "gpuprov:driver:build"
+DRIVER_LIBCUDA_VERSION: Final = "gpuprov:driver:libcuda-version"  # repeated
+DRIVER_NVML_VERSION: Final = "gpuprov:driver:nvml-version"  # repeated
+DRIVER_CUDA_MAX: Final = "gpuprov:driver:cuda-max"  # newest CUDA the driver runs, "12.2"
+DRIVER_CUDA_MAX_SOURCE: Final = "gpuprov:driver:cuda-max-source"
+DRIVER_CUDA_MAX_AT_LEAST: Final = "gpuprov:driver:cuda-max-at-least"  # "true": a lower bound
+GPU_COUNT: Final = "gpuprov:gpu:count"
+L4T_RELEASE: Final = "gpuprov:l4t:release"  # Jetson Linux release, "36.4.0"
+L4T_SOURCE: Final = "gpuprov:l4t:source"
+L4T_BOARD: Final = "gpuprov:l4t:board"
+JETPACK_RELEASE: Final = "gpuprov:jetpack:release"
+JETPACK_CUDA: Final = "gpuprov:jetpack:cuda"
+NODE_NOTE: Final = "gpuprov:node:note"  # repeated: what disagreed or could not be read
+INJECTED_DEVICE_NODE: Final = "gpuprov:injected:device-node"  # repeated: /dev/nvidia0 ...
+INJECTED_LINK: Final = "gpuprov:injected:link"  # repeated: "LINK -> TARGET" in containers
+
+# on each GPU `device` component
+GPU_BUS_ID: Final = "gpuprov:gpu:bus-id"
+GPU_UUID: Final = "gpuprov:gpu:uuid"
+GPU_MINOR: Final = "gpuprov:gpu:minor"
+GPU_VBIOS: Final = "gpuprov:gpu:vbios"
+GPU_ARCHITECTURE: Final = "gpuprov:gpu:architecture"
+GPU_COMPUTE_CAPABILITY: Final = "gpuprov:gpu:compute-capability"
+GPU_SOURCE: Final = "gpuprov:gpu:source"
+
+# on each `file` component of a host file the NVIDIA Container Toolkit injects into containers
+INJECTED_HOST_PATH: Final = "gpuprov:injected:host-path"
+INJECTED_CONTAINER_PATH: Final = "gpuprov:injected:container-path"  # repeated
+INJECTED_SOURCE: Final = "gpuprov:injected:source"  # repeated: "cdi:/etc/cdi/nvidia.yaml", ...
+INJECTED_DEVICE: Final = "gpuprov:injected:device"  # repeated: "nvidia.com/gpu=all", "...=*"
+INJECTED_FAMILY: Final = "gpuprov:injected:family"
+INJECTED_VERSION: Final = "gpuprov:injected:version"
+INJECTED_ERROR: Final = "gpuprov:injected:error"
+
 # on the BOM's metadata (scan-level)
 SCAN_FINDING: Final = "gpuprov:finding"  # repeated: "kind: message"
 SCAN_SKIPPED: Final = "gpuprov:skipped"  # repeated: "stage: path: reason"

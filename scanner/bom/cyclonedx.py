@@ -2,6 +2,8 @@
 
 The asset is ``metadata.component``; owner packages are ``library`` components; every GPU
 library file is a ``file`` component carrying the ``gpuprov:`` properties (scanner/vocabulary.py).
+A host's node facts add ``gpuprov:driver:*`` asset properties, a ``device`` component per GPU
+and a ``file`` component per host file the container toolkit injects (docs/bom-properties.md).
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from scanner.model import (
     Evidence,
     EvidenceField,
     EvidenceMethod,
+    GpuDevice,
     GpuLibrary,
+    InjectedFile,
     LoadedBy,
+    NodeFacts,
     Package,
     ScanResult,
 )
@@ -127,6 +132,7 @@ def _asset_component(result: ScanResult) -> Any:
             (V.HOST_MACHINE_ID, asset.machine_id),
             *extra,
             *((V.NODE_CONTAINER, container_value(c)) for c in result.containers),
+            *(_node_props(result.node) if result.node is not None else ()),
         ]
     )
     return Component(
@@ -134,6 +140,86 @@ def _asset_component(result: ScanResult) -> Any:
         name=asset.name,
         bom_ref="asset",
         properties=props,
+    )
+
+
+def _node_props(node: NodeFacts) -> list[tuple[str, str | None]]:
+    """The host's driver, GPU count, L4T release and injection edits as asset properties."""
+    out: list[tuple[str, str | None]] = []
+    d = node.driver
+    if d is not None:
+        out += [
+            (V.DRIVER_VERSION, d.version),
+            (V.DRIVER_SOURCE, d.source if d.version else None),
+            (V.DRIVER_FLAVOR, d.flavor),
+            (V.DRIVER_BUILD, d.build),
+            *((V.DRIVER_LIBCUDA_VERSION, v) for v in d.libcuda),
+            *((V.DRIVER_NVML_VERSION, v) for v in d.nvml),
+            (V.DRIVER_CUDA_MAX, d.cuda_max),
+            (V.DRIVER_CUDA_MAX_SOURCE, d.cuda_max_source),
+            (V.DRIVER_CUDA_MAX_AT_LEAST, "true" if d.cuda_max_at_least else None),
+        ]
+    if node.gpus:
+        out.append((V.GPU_COUNT, str(len(node.gpus))))
+    if node.l4t is not None:
+        out += [
+            (V.L4T_RELEASE, node.l4t.release),
+            (V.L4T_SOURCE, node.l4t.source),
+            (V.L4T_BOARD, node.l4t.board),
+            (V.JETPACK_RELEASE, node.l4t.jetpack),
+            (V.JETPACK_CUDA, node.l4t.cuda),
+        ]
+    out += [(V.INJECTED_DEVICE_NODE, n) for n in node.device_nodes]
+    out += [(V.INJECTED_LINK, f"{link} -> {target}") for link, target in node.container_links]
+    out += [(V.NODE_NOTE, n) for n in node.notes]
+    return out
+
+
+def _gpu_component(gpu: GpuDevice) -> Any:
+    from cyclonedx.model.component import Component, ComponentType
+
+    return Component(
+        type=ComponentType.DEVICE,
+        name=gpu.model or "NVIDIA GPU",
+        bom_ref=f"gpu:{gpu.bus_id}",
+        properties=_props(
+            [
+                (V.GPU_BUS_ID, gpu.bus_id),
+                (V.GPU_UUID, gpu.uuid),
+                (V.GPU_MINOR, str(gpu.minor) if gpu.minor is not None else None),
+                (V.GPU_VBIOS, gpu.vbios),
+                (V.GPU_ARCHITECTURE, gpu.architecture),
+                (V.GPU_COMPUTE_CAPABILITY, gpu.compute_capability),
+                (V.GPU_SOURCE, gpu.source),
+            ]
+        ),
+    )
+
+
+def _injected_component(item: InjectedFile) -> Any:
+    from cyclonedx.model import HashAlgorithm, HashType
+    from cyclonedx.model.component import Component, ComponentType
+
+    hashes = (
+        [HashType(alg=HashAlgorithm.SHA_256, content=item.digests.sha256)] if item.digests else []
+    )
+    return Component(
+        type=ComponentType.FILE,
+        name=item.host_path,
+        version=item.version,
+        bom_ref="injected:" + quote(item.host_path, safe="/._-+"),
+        hashes=hashes,
+        properties=_props(
+            [
+                (V.INJECTED_HOST_PATH, item.host_path),
+                *((V.INJECTED_CONTAINER_PATH, p) for p in item.container_paths),
+                *((V.INJECTED_SOURCE, s) for s in item.sources),
+                *((V.INJECTED_DEVICE, d) for d in item.devices),
+                (V.INJECTED_FAMILY, item.family),
+                (V.INJECTED_VERSION, item.version),
+                (V.INJECTED_ERROR, item.error),
+            ]
+        ),
     )
 
 
@@ -327,7 +413,13 @@ def build_bom(result: ScanResult) -> Any:
             unowned.append(comp)
     for purl, files in files_by_owner.items():
         bom.register_dependency(pkg_components[purl], files)
-    bom.register_dependency(asset, [*pkg_components.values(), *unowned])
+    node: list[Any] = []
+    if result.node is not None:
+        node = [_gpu_component(g) for g in result.node.gpus]
+        node += [_injected_component(i) for i in result.node.injected]
+        for comp in node:
+            bom.components.add(comp)
+    bom.register_dependency(asset, [*pkg_components.values(), *unowned, *node])
     return bom
 
 

@@ -197,8 +197,11 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         name_re=r"cuda",
         prefixes=("cuda.",),
         primary="cuda",
-        # the driver packages; not cuda-driver-dev-*, which ships only a link stub
-        package_re=r"^(?:libcuda1|libnvidia-compute|nvidia-driver|cuda-compat|libnvidia-gl)",
+        # the driver packages (Jetson: nvidia-l4t-cuda); not cuda-driver-dev-*, a link stub
+        package_re=(
+            r"^(?:libcuda1|libnvidia-compute|nvidia-driver|cuda-compat|libnvidia-gl"
+            r"|nvidia-l4t-cuda)"
+        ),
         cuda_rule=CudaRule.NONE,
         soname_is_major=False,
         scans=frozenset({ContentSearch.DRIVER}),

@@ -231,7 +231,9 @@ def identify(
         suffix = by_name.suffix
         n_parts = suffix.count(".") + 1
         same_as_soname = by_soname is not None and by_soname.suffix == suffix
-        if n_parts >= 3 or (n_parts == 2 and by_soname is not None and not same_as_soname):
+        # a driver library's two-part suffix is its ABI (Jetson's libcuda.so.1.1), no version
+        two_part = n_parts == 2 and cls.soname_is_major
+        if n_parts >= 3 or (two_part and by_soname is not None and not same_as_soname):
             col.version(suffix, _FILENAME, name_source, _MEDIUM, _V_NAME)
     if owner is not None and package_matches(cls, owner.name):
         v = dotted_prefix(owner.version)

@@ -264,7 +264,9 @@ def facts_from_bom(raw: bytes) -> AssetFacts:
         files=all_files,
         labels=labels,
         image_trust=trust,
-        driver_version=driver_version_of(all_files),
+        driver_version=_first(aprops, V.DRIVER_VERSION)
+        or (None if V.L4T_RELEASE in aprops else driver_version_of(all_files)),
+        driver_cuda_max=_first(aprops, V.DRIVER_CUDA_MAX),
         findings=findings,
         producer=_producer(metadata) if not ours else f"gpuprov ({_producer(metadata)})",
         runtime=V.RUNTIME_PROC in aprops,

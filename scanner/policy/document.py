@@ -124,6 +124,13 @@ class EmptyRule(_Rule):
     """A rule with nothing to configure but its action."""
 
 
+class DriverRule(_Rule):
+    #: CUDA's minor-version compatibility: a CUDA X.Y runtime runs on a driver of the same major
+    #: that supports an older X.Z (without PTX JIT of newer code). False: the runtime in use
+    #: must not be newer than the newest CUDA the driver supports.
+    minor_version_compatibility: bool = True
+
+
 class ImageSignatureRule(_Rule):
     signers: list[Annotated[str, Field(min_length=1)]] = Field(default_factory=list)
 
@@ -152,7 +159,7 @@ class Rules(BaseModel):
     cuda_pairing: EmptyRule | None = None
     mixed_cudnn: EmptyRule | None = None
     duplicates: EmptyRule | None = None
-    driver: EmptyRule | None = None
+    driver: DriverRule | None = None
     loaded: LoadedRule | None = None
     image_signature: ImageSignatureRule | None = None
     slsa: SlsaRule | None = None

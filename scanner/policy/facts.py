@@ -76,6 +76,9 @@ class AssetFacts:
     #: None: the scan applied no trust policy to the image, so signature and SLSA are unknown
     image_trust: ImageTrustFacts | None = None
     driver_version: str | None = None
+    #: the newest CUDA the host's driver runs ("12.2"), from nvidia-smi, the sourced toolkit
+    #: table or JetPack (scanner/node); None when unknown
+    driver_cuda_max: str | None = None
     findings: tuple[tuple[str, str], ...] = ()  # (kind, message)
     #: who produced the facts: "gpuprov" or the BOM's tool ("syft 1.0", "trivy", ...)
     producer: str = "gpuprov"
@@ -130,6 +133,21 @@ def _unreadable(result: ScanResult) -> tuple[str, ...]:
     )
 
 
+def node_driver(result: ScanResult) -> tuple[str | None, str | None]:
+    """(driver version, newest CUDA it runs) of a host scan's node facts: the loaded kernel
+    module is the driver that serves CUDA, whatever libraries lie on disk."""
+    node = result.node
+    driver = node.driver if node is not None else None
+    if driver is None:
+        return None, None
+    return driver.version, driver.cuda_max
+
+
+def is_jetson(result: ScanResult) -> bool:
+    """A Jetson's driver is L4T's: its libraries carry no desktop driver version."""
+    return result.node is not None and result.node.l4t is not None
+
+
 def facts_from_scan(result: ScanResult) -> AssetFacts:
     """The facts of a finished scan."""
     files = tuple(
@@ -157,6 +175,7 @@ def facts_from_scan(result: ScanResult) -> AssetFacts:
     )
     trust = result.image_trust
     asset = result.asset
+    module, cuda_max = node_driver(result)
     return AssetFacts(
         kind=asset.kind,
         name=asset.name,
@@ -169,7 +188,8 @@ def facts_from_scan(result: ScanResult) -> AssetFacts:
             if trust is not None
             else None
         ),
-        driver_version=driver_version_of(files),
+        driver_version=module or (None if is_jetson(result) else driver_version_of(files)),
+        driver_cuda_max=cuda_max,
         findings=tuple((f.kind, f.message) for f in result.findings),
         producer=f"gpuprov {result.tool_version}",
         runtime=result.runtime is not None,

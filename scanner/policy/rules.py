@@ -413,7 +413,13 @@ def duplicates(rule: D.EmptyRule, ctx: Context) -> Outcome:
 # -- driver ------------------------------------------------------------------------------------
 
 
-def driver(rule: D.EmptyRule, ctx: Context) -> Outcome:
+def _minor(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of a version ("12.4.127" -> (12, 4))."""
+    m = re.match(r"^(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def driver(rule: D.DriverRule, ctx: Context) -> Outcome:
     if ctx.facts.kind is not AssetKind.HOST:
         return _na("an image carries no driver: the rule applies to the hosts that run it")
     majors = sorted(
@@ -428,20 +434,30 @@ def driver(rule: D.EmptyRule, ctx: Context) -> Outcome:
     table = ctx.drivers
     source = f"{table.source_name} <{table.source_url}>"
     have = ctx.facts.driver_version
-    if have is None:
+    cuda_max = _minor(ctx.facts.driver_cuda_max)
+    supports = f" (supports CUDA <= {ctx.facts.driver_cuda_max})" if cuda_max else ""
+    if have is None and cuda_max is None:
         return _missing(
-            f"the host's driver version is unknown (no versioned libcuda or libnvidia-ml), "
-            f"CUDA {majors[-1]} needs >= {table.minimum.get(majors[-1], '?')}",
+            f"the host's driver version is unknown (no kernel module version, no versioned "
+            f"libcuda or libnvidia-ml), CUDA {majors[-1]} needs >= "
+            f"{table.minimum.get(majors[-1], '?')}",
             source=source,
         )
     for major in reversed(majors):
-        ok = table.satisfies(have, major)
-        if ok is None:
+        users = [f for f in ctx.facts.files if f.cuda_major == major]
+        if cuda_max is not None and major > cuda_max[0]:
+            return _fail(
+                f"driver {have or '(L4T)'}{supports} cannot run CUDA {major} ({_paths(users)})",
+                users,
+                driver=have,
+                cuda_max=ctx.facts.driver_cuda_max,
+            )
+        ok = table.satisfies(have, major) if have is not None else None
+        if ok is None and cuda_max is None:
             return _missing(
                 f"no minimum driver is known for CUDA {major} (table: {source})", source=source
             )
-        if not ok:
-            users = [f for f in ctx.facts.files if f.cuda_major == major]
+        if ok is False:
             return _fail(
                 f"driver {have} is older than {table.minimum[major]}, the minimum for CUDA "
                 f"{major} ({_paths(users)})",
@@ -450,8 +466,36 @@ def driver(rule: D.EmptyRule, ctx: Context) -> Outcome:
                 minimum=table.minimum[major],
                 source=source,
             )
+    runtimes = sorted(
+        {
+            (v, f.version or "")
+            for f in ctx.facts.files
+            if f.family == "cudart"
+            if (v := _minor(f.version)) is not None
+        }
+    )
+    newer = [version for v, version in runtimes if cuda_max is not None and v > cuda_max]
+    if newer and not rule.minor_version_compatibility:
+        users = [f for f in ctx.facts.files if f.family == "cudart" and f.version in newer]
+        return _fail(
+            f"CUDA runtime {', '.join(newer)} is newer than the CUDA "
+            f"{ctx.facts.driver_cuda_max} driver {have or '(L4T)'} supports ({_paths(users)}); "
+            "minor_version_compatibility is off",
+            users,
+            driver=have,
+            cuda_max=ctx.facts.driver_cuda_max,
+        )
+    compat = (
+        f"; CUDA runtime {', '.join(newer)} runs under minor-version compatibility (no PTX JIT "
+        "of newer code)"
+        if newer
+        else ""
+    )
     return _pass(
-        f"driver {have} runs CUDA {', '.join(map(str, majors))}", driver=have, source=source
+        f"driver {have or '(L4T)'}{supports} runs CUDA {', '.join(map(str, majors))}{compat}",
+        driver=have,
+        cuda_max=ctx.facts.driver_cuda_max,
+        source=source,
     )
 
 
