@@ -1,4 +1,4 @@
-"""Service commands: `gpuprov serve`, `gpuprov db upgrade|current`, `gpuprov token ...`.
+"""Service commands: `gpuprov serve`, `gpuprov db upgrade|current|prune`, `gpuprov token ...`.
 
 `register(app)` adds them to a command line; the `gpuprov` entry (gpuprov/cli.py) composes
 them with the scanner's. FastAPI, SQLAlchemy and uvicorn are imported inside the commands so
@@ -166,6 +166,73 @@ def db_current(database_url: DatabaseUrl = None) -> None:
     typer.echo(state.describe())
     if not state.up_to_date:
         raise typer.Exit(EXIT_FAILURE)
+
+
+@db_app.command("prune", cls=StrictCommand)
+def db_prune(
+    keep_scans: Annotated[
+        int | None,
+        typer.Option(
+            "--keep-scans",
+            min=1,
+            help="keep each asset's N newest scans; default $GPUPROV_RETENTION_KEEP_SCANS",
+            show_default=False,
+        ),
+    ] = None,
+    keep_days: Annotated[
+        int | None,
+        typer.Option(
+            "--keep-days",
+            min=1,
+            max=36_500,
+            help="keep each asset's scans of the last D days; default $GPUPROV_RETENTION_DAYS "
+            "(with --keep-scans too, a scan stays while either keeps it)",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="count what would be pruned, change nothing")
+    ] = False,
+    batch_size: Annotated[
+        int,
+        typer.Option("--batch-size", min=1, max=100_000, help="scans deleted per transaction"),
+    ] = 1_000,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Prune scan history past the retention rules; an asset's latest scan always stays."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.clock import utcnow
+    from app.domain.retention import RetentionPolicy, prune
+    from app.storage.session import Database
+
+    settings = _settings(database_url)
+    keep_scans = keep_scans if keep_scans is not None else settings.retention_keep_scans
+    keep_days = keep_days if keep_days is not None else settings.retention_days
+    if keep_scans is None and keep_days is None:
+        raise fail(
+            "nothing to prune by: give --keep-scans or --keep-days (or set "
+            "GPUPROV_RETENTION_KEEP_SCANS / GPUPROV_RETENTION_DAYS)",
+            EXIT_USAGE,
+        )
+    policy = RetentionPolicy(keep_scans, keep_days)
+    _require_current_schema(settings)
+    db = Database(settings)
+    try:
+        result = prune(db, policy, utcnow(), dry_run=dry_run, batch_size=batch_size)
+    except SQLAlchemyError as e:
+        raise _database_failure("cannot prune the scan history", e) from e
+    finally:
+        db.dispose()
+    rows = result.rows
+    verb = "would prune" if dry_run else "pruned"
+    dropped = ", ".join(result.partitions) or "none"
+    say(
+        f"{verb} {rows.scan} scan(s) of {rows.asset} asset(s): raw reports {rows.raw_bom}, "
+        f"library files {rows.artifact}, packages {rows.package}; whole partitions "
+        f"{'to drop' if dry_run else 'dropped'}: {dropped}"
+    )
+    say(f"kept: {policy.describe()}")
 
 
 token_app = typer_app(help="API tokens (work directly on the database).")

@@ -66,6 +66,12 @@ class Settings(BaseSettings):
     max_clock_skew_seconds: int = Field(default=300, ge=0, le=86_400)
     #: reports one process ingests at a time; one more answers 503 with Retry-After
     max_concurrent_ingests: int = Field(default=8, ge=1, le=1_000)
+    #: scan history each asset keeps: its N newest scans (None: no count limit) ...
+    retention_keep_scans: int | None = Field(default=None, ge=1)
+    #: ... or its scans of the last D days (None: no age limit); with both, a scan stays while
+    #: either keeps it; an asset's latest scan always stays. Applied after each ingest to the
+    #: reporting asset, and fleet-wide by `gpuprov db prune`
+    retention_days: int | None = Field(default=None, ge=1, le=36_500)
     #: PEM private key (unencrypted; ECDSA, Ed25519 or RSA) signing the VSA of an allowed gate
     #: decision; none: the gate answers without a VSA
     vsa_key_file: Path | None = None

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from app.domain.provenance import ActiveCatalogs, CatalogCache
 from app.domain.report_parser import Report, ReportLibrary
+from app.domain.retention import RetentionPolicy, prune_asset
 from app.domain.tokens import Principal
 from app.domain.versions import version_key
 from app.errors import Conflict, Forbidden
@@ -61,9 +62,11 @@ def ingest(
     labels: Mapping[str, str],
     now: datetime,
     catalogs: CatalogCache | None = None,
+    retention: RetentionPolicy | None = None,
 ) -> IngestResult:
     """Store a report (the caller commits); raises Forbidden or Conflict, and then the caller's
-    rollback leaves nothing behind. With `catalogs`, files get the service's verdicts."""
+    rollback leaves nothing behind. With `catalogs`, files get the service's verdicts; with
+    `retention`, the asset's history past it goes in the same transaction."""
     spec = report.asset
     if not principal.may_report_for(spec.name):
         raise Forbidden(f"token {principal.name!r} may not report for asset {spec.name!r}")
@@ -121,6 +124,8 @@ def ingest(
     )
     latest = previous is None or (scanned_at, scan_id) >= previous or previous[0] > now + _FUTURE
     _store_contents(session, scan_id, asset.id, report, raw, latest, active)
+    if retention is not None:  # under the asset's row lock: no other report of it interleaves
+        prune_asset(session, retention, asset.id, now, spare=scan_id)
     if not latest:
         assets.set_latest(session, asset.id, {"last_seen": now})
         return IngestResult(scan_id, asset.id, True, False, len(report.libraries))

@@ -14,6 +14,7 @@ from app.domain import compliance
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory.filters import label_filters
 from app.domain.report_parser import ReportLimits, parse_report
+from app.domain.retention import retention_of
 from app.domain.tokens import Principal
 from app.errors import Forbidden
 from app.http.body import ACCEPTED_MEDIA_TYPES, IngestSlot, ReceivedReport, ReportBody
@@ -124,7 +125,9 @@ def _ingest(
     # the transaction is opened here, not by a dependency: a sync dependency costs two more
     # worker-thread hops per report (enter and exit); it commits before the answer is sent
     with db.transaction(write=True) as session:
-        result = ingest(session, report, raw, principal, labels, now, catalogs)
+        result = ingest(
+            session, report, raw, principal, labels, now, catalogs, retention_of(settings)
+        )
     if result.latest:  # compliance follows the asset's latest scan, once it is committed
         compliance.after_ingest(db, result.asset_id, now)
     response.status_code = 201 if result.created else 200
