@@ -14,15 +14,25 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Callable
 from typing import IO, cast
 
 from scanner.errors import SourceError
-from scanner.model import NodeKind, Skipped, Stage
+from scanner.model import FileFacts, NodeKind, Skipped, Stage
 from scanner.source.interface import Selector
 from scanner.source.layerstream import Budget, LayerSpec, Limits
 from scanner.source.tarlayer import LayerYield
 
 _OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
+#: Files analyzed in place whose descriptors stay open until their facts are collected.
+_MAX_PENDING = 64
+_FD_PATHS = os.path.isdir("/proc/self/fd")
+
+
+def _fd_path(fd: int) -> str:
+    return f"/proc/self/fd/{fd}"
+
+
 _OPEN_FLAGS = (
     os.O_RDONLY
     | getattr(os, "O_NOFOLLOW", 0)
@@ -50,6 +60,7 @@ class _Walker:
         self.label = f"layer {spec.digest} ({directory})"
         self.out = LayerYield(spec.digest, compression="dir")
         self.inodes: dict[tuple[int, int], str] = {}
+        self.pending: list[tuple[str, Callable[[], FileFacts], io.BufferedReader]] = []
 
     def run(self) -> LayerYield:
         try:
@@ -162,7 +173,9 @@ class _Walker:
         except OSError as e:
             self._unread(path, e)
             return
-        with os.fdopen(fd, "rb") as f:
+        f = os.fdopen(fd, "rb")
+        kept = False  # the descriptor stays open for a probe reading it later
+        try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_size != size:
                 self._unread(path, OSError("changed while read"))
@@ -176,7 +189,39 @@ class _Walker:
                 if candidate:
                     out.facts[path] = selector.probe(path, io.BytesIO(data), size)
                 return
+            if selector.probe_at is not None and _FD_PATHS:
+                # The bytes lie in a regular file: analyzed in place (no copy), on the probe's
+                # threads; through this descriptor's /proc link, so the file read is the one
+                # checked here even if the path changes meanwhile.
+                located = selector.probe_at(path, cast(IO[bytes], f), size, (_fd_path(fd), 0))
+                if callable(located):
+                    self.pending.append((path, located, f))
+                    kept = True
+                    if len(self.pending) >= _MAX_PENDING:
+                        self.drain()
+                else:
+                    out.facts[path] = located
+                return
             out.facts[path] = selector.probe(path, cast(IO[bytes], f), size)
+        finally:
+            if not kept:
+                f.close()
+
+    def drain(self, quiet: bool = False) -> None:
+        """Collect the facts of the files analyzed in place (``quiet``: wait for them only),
+        then close their descriptors: never before, or a reused descriptor number could
+        point a probe at another file."""
+        pending, self.pending = self.pending, []
+        error: BaseException | None = None
+        for path, resolve, _f in pending:
+            try:
+                self.out.facts[path] = resolve()
+            except Exception as e:  # every probe is waited for before any descriptor closes
+                error = error or e
+        for _path, _resolve, f in pending:
+            f.close()
+        if error is not None and not quiet:
+            raise error
 
     def _unread(self, path: str, e: OSError) -> None:
         self.out.skipped.append(
@@ -188,4 +233,11 @@ def read_dir_layer(
     directory: str, spec: LayerSpec, selector: Selector, limits: Limits, budget: Budget
 ) -> LayerYield:
     """The yield of the extracted layer in ``directory`` (see the module docstring)."""
-    return _Walker(directory, spec, selector, budget).run()
+    walker = _Walker(directory, spec, selector, budget)
+    try:
+        walker.run()
+    except BaseException:
+        walker.drain(quiet=True)
+        raise
+    walker.drain()
+    return walker.out

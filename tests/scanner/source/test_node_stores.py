@@ -436,3 +436,30 @@ def test_layers_discarded_after_unpacking_are_read_from_snapshots(
     from_archive.pop("skipped")
     assert from_store == from_archive
     assert sorted(n["path"] for n in notes) == sorted(built.layer_digests)
+
+
+def test_metadata_database_byte_flips_give_clear_errors(
+    containerd: Containerd, tmp_path: Path
+) -> None:
+    """Random damage to a real meta.db: the reader answers or raises SourceError, never
+    anything else and never loops (page loops and overlong spans are bounded)."""
+    import random
+
+    real = (containerd.root / META_DB).read_bytes()
+    rng = random.Random(11)
+    root = tmp_path / "root"
+    (root / META_DB).parent.mkdir(parents=True)
+    outcomes = {"read": 0, "refused": 0}
+    for _ in range(300):
+        damaged = bytearray(real)
+        for _ in range(rng.randint(1, 16)):
+            damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        (root / META_DB).write_bytes(bytes(damaged))
+        store = ContainerdRoot(str(root))
+        try:
+            store.images()
+            store.containers()
+            outcomes["read"] += 1
+        except SourceError:
+            outcomes["refused"] += 1
+    assert outcomes["read"] and outcomes["refused"], outcomes
