@@ -10,11 +10,13 @@ init process does, read from the node's ``proc`` when the root has one.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 
 from scanner.errors import ScannerError
-from scanner.model import ContainerLink, OciDigest
+from scanner.model import ContainerLink, NodeKind, OciDigest
 from scanner.source.containerd import ContainerdRoot, image_digest, is_containerd_root
+from scanner.source.containment import resolve
 from scanner.source.dockerroot import DockerRoot, is_docker_root
 
 #: (containerd root, its state directory), relative to the node's root
@@ -85,7 +87,9 @@ def _containerd(
         seen.add(key)
         where = f"{root}/{namespace}" if namespace else root
         out.images.append(NodeImage(f"containerd:{where}:{name}", name, key, wanted))
-    for container in store.containers():
+    containers = store.containers()
+    out.errors.extend(f"containerd:{root}: {p}" for p in store.problems)
+    for container in containers:
         if not container.running:
             continue
         digest, config = resolved.get((container.namespace, container.image), (None, None))
@@ -115,7 +119,9 @@ def _docker(root: str, out: NodeInventory, seen: set[str]) -> None:
             continue
         seen.add(image.id)
         out.images.append(NodeImage(f"docker-root:{root}:{image.id}", names[image.id], image.id))
-    for container in store.containers():
+    containers = store.containers()
+    out.errors.extend(f"docker-root:{root}: {p}" for p in store.problems)
+    for container in containers:
         if not container.running:
             continue
         image_name = container.image_name or names.get(container.image or "", "")
@@ -140,20 +146,48 @@ def node_platform() -> str | None:
     return f"linux/{arch}" if arch else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    kind: NodeKind
+    link: str | None
+
+
+def in_root(node_root: str, path: str) -> str | None:
+    """The host path of ``path`` inside ``node_root``, its symlinks resolved inside the root
+    (``/var/lib/docker -> /data/docker`` is the node's /data/docker, not the agent's); None
+    when it does not resolve."""
+    base = node_root.rstrip("/")
+
+    def lookup(p: str) -> _Entry | None:
+        try:
+            st = os.lstat(base + p)
+        except OSError:
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                return _Entry(NodeKind.SYMLINK, os.readlink(base + p))
+            except OSError:
+                return None
+        return _Entry(NodeKind.DIR if stat.S_ISDIR(st.st_mode) else NodeKind.FILE, None)
+
+    found = resolve("/" + path, lookup).path
+    return None if found is None else base + found
+
+
 def discover(node_root: str, platform: str | None = None) -> NodeInventory:
     """The images and running containers of the engine stores under ``node_root``."""
     out = NodeInventory()
     seen: set[str] = set()
-    proc = os.path.join(node_root, "proc")
-    has_proc = os.path.isdir(os.path.join(proc, "self"))
+    proc = in_root(node_root, "proc")
+    has_proc = proc is not None and os.path.isdir(os.path.join(proc, "self"))
     for relative, state in CONTAINERD_ROOTS:
-        root = os.path.join(node_root, relative)
-        if not is_containerd_root(root):
+        root = in_root(node_root, relative)
+        if root is None or not is_containerd_root(root):
             continue
         try:
             _containerd(
                 root,
-                os.path.join(node_root, state),
+                in_root(node_root, state) or os.path.join(node_root, state),
                 proc if has_proc else None,
                 platform,
                 out,
@@ -162,8 +196,8 @@ def discover(node_root: str, platform: str | None = None) -> NodeInventory:
         except ScannerError as e:
             out.errors.append(f"containerd:{root}: {e}")
     for relative in DOCKER_ROOTS:
-        root = os.path.join(node_root, relative)
-        if not is_docker_root(root):
+        root = in_root(node_root, relative)
+        if root is None or not is_docker_root(root):
             continue
         try:
             _docker(root, out, seen)

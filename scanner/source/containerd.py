@@ -180,6 +180,8 @@ class ContainerdRoot:
         self.proc = proc
         self.content = _ContentStore(root)
         self.meta_path = os.path.join(root, META_DB)
+        #: records that could not be read (skipped), for the caller to tell
+        self.problems: list[str] = []
 
     def _db_namespaces(self, db: BoltDB) -> list[tuple[str, Bucket]]:
         top = db.root().bucket(b"v1")
@@ -204,7 +206,10 @@ class ContainerdRoot:
                     target = path_get(image, b"target")
                     if target is None:
                         continue
-                    out.append(StoredImage(ns, name, self._target(target, ns, name)))
+                    try:
+                        out.append(StoredImage(ns, name, self._target(target, ns, name)))
+                    except SourceError as e:  # one bad record does not hide the others
+                        self.problems.append(str(e))
         return sorted(out, key=lambda i: (i.namespace, i.name))
 
     def _target(self, bucket: Bucket, namespace: str, name: str) -> Descriptor:

@@ -114,6 +114,8 @@ class DockerRoot:
         self.root = root
         self.image_dir = os.path.join(root, "image", _DRIVER)
         self.label = f"docker-root:{root}"
+        #: records that could not be read (skipped), for the caller to tell
+        self.problems: list[str] = []
 
     def _repositories(self) -> dict[str, list[str]]:
         """Image ID -> names (``repo:tag``, sorted), from repositories.json."""
@@ -239,7 +241,11 @@ class DockerRoot:
             path = os.path.join(base, cid, "config.v2.json")
             if not os.path.isfile(path):
                 continue
-            doc = _json(_read_small(path, self.label), f"{self.label}: {path}")
+            try:
+                doc = _json(_read_small(path, self.label), f"{self.label}: {path}")
+            except SourceError as e:  # one bad record does not hide the others
+                self.problems.append(str(e))
+                continue
             if not isinstance(doc, dict):
                 continue
             state = doc.get("State") if isinstance(doc.get("State"), dict) else {}

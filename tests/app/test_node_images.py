@@ -33,32 +33,39 @@ SMALL = Image([Layer([file("usr/lib/x86_64-linux-gnu/libnccl.so.2", b"\x7fELF nc
 
 
 @pytest.fixture(scope="module")
-def containerd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Containerd]:
+def node_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("node")
+
+
+@pytest.fixture(scope="module")
+def containerd(node_base: Path) -> Iterator[Containerd]:
     missing = containerd_missing()
     if missing is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"the node image tests need containerd: {missing}")
         pytest.skip(missing)
-    base = tmp_path_factory.mktemp("node-containerd")
-    archive = base / "rich.tar"
+    archive = node_base / "rich.tar"
     write_named_oci_archive(archive, rich_image(), "docker.io/demo/rich:1")
-    with running_containerd(base / "daemon") as daemon:
+    # the daemon's root and state lie inside the node's root, as on a node
+    with running_containerd(node_base / "root" / "daemon") as daemon:
         daemon.import_archive(archive)
         daemon.import_archive(archive, namespace="k8s.io")  # one digest, two namespaces
         yield daemon
 
 
 @pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory, containerd: Containerd) -> Path:
-    root = tmp_path_factory.mktemp("node")
+def node(node_base: Path, containerd: Containerd) -> Path:
+    root = node_base / "root"
     (root / "etc").mkdir()
     (root / "etc/machine-id").write_text("0123456789abcdef0123456789abcdef\n")
     (root / "var/lib").mkdir(parents=True)
     (root / "run").mkdir()
-    os.symlink(containerd.root, root / "var/lib/containerd")
-    os.symlink(containerd.state, root / "run/containerd")
+    os.symlink("../../daemon/root", root / "var/lib/containerd")
+    os.symlink("../daemon/state", root / "run/containerd")
+    # Docker's data root moved elsewhere by an absolute link: followed inside the node's root
+    os.symlink("/data/docker", root / "var/lib/docker")
     write_docker_root(
-        root / "var/lib/docker",
+        root / "data/docker",
         {"demo/small:1": SMALL, "demo/rich:1": rich_image()},
         (
             DockerContainerSpec("d" * 64, "demo/small:1", running=True),

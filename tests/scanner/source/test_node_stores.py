@@ -463,3 +463,38 @@ def test_metadata_database_byte_flips_give_clear_errors(
         except SourceError:
             outcomes["refused"] += 1
     assert outcomes["read"] and outcomes["refused"], outcomes
+
+
+def test_node_discovery_goes_on_past_bad_records(tmp_path: Path) -> None:
+    from scanner.nodestores import discover, in_root
+
+    node = tmp_path / "node"
+    (node / "var/lib").mkdir(parents=True)
+    # the data root moved by an absolute link: resolved inside the node's root
+    (node / "var/lib/docker").symlink_to("/srv/docker")
+    docker = node / "srv/docker"
+    built = write_docker_root(
+        docker,
+        {
+            "a/ok:1": Image([Layer([file("ok", "1")])]),
+            "a/broken:1": Image([Layer([file("b", "")])]),
+        },
+        (DockerContainerSpec("f" * 64, "a/ok:1"), DockerContainerSpec("0" * 64, "a/broken:1")),
+    )
+    assert in_root(str(node), "var/lib/docker") == str(docker)
+    assert in_root(str(node), "var/lib/nothing") is None
+    broken = built["a/broken:1"]
+    layerdb = docker / "image/overlay2/layerdb/sha256" / broken.diff_ids[0][7:]
+    shutil.rmtree(docker / "overlay2" / (layerdb / "cache-id").read_text() / "diff")
+    (docker / "containers" / ("1" * 64)).mkdir()
+    (docker / "containers" / ("1" * 64) / "config.v2.json").write_text("{not json")
+    inventory = discover(str(node))
+    assert [i.name for i in inventory.images] == ["a/ok:1"]
+    assert inventory.images[0].target == f"docker-root:{docker}:{built['a/ok:1'].config_digest}"
+    assert {c.id[0]: c.image_config for c in inventory.containers} == {
+        "f": built["a/ok:1"].config_digest,
+        "0": broken.config_digest,
+    }
+    assert len(inventory.errors) == 2
+    assert any("is missing" in e for e in inventory.errors)
+    assert any("not valid JSON" in e for e in inventory.errors)
