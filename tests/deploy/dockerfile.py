@@ -88,3 +88,14 @@ def parse(path: Path = DOCKERFILE) -> Dockerfile:
         else:
             stages[-1].instructions.append(instruction)
     return Dockerfile(global_args, stages)
+
+
+def gpuprov_help(argv: list[str]) -> None:
+    """``gpuprov ARGV --help`` succeeds: the (sub)command and every option given to it exist."""
+    from typer.testing import CliRunner
+
+    from gpuprov.cli import app
+
+    result = CliRunner().invoke(app, [*argv, "--help"])
+    assert result.exit_code == 0, (argv, result.output)
+    assert "Usage:" in result.output, (argv, result.output)
