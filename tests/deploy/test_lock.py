@@ -60,9 +60,16 @@ def _closure(roots: list[Requirement]) -> dict[str, list[Requirement]]:
             if (name, wanted) in seen_extras:
                 continue
             seen_extras.add((name, wanted))
-            for line in metadata.distribution(name).requires or []:
+            for line in _installed(name).requires or []:
                 queue.append((Requirement(line), wanted))
     return needed
+
+
+def _installed(name: str) -> metadata.Distribution:
+    try:
+        return metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        pytest.fail(f"{name} is not installed in this virtualenv: `make` reinstalls it")
 
 
 def test_every_pin_is_hashed() -> None:
@@ -92,9 +99,9 @@ def test_the_lock_is_the_runtime_closure_of_pyproject() -> None:
 def test_the_tests_run_the_locked_versions() -> None:
     pins = _lock("requirements.lock")
     stale = {
-        name: (str(pin.version), metadata.version(name))
+        name: (str(pin.version), _installed(name).version)
         for name, pin in pins.items()
-        if Version(metadata.version(name)) != pin.version
+        if Version(_installed(name).version) != pin.version
     }
     assert not stale, f"locked vs installed (`make` reinstalls .venv with the lock): {stale}"
 
