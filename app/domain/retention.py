@@ -105,6 +105,7 @@ def prune(
         return result
     with db.transaction(write=True) as session:
         conn = session.connection()
+        repo.ensure_partitions(conn)  # the months ahead, so no row lands in the default one
         dropped = Rows()
         for partition in repo.partitions(conn):
             if repo.partition_droppable(conn, partition, ids):

@@ -154,6 +154,22 @@ def partitions(conn: Connection) -> list[Partition]:
     return [Partition(str(p), str(c), bool(d)) for p, c, d in rows]
 
 
+def ensure_partitions(conn: Connection, months_ahead: int = 3) -> int | None:
+    """Create the coming months' partitions with the function the partitioning script installs
+    (deploy/postgres/partition-history.sql); None where it is not installed."""
+    if conn.dialect.name != "postgresql":
+        return None
+    installed = conn.execute(
+        text("SELECT to_regprocedure('gpuprov_ensure_partitions(integer)') IS NOT NULL")
+    ).scalar_one()
+    if not installed:
+        return None
+    created = conn.execute(
+        text("SELECT gpuprov_ensure_partitions(:ahead)"), {"ahead": months_ahead}
+    ).scalar_one()
+    return int(created)
+
+
 def partition_droppable(conn: Connection, partition: Partition, ids: Select[int]) -> bool:
     """Whether every row of a (non-default, non-empty) partition belongs to a selected scan."""
     if partition.default:
