@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.domain import policies
+from app.domain import gate, policies
 from app.domain.report_parser import check_label
-from app.errors import BadRequest, InvalidReport
+from app.errors import BadRequest, InvalidReport, NotFound
 from app.storage.repositories import explore as repo
 from app.storage.repositories import inventory as inventory_repo
 from app.storage.tables import Artifact
@@ -201,3 +201,16 @@ def policy_diff(session: Session, name: str, old: int, new: int) -> dict[str, An
         "to": policies.policy_dict(after),
         "lines": lines,
     }
+
+
+def decision(session: Session, decision_id: int) -> dict[str, Any]:
+    """One recorded gate decision with its reasons and controls (404 when there is none)."""
+    row = repo.decision_by_id(session, decision_id)
+    if row is None:
+        raise NotFound(f"no gate decision {decision_id}")
+    return gate.decision_dict(row)
+
+
+def policy_names(session: Session) -> list[str]:
+    """The stored promotion policies' names."""
+    return repo.policy_names(session)

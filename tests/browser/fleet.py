@@ -100,12 +100,12 @@ class Fleet:
         return [r for r in self.reports if r.digest is not None]
 
 
-def _pip_libs(cudnn: tuple[int, int, int], cudart: str, work: Path) -> dict[str, bytes]:
+def _pip_libs(cudnn: tuple[int, int, int], build: int, cudart: str, work: Path) -> dict[str, bytes]:
     """site-packages-relative path -> bytes of the nvidia-cudnn and cuda-runtime wheels' files."""
     out: dict[str, bytes] = {}
     lib = work / f"cudnn-{'.'.join(map(str, cudnn))}"
     for comp in ("cudnn_graph", "cudnn_ops"):
-        path = build_cudnn_library(lib, comp, cudnn, filename=f"lib{comp}.so.9")
+        path = build_cudnn_library(lib, comp, cudnn, build=build, filename=f"lib{comp}.so.9")
         out[f"nvidia/cudnn/lib/lib{comp}.so.9"] = path.read_bytes()
     path = build_cuda_library(work / f"cudart-{cudart}", "cudart", cudart)
     out["nvidia/cuda_runtime/lib/libcudart.so.12"] = path.read_bytes()
@@ -179,8 +179,8 @@ def build_fleet(base: Path) -> Fleet:
     vendor_key, vendor_pub = keys.write_keypair(base, "vendor", vendor)
     trust = _trust_file(base)
 
-    good = _pip_libs((9, 1, 0), "12.4.127", base / "build")
-    newer = _pip_libs((9, 3, 0), "12.4.127", base / "build")
+    good = _pip_libs((9, 1, 0), 70, "12.4.127", base / "build")
+    newer = _pip_libs((9, 3, 0), 75, "12.4.127", base / "build")
 
     # The vendor's golden install: the reference catalog is built from its scan and signed.
     golden = base / "golden"
@@ -188,7 +188,18 @@ def build_fleet(base: Path) -> Fleet:
     golden_report = base / "golden.cdx.json"
     golden_report.write_bytes(_scan(str(golden)))
     unsigned = base / "catalog.json"
-    res = runner.invoke(cli, ["catalog", "from-scan", str(golden_report), "-o", str(unsigned)])
+    res = runner.invoke(
+        cli,
+        [
+            "catalog",
+            "from-scan",
+            str(golden_report),
+            "--name",
+            "nvidia-wheels",
+            "-o",
+            str(unsigned),
+        ],
+    )
     assert res.exit_code == 0, res.output
     signed = base / "catalog.dsse.json"
     res = runner.invoke(
@@ -274,7 +285,7 @@ def build_fleet(base: Path) -> Fleet:
     (node / "etc" / "machine-id").write_text("0f0e0d0c0b0a09080706050403020107\n")
     _site(node, good, "9.1.0.70", "12.4.127")
     fleet.reports.append(Report("gpu-node-07", _scan(str(node)), {"env": "prod"}))
-    upgraded = _pip_libs((9, 1, 0), "12.6.77", base / "build")
+    upgraded = _pip_libs((9, 1, 0), 70, "12.6.77", base / "build")
     shutil.rmtree(node / SITE)
     _site(node, upgraded, "9.1.0.70", "12.6.77")
     fleet.reports.append(Report("gpu-node-07", _scan(str(node)), {"env": "prod"}))

@@ -10,7 +10,15 @@ from collections.abc import Sequence
 from sqlalchemy import Row, RowMapping, Select, distinct, exists, func, select
 from sqlalchemy.orm import Session, aliased
 
-from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, Scan
+from app.storage.tables import (
+    Artifact,
+    Asset,
+    AssetLabel,
+    AssetLibrary,
+    GateDecision,
+    PromotionPolicyVersion,
+    Scan,
+)
 
 _FILE_COLUMNS = (
     Artifact.asset_id,
@@ -150,3 +158,19 @@ def asset_names(session: Session, asset_ids: Sequence[int]) -> dict[int, tuple[s
         return {}
     rows = session.execute(select(Asset.id, Asset.kind, Asset.name).where(Asset.id.in_(asset_ids)))
     return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def decision_by_id(session: Session, decision_id: int) -> GateDecision | None:
+    """One recorded gate decision."""
+    return session.get(GateDecision, decision_id)
+
+
+def policy_names(session: Session) -> list[str]:
+    """The names of the stored promotion policies."""
+    return list(
+        session.scalars(
+            select(PromotionPolicyVersion.name)
+            .group_by(PromotionPolicyVersion.name)
+            .order_by(PromotionPolicyVersion.name)
+        )
+    )

@@ -1,0 +1,257 @@
+"""``/admin``: the admin scope's pages, each a form posted with the session's CSRF token:
+promotion policies (store a new version), the trust policy, reference catalogs (import a
+signed one) and API tokens (create, revoke). They call the same domain services as the API,
+so a form accepts and refuses exactly what the API does; a refusal shows the form again with
+the reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, BackgroundTasks, Request
+from fastapi.responses import Response
+from sqlalchemy.orm import Session
+
+from app.clock import utcnow
+from app.domain import catalogs, compliance, policies, tokens
+from app.domain.tokens import Scope
+from app.errors import AppError, NotFound
+from app.http.dashboard.auth import AdminUser, checked_form
+from app.http.dashboard.paging import PageNumber, Pager, PerPage
+from app.http.dashboard.templating import render
+from app.http.deps import DatabaseDep, SessionDep, WriteSessionDep
+from app.http.params import IdPath
+
+router = APIRouter(prefix="/admin")
+
+SCOPES = tuple(s.value for s in Scope)
+
+
+def _field(scope: str) -> str:
+    return "scope_" + scope.replace(":", "_")
+
+
+def _policies_context(session: Session) -> dict[str, Any]:
+    return {"policies": policies.list_policies(session, 200, 0)["items"]}
+
+
+@router.get("")
+def admin_index(request: Request, _: AdminUser) -> Response:
+    """What an admin can change here."""
+    return render(request, "admin_index.html", {})
+
+
+@router.get("/policies")
+def policy_form(
+    request: Request, _: AdminUser, session: SessionDep, name: str | None = None
+) -> Response:
+    """The form storing a new version of a promotion policy (prefilled with the current one)."""
+    document = ""
+    if name:
+        try:
+            document = policies.stored(session, name).document
+        except NotFound:
+            document = ""
+    return render(
+        request,
+        "admin_policies.html",
+        {**_policies_context(session), "name": name or "", "document": document},
+    )
+
+
+@router.post("/policies")
+async def store_policy(
+    request: Request,
+    state: AdminUser,
+    session: WriteSessionDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
+) -> Response:
+    """Store the posted document as the next version of its policy and re-evaluate fleet
+    compliance under it (after answering, on a large fleet)."""
+    form = await checked_form(request, state)
+    name, document = form.get("name", "").strip(), form.get("document", "")
+    now = utcnow()
+    try:
+        row, created = policies.put_policy(session, name, document.encode(), state.user, now)
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_policies.html",
+            {
+                **_policies_context(session),
+                "name": name,
+                "document": document,
+                "error": e.message,
+                "details": getattr(e, "details", None) or [],
+            },
+            status=e.status,
+        )
+    evaluated = compliance.reevaluate_on_store(session, row, now) if created else None
+    if created and evaluated is None:
+        background.add_task(compliance.reevaluate_pending, db, row.name, row.version, now)
+    message = (
+        f"Stored {row.name} version {row.version}."
+        if created
+        else f"{row.name} version {row.version} is already this document: nothing stored."
+    )
+    session.flush()
+    return render(
+        request,
+        "admin_policies.html",
+        {
+            **_policies_context(session),
+            "name": row.name,
+            "document": row.document,
+            "message": message,
+            "stored": {"name": row.name, "version": row.version},
+        },
+    )
+
+
+def _trust_context(session: Session) -> dict[str, Any]:
+    history = catalogs.policy_history(session, 20, 0)["items"]
+    return {"history": history, "current": history[0] if history else None}
+
+
+@router.get("/trust-policy")
+def trust_form(request: Request, _: AdminUser, session: SessionDep) -> Response:
+    """The current trust policy and the form storing a new version."""
+    context = _trust_context(session)
+    document = context["current"]["document"] if context["current"] else ""
+    return render(request, "admin_trust.html", {**context, "document": document})
+
+
+@router.post("/trust-policy")
+async def store_trust(request: Request, state: AdminUser, session: WriteSessionDep) -> Response:
+    """Store the posted trust policy; every stored catalog is verified again under it."""
+    form = await checked_form(request, state)
+    document = form.get("document", "")
+    try:
+        stored = catalogs.put_policy(session, document.encode(), state.user, utcnow())
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_trust.html",
+            {**_trust_context(session), "document": document, "error": e.message},
+            status=e.status,
+        )
+    return render(
+        request,
+        "admin_trust.html",
+        {
+            **_trust_context(session),
+            "document": stored["document"],
+            "message": f"Stored trust policy version {stored['version']}.",
+        },
+    )
+
+
+@router.get("/catalogs")
+def catalog_list(
+    request: Request,
+    _: AdminUser,
+    session: SessionDep,
+    page: PageNumber = 1,
+    per_page: PerPage = 50,
+) -> Response:
+    """The imported reference catalogs and the import form."""
+    result = catalogs.list_catalogs(session, per_page, (page - 1) * per_page)
+    return render(
+        request,
+        "admin_catalogs.html",
+        {"catalogs": result["items"], "pager": Pager(page, per_page, result["total"])},
+    )
+
+
+@router.post("/catalogs")
+async def import_catalog(request: Request, state: AdminUser, session: WriteSessionDep) -> Response:
+    """Verify the posted signed catalog (DSSE envelope or Sigstore bundle) against the trust
+    policy and import it."""
+    form = await checked_form(request, state)
+    raw, name = form.get("catalog", ""), form.get("name", "").strip() or None
+    context: dict[str, Any] = {}
+    status = 200
+    try:
+        result = catalogs.import_catalog(session, raw.encode(), name, state.user, utcnow())
+    except AppError as e:
+        session.rollback()
+        context, status = {"error": e.message, "posted": raw, "name": name or ""}, e.status
+    else:
+        what = "Imported" if result.created else "Already imported:"
+        context = {
+            "message": f"{what} {result.catalog['name']} ({result.catalog['entries']} files)"
+        }
+        session.flush()
+    listing = catalogs.list_catalogs(session, 50, 0)
+    return render(
+        request,
+        "admin_catalogs.html",
+        {**context, "catalogs": listing["items"], "pager": Pager(1, 50, listing["total"])},
+        status=status,
+    )
+
+
+def _tokens_context(session: Session, page: int, per_page: int) -> dict[str, Any]:
+    rows, total = tokens.token_page(session, per_page, (page - 1) * per_page)
+    return {
+        "tokens": [tokens.token_dict(t) for t in rows],
+        "pager": Pager(page, per_page, total),
+        "scopes": [(s, _field(s)) for s in SCOPES],
+    }
+
+
+@router.get("/tokens")
+def token_list(
+    request: Request,
+    _: AdminUser,
+    session: SessionDep,
+    page: PageNumber = 1,
+    per_page: PerPage = 50,
+) -> Response:
+    """Every token (never a secret or hash) and the form creating one."""
+    return render(request, "admin_tokens.html", _tokens_context(session, page, per_page))
+
+
+@router.post("/tokens")
+async def create_token(request: Request, state: AdminUser, session: WriteSessionDep) -> Response:
+    """Create a token; its secret is shown once, on the answer to this form."""
+    form = await checked_form(request, state)
+    scopes = [s for s in SCOPES if form.get(_field(s))]
+    patterns = [p for p in form.get("assets", "").split(",") if p.strip()]
+    try:
+        new = tokens.create_token(session, form.get("name", ""), scopes, patterns)
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_tokens.html",
+            {**_tokens_context(session, 1, 50), "error": e.message},
+            status=e.status,
+        )
+    session.flush()
+    return render(
+        request,
+        "admin_tokens.html",
+        {
+            **_tokens_context(session, 1, 50),
+            "created": {"name": new.token.name, "secret": new.secret, "id": new.token.id},
+        },
+    )
+
+
+@router.post("/tokens/{token_id}/revoke")
+async def revoke_token(
+    request: Request, state: AdminUser, session: WriteSessionDep, token_id: IdPath
+) -> Response:
+    """Revoke a token: its sessions end at their next page."""
+    await checked_form(request, state)
+    token = tokens.revoke_token(session, token_id)
+    session.flush()
+    return render(
+        request,
+        "admin_tokens.html",
+        {**_tokens_context(session, 1, 50), "message": f"Revoked token {token.name}."},
+    )

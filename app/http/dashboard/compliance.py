@@ -1,0 +1,96 @@
+"""``/compliance``: per framework (NIST CSF 2.0, CIS Controls v8, SLSA v1.2) and per control
+the policy cites, its official title and source with pass / fail / not-applicable counts; a
+control's page lists the failing assets with the failing rules and their files."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import Response
+
+from app.clock import utcnow
+from app.domain import compliance, explore
+from app.errors import BadRequest
+from app.http.dashboard.auth import Reader
+from app.http.dashboard.paging import PageNumber, Pager, PerPage, blank_to_none
+from app.http.dashboard.templating import render
+from app.http.deps import SessionDep
+
+router = APIRouter()
+
+PolicyName = Annotated[str | None, Query(max_length=128)]
+ControlId = Annotated[str, Path(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._-]+$")]
+
+
+def _framework(value: str | None) -> str | None:
+    value = blank_to_none(value)
+    if value is not None and value not in explore.framework_ids():
+        raise BadRequest(f"framework must be one of {', '.join(explore.framework_ids())}")
+    return value
+
+
+@router.get("/compliance")
+def summary(
+    request: Request,
+    _: Reader,
+    session: SessionDep,
+    policy: PolicyName = None,
+    framework: Annotated[str | None, Query(max_length=64)] = None,
+) -> Response:
+    """Per control of the chosen policy (default: the first by name), the assets passing,
+    failing and not applicable, grouped by framework."""
+    names = explore.policy_names(session)
+    chosen = blank_to_none(policy) or (names[0] if names else None)
+    fw = _framework(framework)
+    result = compliance.summary(session, chosen, fw, utcnow()) if chosen else None
+    frameworks = explore.frameworks()
+    grouped = []
+    if result is not None:
+        for f in frameworks:
+            controls = [c for c in result["controls"] if c["framework"] == f["id"]]
+            if controls:
+                grouped.append({**f, "controls": controls})
+    return render(
+        request,
+        "compliance.html",
+        {
+            "policies": names,
+            "policy": chosen,
+            "framework": fw,
+            "frameworks": frameworks,
+            "result": result,
+            "grouped": grouped,
+        },
+    )
+
+
+@router.get("/compliance/controls/{control_id}")
+def control(
+    request: Request,
+    _: Reader,
+    session: SessionDep,
+    control_id: ControlId,
+    policy: PolicyName = None,
+    page: PageNumber = 1,
+    per_page: PerPage = 25,
+) -> Response:
+    """The assets failing one control under the policy, each with the failing rules that cite
+    the control and the files they name."""
+    names = explore.policy_names(session)
+    chosen = blank_to_none(policy) or (names[0] if names else None)
+    if chosen is None:
+        raise BadRequest("no promotion policy is stored yet")
+    result = compliance.control_detail(
+        session, chosen, control_id, utcnow(), per_page, (page - 1) * per_page
+    )
+    return render(
+        request,
+        "control.html",
+        {
+            "result": result,
+            "policy": chosen,
+            "frameworks": {f["id"]: f for f in explore.frameworks()},
+            "pager": Pager(page, per_page, result["total"]),
+        },
+    )

@@ -1,0 +1,277 @@
+"""The dashboard's libraries, drift, compliance, gate decision, policy and admin pages on both
+backends: what each shows, filters kept in the URL, a 400/404 page (never a 500) for input that
+cannot match, the admin scope and CSRF on every admin form, and report values escaped."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.app import boms
+from tests.app.conftest import Service, auth
+from tests.app.pages import login, session_csrf
+
+XSS_NAME = "<img src=x onerror=alert(1)>"
+XSS_PATH = '/opt/"><script>alert(1)</script>/libcudnn.so.9'
+POLICY = "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: prod\nrules:\n"
+TAMPERED = "e" * 64
+
+
+@pytest.fixture
+def client(service: Service) -> Iterator[TestClient]:
+    service.client.cookies.clear()
+    yield service.client
+    service.client.cookies.clear()
+
+
+def _push(post_report: Callable[..., Any], bom: dict[str, Any], *labels: str) -> int:
+    answer = post_report(boms.encode(bom), label=list(labels))
+    assert answer.status_code == 201, answer.text
+    return int(answer.json()["asset_id"])
+
+
+def _store_policy(service: Service, rules: str) -> None:
+    answer = service.client.put(
+        "/api/v1/policies/prod",
+        content=POLICY + rules,
+        headers=auth(service.token("admin"), **{"Content-Type": "application/yaml"}),
+    )
+    assert answer.status_code == 201, answer.text
+
+
+@pytest.fixture
+def fleet(service: Service, post_report: Callable[..., Any]) -> dict[str, int]:
+    """Two images (prod with a tampered cuDNN file, staging), an XSS-named host scanned twice,
+    two policy versions and a gate decision."""
+    _store_policy(service, "  ownership: {}\n")
+    _store_policy(service, "  ownership: {}\n  integrity: {forbid: [modified]}\n")
+    wheel = boms.cudnn_wheel()
+    libs = [
+        boms.Lib(**{**lib.__dict__, "sha256": TAMPERED, "integrity": "modified"}) if i == 1 else lib
+        for i, lib in enumerate(wheel.libs)
+    ]
+    tampered = boms.Owner(wheel.purl, wheel.name, wheel.version, libs)
+    ids = {
+        "train": _push(
+            post_report, boms.gpuprov_bom(name="acme/train:1", owners=[tampered]), "env=prod"
+        ),
+        "serve": _push(post_report, boms.gpuprov_bom(name="acme/serve:1"), "env=staging"),
+    }
+    host = {"kind": "host", "name": XSS_NAME, "machine_id": "a1"}
+    evil = boms.Lib(XSS_PATH, "cudnn", "cudnn", "9.1.0.70", sha256="d" * 64)
+    _push(post_report, boms.gpuprov_bom(**host, timestamp="2026-11-30T00:00:00Z"), "env=lab")
+    ids["host"] = _push(
+        post_report,
+        boms.gpuprov_bom(**host, extra_libs=[evil], timestamp="2026-12-01T00:00:00Z"),
+        "env=lab",
+    )
+    gate = service.client.post(
+        "/api/v1/gate",
+        json={"policy": "prod", "image": "sha256:" + boms.digest_of("manifest", "acme/train:1")},
+        headers=auth(service.token("gate")),
+    )
+    assert gate.status_code == 200 and gate.json()["decision"] == "deny", gate.text
+    return ids
+
+
+def _reader(service: Service, client: TestClient) -> None:
+    assert login(client, service.token("inventory:read", name="reader")).status_code == 303
+
+
+def _admin(service: Service, client: TestClient) -> None:
+    assert login(client, service.token("admin", name="boss")).status_code == 303
+
+
+def _ok(client: TestClient, path: str) -> str:
+    answer = client.get(path)
+    assert answer.status_code == 200, (path, answer.status_code, answer.text[:500])
+    assert answer.headers["content-type"].startswith("text/html")
+    return answer.text
+
+
+def test_libraries_where_used_and_search(
+    service: Service, client: TestClient, fleet: dict[str, int]
+) -> None:
+    _reader(service, client)
+    page = _ok(client, "/libraries?family=cudnn")
+    assert "9.1.0.70" in page and "cudart" not in page.split("<tbody>")[1]
+    used = _ok(client, "/libraries/where-used?family=cudnn&version=9.1.0.70&label=env%3Dprod")
+    assert f'href="/assets/{fleet["train"]}"' in used
+    assert f'href="/assets/{fleet["serve"]}"' not in used
+    found = _ok(client, f"/libraries/search?q=sha256:{TAMPERED}")
+    assert "1 current file with SHA-256" in found and "acme/train:1" in found
+    by_name = _ok(client, "/libraries/search?q=libcudnn_graph.so.9")
+    assert "3 current files with file name" in by_name  # both images and the host
+    assert "acme/train:1" in by_name and "acme/serve:1" in by_name
+
+
+def test_drift_pages(service: Service, client: TestClient, fleet: dict[str, int]) -> None:
+    _reader(service, client)
+    conflicts = _ok(client, "/drift")
+    assert "cudnn_graph" in conflicts and f"sha256={TAMPERED}" in conflicts
+    changes = _ok(client, "/drift/changes")
+    assert f'href="/assets/{fleet["host"]}"' in changes
+    assert "&lt;img src=x onerror=alert(1)&gt;" in changes
+    parity = _ok(client, "/drift/parity?label=env&target=lab&baseline=prod")
+    assert "2 labelled" not in parity  # one lab asset, one prod asset
+    assert "1 asset labelled <code>env=lab</code>" in parity
+    assert "Every library version" in _ok(client, "/drift/parity?target=prod&baseline=staging")
+
+
+def test_compliance_and_a_failing_control(
+    service: Service, client: TestClient, fleet: dict[str, int]
+) -> None:
+    _reader(service, client)
+    page = _ok(client, "/compliance")  # the first policy by name
+    assert "NIST Cybersecurity Framework 2.0" in page and "CIS Critical Security Controls" in page
+    assert "The authenticity and integrity of hardware and software" in page
+    only = _ok(client, "/compliance?policy=prod&framework=cis-v8")
+    assert "CIS-2.6" in only and "ID.RA-09" not in only
+    control = _ok(client, "/compliance/controls/ID.RA-09?policy=prod")
+    assert "<blockquote" in control and f'href="/assets/{fleet["train"]}"' in control
+    assert "libcudnn_graph.so.9" in control
+
+
+def test_decisions_and_policies(
+    service: Service, client: TestClient, fleet: dict[str, int]
+) -> None:
+    _reader(service, client)
+    listing = _ok(client, "/decisions?decision=deny&policy=prod")
+    found = re.search(r'href="/decisions/(\d+)"', listing)
+    assert found and "acme/train:1" in listing
+    assert "acme/train:1" not in _ok(client, "/decisions?decision=allow")
+    one = _ok(client, f"/decisions/{found.group(1)}")
+    assert "integrity" in one and "ID.RA-09" in one and "prod version 2" in one
+    assert "prod" in _ok(client, "/policies")
+    versions = _ok(client, "/policies/prod")
+    assert "current" in versions and "integrity: {forbid: [modified]}" in versions
+    assert "ownership: {}" in _ok(client, "/policies/prod/versions/1")
+    diff = _ok(client, "/policies/prod/diff")
+    assert '<span class="line-add">+  integrity: {forbid: [modified]}</span>' in diff
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/libraries?family=cudnnn", 400),
+        ("/libraries/where-used", 400),
+        ("/libraries/where-used?family=cudnn&version=%3E%3Dx", 400),
+        ("/libraries/where-used?sha256=zz", 200),  # a digest nothing has: no asset
+        ("/libraries/search?q=**", 400),
+        ("/drift?family=nope", 400),
+        ("/drift/parity?label=env&target=a%0Ab", 400),
+        ("/compliance?framework=nope", 400),
+        ("/compliance?policy=nope", 404),
+        ("/compliance/controls/ID.RA-09?policy=nope", 404),
+        ("/compliance/controls/PR.DS-10?policy=prod", 404),
+        ("/decisions?decision=maybe", 400),
+        ("/decisions/99999999", 404),
+        ("/policies/nope", 404),
+        ("/policies/prod/versions/9", 404),
+        ("/policies/prod/diff?from=1&to=9", 404),
+        ("/libraries?page=0", 422),
+    ],
+)
+def test_bad_input_is_a_page_never_a_500(
+    service: Service, client: TestClient, fleet: dict[str, int], path: str, status: int
+) -> None:
+    _reader(service, client)
+    answer = client.get(path)
+    assert answer.status_code in (status, 400), (path, answer.status_code, answer.text[:300])
+    assert answer.headers["content-type"].startswith("text/html"), path
+
+
+def test_report_values_are_escaped_on_every_page(
+    service: Service, client: TestClient, fleet: dict[str, int]
+) -> None:
+    _reader(service, client)
+    for path in (
+        "/libraries/where-used?family=cudnn&label=env%3Dlab",
+        "/libraries/search?q=libcudnn.so.9",
+        "/drift/changes",
+        "/compliance/controls/CIS-2.6?policy=prod",
+    ):
+        page = _ok(client, path)
+        assert "<img src=x" not in page and "<script>alert" not in page, path
+    assert "&lt;img src=x onerror=alert(1)&gt;" in _ok(client, "/drift/changes")
+    assert "&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in _ok(
+        client, "/libraries/search?q=libcudnn.so.9"
+    )
+
+
+def test_admin_pages_need_the_admin_scope(
+    service: Service, client: TestClient, fleet: dict[str, int]
+) -> None:
+    _reader(service, client)
+    assert 'href="/admin"' not in _ok(client, "/")
+    csrf = session_csrf(client)
+    for path in ("/admin", "/admin/policies", "/admin/trust-policy", "/admin/catalogs"):
+        assert client.get(path).status_code == 403, path
+    tokens = service.count("api_token")
+    for path, form in (
+        ("/admin/tokens", {"name": "x", "scope_admin": "1"}),
+        ("/admin/policies", {"name": "prod", "document": POLICY + "  ownership: {}\n"}),
+        ("/admin/trust-policy", {"document": "version: 1\n"}),
+        ("/admin/catalogs", {"catalog": "{}"}),
+        ("/admin/tokens/1/revoke", {}),
+    ):
+        assert client.post(path, data={**form, "csrf_token": csrf}).status_code == 403, path
+    assert service.count("api_token") == tokens
+    assert service.count("promotion_policy") == 2
+
+
+def test_admin_forms_need_the_csrf_token(service: Service, client: TestClient) -> None:
+    _admin(service, client)
+    before = service.count("api_token")
+    for data in ({"name": "x", "scope_gate": "1"}, {"name": "x", "csrf_token": "nope"}):
+        answer = client.post("/admin/tokens", data=data)
+        assert answer.status_code == 403 and "CSRF" in answer.text
+    assert service.count("api_token") == before
+
+
+def test_admin_forms(service: Service, client: TestClient, fleet: dict[str, int]) -> None:
+    _admin(service, client)
+    csrf = session_csrf(client)
+    assert "integrity: {forbid: [modified]}" in _ok(client, "/admin/policies?name=prod")
+    stored = client.post(
+        "/admin/policies",
+        data={"csrf_token": csrf, "name": "prod", "document": POLICY + "  duplicates: {}\n"},
+    )
+    assert stored.status_code == 200 and "Stored prod version 3." in stored.text
+    same = client.post(
+        "/admin/policies",
+        data={"csrf_token": csrf, "name": "prod", "document": POLICY + "  duplicates: {}\n"},
+    )
+    assert "nothing stored" in same.text
+    refused = client.post(
+        "/admin/policies",
+        data={"csrf_token": csrf, "name": "prod", "document": POLICY + "  nope: {}\n"},
+    )
+    assert refused.status_code == 422 and "/rules/nope" in refused.text
+    assert service.count("promotion_policy") == 3
+    # trust policy: a refusal says why; catalogs need one
+    bad = client.post("/admin/trust-policy", data={"csrf_token": csrf, "document": "version: 1\n"})
+    assert bad.status_code == 422 and 'class="error"' in bad.text
+    no_policy = client.post("/admin/catalogs", data={"csrf_token": csrf, "catalog": "{}"})
+    assert no_policy.status_code in (409, 422) and 'class="error"' in no_policy.text
+    assert service.count("reference_catalog") == 0
+    # tokens: created (secret shown once), refused without a scope, revoked
+    made = client.post(
+        "/admin/tokens",
+        data={"csrf_token": csrf, "name": "ci", "scope_gate": "1", "assets": ""},
+    )
+    secret = re.search(r'<code class="secret">(gpv_[^<]+)</code>', made.text)
+    assert made.status_code == 200 and secret
+    assert service.client.get(
+        "/api/v1/gate/decisions", headers=auth(secret.group(1))
+    ).status_code in (200, 403)
+    assert secret.group(1) not in _ok(client, "/admin/tokens")
+    none = client.post("/admin/tokens", data={"csrf_token": csrf, "name": "x"})
+    assert none.status_code == 400
+    token_id = re.findall(r'action="/admin/tokens/(\d+)/revoke"', _ok(client, "/admin/tokens"))
+    revoke = client.post(f"/admin/tokens/{token_id[-1]}/revoke", data={"csrf_token": csrf})
+    assert revoke.status_code == 200 and "Revoked token" in revoke.text
