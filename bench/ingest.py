@@ -10,6 +10,9 @@
    answers at once and evaluates every asset after the answer: timed until all are current),
    then fleet compliance (all frameworks, one framework) and a control's
    drill-down are timed over HTTP (p50/p95).
+5. The dashboard's pages (`bench/dashboard_pages.py`): logged in through the login form, the
+   overview, the asset list, where-used, file search, libraries, drift and compliance pages are
+   timed end to end, HTML rendered (p50/p95).
 
     .venv/bin/python bench/ingest.py [--reports 2000] [--assets 10000] [--keep]
 """
@@ -56,6 +59,7 @@ from app.storage.tables import (  # noqa: E402
     RawBom,
     Scan,
 )
+from bench.dashboard_pages import time_pages  # noqa: E402
 from tests.app import boms  # noqa: E402
 
 CUDNN_VERSIONS = ["8.9.7.29", "9.1.0.70", "9.3.0.75", "9.5.1.17", "9.7.0.66"]
@@ -526,6 +530,15 @@ def main() -> None:
         ]
         queries = time_queries(server, reader, args.queries, digests, rng)
         compliance = time_compliance(server, admin, reader, args.queries)
+        dashboard = time_pages(
+            server,
+            reader,
+            args.queries,
+            rng,
+            cudnn_versions=CUDNN_VERSIONS,
+            digests=digests,
+            file_names=["libcudnn_graph.so.9", "libcudart.so.12", "libcublasLt.so.12"],
+        )
     finally:
         if process is not None:
             process.terminate()
@@ -542,6 +555,7 @@ def main() -> None:
         "fleet": fleet,
         "queries": queries,
         "compliance": compliance,
+        "dashboard": dashboard,
         "targets": {
             "ingest_at_least_half_of_baseline": ratio >= 0.5,
             "where_used_p95_at_most_50ms": all(
@@ -552,6 +566,11 @@ def main() -> None:
             "compliance_p95_at_most_200ms": all(
                 compliance[k]["p95_ms"] <= 200
                 for k in ("compliance_all_frameworks", "compliance_cis_v8")
+            ),
+            "dashboard_overview_p95_at_most_300ms": dashboard["overview"]["p95_ms"] <= 300,
+            "dashboard_assets_and_where_used_p95_at_most_200ms": all(
+                dashboard[k]["p95_ms"] <= 200
+                for k in ("asset_list", "where_used_by_version", "where_used_by_digest")
             ),
         },
     }
