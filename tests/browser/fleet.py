@@ -21,6 +21,7 @@ The fleet:
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,7 +244,13 @@ def build_fleet(base: Path) -> Fleet:
             path = layout.with_suffix(f".{kind}.json")
             path.write_text(json.dumps(doc))
             args += ["--attestation", str(path)]
-        body = _scan(f"oci:{layout}:{tag}", *args)
+        # scanned from the fleet's directory: the report names the layout by a short path
+        cwd = os.getcwd()
+        os.chdir(base)
+        try:
+            body = _scan(f"oci:{layout.relative_to(base)}:{tag}", *args)
+        finally:
+            os.chdir(cwd)
         fleet.reports.append(Report(ref, body, labels, digest))
 
     train = base / "roots" / "train"

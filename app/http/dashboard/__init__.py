@@ -18,7 +18,17 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from app.http.dashboard import assets, auth, overview
+from app.http.dashboard import (
+    admin,
+    assets,
+    auth,
+    compliance,
+    decisions,
+    drift,
+    libraries,
+    overview,
+    policies,
+)
 from app.http.dashboard.auth import LoginRequired
 from app.http.dashboard.paging import query_string
 from app.http.dashboard.sessions import Signer
@@ -36,6 +46,12 @@ router = APIRouter(tags=[TAG], include_in_schema=False, default_response_class=H
 router.include_router(auth.router)
 router.include_router(overview.router)
 router.include_router(assets.router)
+router.include_router(libraries.router)
+router.include_router(drift.router)
+router.include_router(compliance.router)
+router.include_router(decisions.router)
+router.include_router(policies.router)
+router.include_router(admin.router)
 
 
 class PageErrors:

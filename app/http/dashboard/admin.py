@@ -10,7 +10,6 @@ from typing import Any
 
 from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import Response
-from sqlalchemy.orm import Session
 
 from app.clock import utcnow
 from app.domain import catalogs, compliance, policies, tokens
@@ -31,7 +30,7 @@ def _field(scope: str) -> str:
     return "scope_" + scope.replace(":", "_")
 
 
-def _policies_context(session: Session) -> dict[str, Any]:
+def _policies_context(session: SessionDep) -> dict[str, Any]:
     return {"policies": policies.list_policies(session, 200, 0)["items"]}
 
 
@@ -110,7 +109,7 @@ async def store_policy(
     )
 
 
-def _trust_context(session: Session) -> dict[str, Any]:
+def _trust_context(session: SessionDep) -> dict[str, Any]:
     history = catalogs.policy_history(session, 20, 0)["items"]
     return {"history": history, "current": history[0] if history else None}
 
@@ -194,7 +193,7 @@ async def import_catalog(request: Request, state: AdminUser, session: WriteSessi
     )
 
 
-def _tokens_context(session: Session, page: int, per_page: int) -> dict[str, Any]:
+def _tokens_context(session: SessionDep, page: int, per_page: int) -> dict[str, Any]:
     rows, total = tokens.token_page(session, per_page, (page - 1) * per_page)
     return {
         "tokens": [tokens.token_dict(t) for t in rows],

@@ -66,6 +66,12 @@ class NavItem:
 NAV = [
     NavItem("/", "Overview"),
     NavItem("/assets", "Assets"),
+    NavItem("/libraries", "Libraries"),
+    NavItem("/drift", "Drift"),
+    NavItem("/compliance", "Compliance"),
+    NavItem("/decisions", "Gate decisions"),
+    NavItem("/policies", "Policies"),
+    NavItem("/admin", "Admin", admin=True),
 ]
 
 _env.filters["when"] = _when
