@@ -11,7 +11,9 @@ import logging
 import re
 import time
 import uuid
+from typing import Any
 
+import fastapi.routing
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.http.metrics import Metrics
@@ -30,14 +32,35 @@ def request_id(scope: Scope) -> str:
     return uuid.uuid4().hex
 
 
-def route_of(scope: Scope) -> str:
-    """The route's path template (``/api/v1/assets/{asset_id}``), so metrics stay bounded;
-    ``unmatched`` for a path no route serves."""
-    route = scope.get("route")
-    path = getattr(route, "path", None)
-    if isinstance(path, str):
+def served_routes(routes: Any) -> list[Any]:
+    """Every route served, those of included routers too (FastAPI 0.165 includes routers
+    lazily: the app's ``routes`` then hold routers, each route with its path less the prefix)."""
+    flatten = getattr(fastapi.routing, "iter_route_contexts", None)
+    return list(flatten(routes)) if flatten else list(routes)
+
+
+class RouteTemplates:
+    """The full path template of each route object (``/api/v1/assets/{asset_id}``), so metrics
+    stay bounded whatever the paths requested."""
+
+    def __init__(self) -> None:
+        self._paths: dict[int, str] = {}
+
+    def __call__(self, scope: Scope) -> str:
+        """The template of the route that answered; ``unmatched`` for a path none serves."""
+        route = scope.get("route")
+        if route is None:  # a mount's files (its path is the root path), or no route
+            mount = scope.get("root_path")
+            return f"{mount}/{{path}}" if mount else "unmatched"
+        path = self._paths.get(id(route))
+        if path is None:  # routes can be added after the first request: look again
+            app = scope.get("app")
+            for context in served_routes(getattr(app, "routes", [])):
+                original = getattr(context, "original_route", context)
+                if isinstance(context.path, str):
+                    self._paths[id(original)] = context.path
+            path = self._paths.setdefault(id(route), str(getattr(route, "path", "unmatched")))
         return path
-    return "unmatched"
 
 
 class RequestContext:
@@ -46,6 +69,7 @@ class RequestContext:
     def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
         self.app = app
         self.metrics = metrics
+        self.route_of = RouteTemplates()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -68,7 +92,7 @@ class RequestContext:
             await self.app(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - started
-            route = route_of(scope)
+            route = self.route_of(scope)
             method = str(scope.get("method", ""))
             self.metrics.observe_request(method, route, status, elapsed)
             client = scope.get("client")
