@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from scanner.verify import keybundle, tlog
@@ -158,6 +158,42 @@ def test_checkpoint_by_another_key(instance: PrivateSigstore, root: SigstoreRoot
     hint = instance.log_id[:4]  # claims to be the real log
     checkpoint["envelope"] = f"{note}\n\u2014 {instance.name}-rekor {b64(hint + forged)}\n"
     with pytest.raises(Rejected, match="checkpoint is not signed by the log key"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+def test_checkpoint_hint_of_the_ed25519_form_for_an_ecdsa_log(
+    instance: PrivateSigstore, root: SigstoreRoot
+) -> None:
+    """The C2SP key-hash hint is the Ed25519 form only: an ECDSA log's checkpoint names its key
+    by the log ID, even when the signature itself is the log's."""
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    checkpoint = _entry(bundle)["inclusionProof"]["checkpoint"]
+    note = checkpoint["envelope"].split("\n\n")[0] + "\n"
+    name = f"{instance.name}-rekor"
+    spki = instance.log_key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    hint = hashlib.sha256(name.encode() + b"\n\x01" + spki[-32:]).digest()[:4]
+    signature = instance.log_key.sign(note.encode(), ec.ECDSA(hashes.SHA256()))
+    checkpoint["envelope"] = f"{note}\n\u2014 {name} {b64(hint + signature)}\n"
+    with pytest.raises(Rejected, match="checkpoint is not signed by the log key"):
+        verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
+
+
+@pytest.mark.parametrize("field", ["rootHash", "hashes"])
+def test_proof_hashes_in_loose_base64(
+    instance: PrivateSigstore, root: SigstoreRoot, field: str
+) -> None:
+    """Base64 with characters outside its alphabet is malformed, not decoded around."""
+    key = keys.shared("ecdsa")
+    bundle = instance.key_bundle(key, data=DATA)
+    proof = _entry(bundle)["inclusionProof"]
+    if field == "rootHash":
+        proof["rootHash"] = "!" + proof["rootHash"]
+    else:
+        proof["hashes"] = ["!" + h for h in proof["hashes"]] or pytest.fail("a proof with hashes")
+    with pytest.raises(Rejected, match="malformed transparency log entry"):
         verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
 
 
