@@ -89,6 +89,16 @@ class StoredFile(Protocol):
     def provenance_reason(self) -> str | None: ...
     @property
     def owner_purl(self) -> str | None: ...
+    @property
+    def loaded_processes(self) -> int: ...
+    @property
+    def loaded_containers(self) -> int: ...
+    @property
+    def loaded_deleted(self) -> bool: ...
+    @property
+    def loaded_copy(self) -> bool: ...
+    @property
+    def disk_sha256(self) -> str | None: ...
 
 
 def _file(a: StoredFile) -> FileFact:
@@ -106,6 +116,11 @@ def _file(a: StoredFile) -> FileFact:
         provenance_signer=a.provenance_signer,
         provenance_reason=a.provenance_reason or "",
         owner=a.owner_purl,
+        loaded_processes=a.loaded_processes or 0,
+        loaded_containers=a.loaded_containers or 0,
+        loaded_deleted=bool(a.loaded_deleted),
+        loaded_copy=bool(a.loaded_copy),
+        disk_sha256=a.disk_sha256,
     )
 
 
@@ -137,6 +152,24 @@ def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[StoredFile]) -> Asset
         driver_version=driver_version_of(files),
         findings=_findings(scan.findings),
         producer=scan.tool or scan.producer,
+        runtime=scan.runtime is not None,
+        runtime_unreadable=_runtime_unreadable(scan.runtime),
+    )
+
+
+def _runtime_unreadable(runtime: dict[str, Any] | None) -> tuple[str, ...]:
+    """What the scan's --runtime walk could not read, as the report counted it."""
+    if not runtime:
+        return ()
+    procs = int(runtime.get("unreadable_processes") or 0)
+    maps = int(runtime.get("unreadable_mappings") or 0)
+    return tuple(
+        text
+        for count, text in (
+            (procs, f"the memory maps of {procs} process(es)"),
+            (maps, f"the loaded bytes of {maps} mapping(s)"),
+        )
+        if count
     )
 
 

@@ -110,6 +110,7 @@ def ingest(
             "slsa_builder": spec.trust.builder,
             "slsa_source_repo": spec.trust.source_repo,
             "signature_rejected": list(spec.trust.rejected),
+            "runtime": dict(report.runtime) if report.runtime is not None else None,
         },
     )
     if scan_id is None:  # stored before (possibly by a concurrent delivery of the same report)
@@ -245,6 +246,12 @@ def _store_contents(
             "soname": lib.soname,
             "aliases": list(lib.aliases),
             "notes": list(lib.notes),
+            "loaded_processes": lib.loaded_processes,
+            "loaded_containers": lib.loaded_containers,
+            "loaded_deleted": lib.loaded_deleted,
+            "loaded_copy": lib.loaded_copy,
+            "disk_sha256": lib.disk_sha256,
+            "loaded_by": [dict(p) for p in lib.loaded_by],
         }
         for lib in report.libraries
     ]

@@ -130,6 +130,13 @@ class ReportLibrary:
     soname: str | None = None
     aliases: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    # --runtime: the live processes that map these bytes (docs/bom-properties.md)
+    loaded_processes: int = 0
+    loaded_containers: int = 0
+    loaded_deleted: bool = False
+    loaded_copy: bool = False
+    disk_sha256: str | None = None
+    loaded_by: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +166,8 @@ class Report:
     packages: tuple[ReportPackage, ...]
     findings: tuple[str, ...] = ()
     skipped: tuple[str, ...] = field(default=())
+    #: what a --runtime host scan covered; None when it did not look at live processes
+    runtime: Mapping[str, Any] | None = None
 
     @property
     def dedup_key(self) -> str:
@@ -462,7 +471,93 @@ def _normalize(document: dict[str, Any], spec: str, content_sha256: str) -> Repo
         packages=packages,
         findings=findings,
         skipped=skipped,
+        runtime=_runtime_summary(metadata),
     )
+
+
+_RUNTIME_COUNTS = {
+    "processes": v.RUNTIME_SCANNED,
+    "loading": v.RUNTIME_LOADING,
+    "unreadable_processes": v.RUNTIME_UNREADABLE,
+    "unreadable_mappings": v.RUNTIME_UNREADABLE_MAPPINGS,
+}
+_MAX_COUNT = 10_000_000
+#: the keys of a `v.RUNTIME_PROCESS` object and the longest string each may hold
+_PROCESS_STRINGS = {"exe": 4096, "container": 255, "engine": 32, "pod": 64, "via": 16}
+
+
+def _count(text: str | None, name: str, pointer: str) -> int | None:
+    if text is None:
+        return None
+    if not text.isdigit() or len(text) > 8 or int(text) > _MAX_COUNT:
+        _fail(f"{name} must be a count (an integer)", [(pointer, f"bad {name} {text[:20]!r}")])
+    return int(text)
+
+
+def _runtime_summary(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
+    component = metadata.get("component")
+    props = _properties(component) if isinstance(component, Mapping) else {}
+    proc = _first(props, v.RUNTIME_PROC)
+    if proc is None:
+        return None
+    pointer = "/metadata/component/properties"
+    if len(proc) > 1024:
+        _fail(f"{v.RUNTIME_PROC} is longer than 1024 characters", [(pointer, "long")])
+    summary: dict[str, Any] = {"proc": proc}
+    for key, name in _RUNTIME_COUNTS.items():
+        summary[key] = _count(_first(props, name), name, pointer) or 0
+    return summary
+
+
+def _loaded(
+    props: Mapping[str, list[str]], fail: Callable[[str, str, str], NoReturn]
+) -> dict[str, Any]:
+    """The ReportLibrary fields of a file's ``gpuprov:runtime:`` properties, each checked."""
+    processes: list[dict[str, Any]] = []
+    for value in props.get(v.RUNTIME_PROCESS, ()):
+        try:
+            item = json.loads(value)
+        except ValueError:
+            item = None
+        pid = item.get("pid") if isinstance(item, dict) else None
+        if not isinstance(pid, int) or isinstance(pid, bool) or not 0 <= pid < 1 << 32:
+            fail(
+                f"{v.RUNTIME_PROCESS} must be a JSON object with an integer pid",
+                "properties",
+                f"bad process {value[:60]!r}",
+            )
+        assert isinstance(item, dict)
+        kept: dict[str, Any] = {"pid": pid}
+        for key, longest in _PROCESS_STRINGS.items():
+            text = item.get(key)
+            if isinstance(text, str) and len(text) <= longest:
+                kept[key] = text
+        sha = item.get("sha256")
+        if isinstance(sha, str) and _SHA256.fullmatch(sha):
+            kept["sha256"] = sha.lower()
+        if item.get("deleted") is True:
+            kept["deleted"] = True
+        processes.append(kept)
+    disk = _first(props, v.RUNTIME_DISK_SHA256)
+    if disk is not None and not _SHA256.fullmatch(disk):
+        fail(
+            f"{v.RUNTIME_DISK_SHA256} must be 64 hexadecimal digits",
+            "properties",
+            f"bad digest {disk[:80]!r}",
+        )
+    declared = _first(props, v.RUNTIME_PROCESSES)
+    if declared is not None and (not declared.isdigit() or len(declared) > 8):
+        fail(f"{v.RUNTIME_PROCESSES} must be an integer", "properties", "bad count")
+    containers = {p["container"] for p in processes if "container" in p}
+    return {
+        "loaded_processes": len({p["pid"] for p in processes}) or int(declared or 0),
+        "loaded_containers": len(containers),
+        "loaded_deleted": _first(props, v.RUNTIME_DELETED) == "true"
+        or any(p.get("deleted") for p in processes),
+        "loaded_copy": _first(props, v.RUNTIME_ON_DISK) == "false",
+        "disk_sha256": disk.lower() if disk else None,
+        "loaded_by": tuple(processes),
+    }
 
 
 def _timestamp(value: object) -> datetime | None:
@@ -775,6 +870,8 @@ _VOCABULARY_SOURCES = {
     "soname": (v.LIBRARY_SONAME,),
     "aliases": (v.FILE_ALIASES,),
     "notes": (v.NOTE,),
+    "loaded_by": (v.RUNTIME_PROCESS,),
+    "disk_sha256": (v.RUNTIME_DISK_SHA256,),
 }
 _TRIVY_PATH, _SYFT_PATH = "aquasecurity:trivy:FilePath", "syft:location:0:path"
 _TRIVY_LAYER, _SYFT_LAYER = "aquasecurity:trivy:LayerDigest", "syft:location:0:layerID"
@@ -983,4 +1080,5 @@ def _vocabulary_file(
         soname=_first(props, v.LIBRARY_SONAME),
         aliases=tuple(a for a in (aliases or "").split(",") if a),
         notes=tuple(props.get(v.NOTE, ())),
+        **_loaded(props, fail),
     )

@@ -67,6 +67,11 @@ class ScanOut(BaseModel):
     image_trust: ImageTrustOut | None = Field(
         default=None, description="image signatures and SLSA provenance, as the report stated"
     )
+    runtime: dict[str, Any] | None = Field(
+        default=None,
+        description="a --runtime host scan: proc, processes, loading, unreadable_processes, "
+        "unreadable_mappings; null when live processes were not looked at",
+    )
 
 
 class AssetOut(BaseModel):
@@ -79,6 +84,38 @@ class AssetOut(BaseModel):
     first_seen: str | None
     last_seen: str | None
     latest_scan: ScanOut | None
+
+
+class LoadedProcess(BaseModel):
+    pid: int
+    exe: str | None = None
+    container: str | None = None
+    engine: str | None = Field(default=None, description="docker, containerd, cri-o, podman")
+    pod: str | None = Field(default=None, description="Kubernetes pod uid")
+    deleted: bool = False
+    sha256: str | None = Field(default=None, description="the loaded bytes; null: unreadable")
+    via: str | None = Field(default=None, description="map_files or inode")
+
+
+class LoadedOut(BaseModel):
+    processes: int = Field(description="live processes that map these bytes")
+    containers: int = Field(description="distinct containers among them")
+    deleted: bool = Field(description="the processes' maps mark the file deleted")
+    copy_: bool = Field(alias="copy", description="bytes only processes hold (not on disk)")
+    disk_sha256: str | None = Field(description="the other file at the path now (drift)")
+    differs_from_disk: bool
+    by: list[LoadedProcess]
+
+    model_config = {"populate_by_name": True, "serialize_by_alias": True}
+
+
+class LoadedSummary(BaseModel):
+    processes: int
+    containers: int
+    libraries: int = Field(description="GPU library files mapped by at least one process")
+    deleted: int
+    differs_from_disk: int
+    scan: dict[str, Any]
 
 
 class LibraryOut(BaseModel):
@@ -102,6 +139,9 @@ class LibraryOut(BaseModel):
     soname: str | None
     aliases: list[str]
     notes: list[str]
+    loaded: LoadedOut | None = Field(
+        default=None, description="the live processes that map these bytes (--runtime)"
+    )
 
 
 class PackageOut(BaseModel):
@@ -140,6 +180,11 @@ class AssetDetail(AssetOut):
     running_on: list[RunningOn] = Field(
         default_factory=list,
         description="an image's running containers and their hosts (at most 500)",
+    )
+    loaded: LoadedSummary | None = Field(
+        default=None,
+        description="loaded by N processes / containers (a host's --runtime scan); null when "
+        "its latest scan did not look at live processes",
     )
 
 
@@ -185,6 +230,11 @@ class LibraryRef(BaseModel):
     sha256: str | None
     integrity: str | None
     provenance: str | None
+    loaded_processes: int = Field(default=0, description="live processes mapping the file")
+    loaded_containers: int = 0
+    loaded_deleted: bool = False
+    loaded_copy: bool = False
+    disk_sha256: str | None = None
 
 
 class WhereUsedItem(BaseModel):
@@ -255,7 +305,23 @@ class VersionSpread(BaseModel):
     distinct_versions: int
 
 
+class LoadedDrift(BaseModel):
+    asset_id: int
+    path: str | None
+    family: str
+    version: str | None
+    loaded_sha256: str | None
+    disk_sha256: str
+    processes: int
+    containers: int
+    deleted: bool
+
+
 class Drift(BaseModel):
+    loaded_differs_from_disk: list[LoadedDrift] = Field(
+        default_factory=list,
+        description="current files whose loaded bytes differ from the file on disk (at most 500)",
+    )
     digest_conflicts: list[DigestConflict]
     asset_changes: AssetChanges
     version_spread: list[VersionSpread]

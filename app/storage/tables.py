@@ -28,6 +28,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import Mapped, mapped_column
@@ -149,6 +150,8 @@ class Scan(Base):
     slsa_builder: Mapped[str | None] = mapped_column(Text)
     slsa_source_repo: Mapped[str | None] = mapped_column(Text)
     signature_rejected: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
+    #: what a --runtime scan covered (proc, processes, loading, unreadable); None: not looked
+    runtime: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class RawBom(Base):
@@ -235,6 +238,15 @@ class Artifact(Base):
     soname: Mapped[str | None] = mapped_column(Text)
     aliases: Mapped[list[str]] = mapped_column(JSON)
     notes: Mapped[list[str]] = mapped_column(JSON)
+    # live processes mapping exactly these bytes (a host scanned with --runtime)
+    loaded_processes: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    loaded_containers: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    loaded_deleted: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    #: bytes only processes hold (deleted, replaced, a container's own file)
+    loaded_copy: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    #: a loaded copy's drift: the other file at its path now
+    disk_sha256: Mapped[str | None] = mapped_column(String(64))
+    loaded_by: Mapped[list[dict[str, Any]]] = mapped_column(JSON, server_default=text("'[]'"))
 
 
 class AssetLibrary(Base):

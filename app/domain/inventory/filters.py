@@ -50,6 +50,7 @@ def library_match(
     verdict: str | None = None,
     integrity: str | None = None,
     provenance: str | None = None,
+    loaded: bool | None = None,
 ) -> LibraryMatch:
     """The library filters of a request, each checked (400 on a value that cannot match)."""
     return LibraryMatch(
@@ -59,6 +60,7 @@ def library_match(
         verdict=check_verdict(verdict),
         integrity=check_choice("integrity", integrity, v.INTEGRITY_VALUES),
         provenance=check_choice("provenance", provenance, v.PROVENANCE_VALUES),
+        loaded=loaded,
     )
 
 

@@ -6,6 +6,7 @@ read only per asset (detail, drift between an asset's last two scans).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -18,7 +19,7 @@ from app.storage.repositories import containers as containers_repo
 from app.storage.repositories import inventory as repo
 from app.storage.repositories import scans as scan_repo
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch
-from app.storage.tables import Asset, Scan
+from app.storage.tables import Artifact, Asset, Scan
 
 HISTORY_LIMIT = 50
 
@@ -42,7 +43,9 @@ def asset_detail(session: Session, asset_id: int) -> dict[str, Any]:
     asset = find_asset(session, asset_id)
     latest = scan_repo.by_id(session, asset.latest_scan_id) if asset.latest_scan_id else None
     detail = asset_dict(asset, latest)
-    detail["libraries"] = [library_dict(a) for a in repo.current_artifacts(session, asset_id)]
+    current = repo.current_artifacts(session, asset_id)
+    detail["libraries"] = [library_dict(a) for a in current]
+    detail["loaded"] = loaded_summary(current, latest)
     detail["packages"] = (
         [
             {"name": p.name, "version": p.version, "purl": p.purl, "manager": p.manager}
@@ -54,6 +57,24 @@ def asset_detail(session: Session, asset_id: int) -> dict[str, Any]:
     detail["history"] = [scan_dict(s) for s in repo.history(session, asset_id, HISTORY_LIMIT)]
     detail.update(_containers(session, asset))
     return detail
+
+
+def loaded_summary(artifacts: Sequence[Artifact], latest: Scan | None) -> dict[str, Any] | None:
+    """The "loaded by N processes / containers" for an asset's current libraries; None when its
+    latest scan did not look at live processes."""
+    if latest is None or latest.runtime is None:
+        return None
+    pids = {p.get("pid") for a in artifacts for p in a.loaded_by or []}
+    containers = {p["container"] for a in artifacts for p in a.loaded_by or [] if "container" in p}
+    loaded = [a for a in artifacts if a.loaded_processes]
+    return {
+        "processes": len(pids) or sum(a.loaded_processes for a in loaded),
+        "containers": len(containers),
+        "libraries": len(loaded),
+        "deleted": sum(1 for a in loaded if a.loaded_deleted),
+        "differs_from_disk": sum(1 for a in loaded if a.disk_sha256 is not None),
+        "scan": dict(latest.runtime),
+    }
 
 
 #: hosts listed as running one image in its detail
@@ -131,7 +152,7 @@ def where_used(
     """Every asset whose latest scan holds the library, with the matching files."""
     if not match.any:
         raise BadRequest(
-            "give at least one of family, version, sha256, verdict, integrity, provenance"
+            "give at least one of family, version, sha256, verdict, integrity, provenance, loaded"
         )
     assets, files, total = repo.where_used(session, match, query, limit, offset)
     grouped: dict[int, list[dict[str, Any]]] = {asset.id: [] for asset in assets}
@@ -194,7 +215,24 @@ def drift(
         diff = history.compare(by_scan.get(old_id, {}), by_scan.get(new_id, {}))
         if diff["added"] or diff["removed"] or diff["changed"]:
             changes.append({"asset_id": asset_id, "from_scan": old_id, "to_scan": new_id, **diff})
+    loaded = [
+        {
+            "asset_id": asset_id,
+            "path": path,
+            "family": fam,
+            "version": ver,
+            "loaded_sha256": sha,
+            "disk_sha256": disk,
+            "processes": int(processes),
+            "containers": int(containers),
+            "deleted": bool(deleted),
+        }
+        for asset_id, path, fam, ver, sha, disk, processes, containers, deleted in (
+            repo.loaded_drift(session, family, limit=500)
+        )
+    ]
     return {
+        "loaded_differs_from_disk": loaded,
         "digest_conflicts": list(conflicts.values()),
         "asset_changes": {"items": changes, "limit": limit, "offset": offset},
         "version_spread": [

@@ -26,6 +26,7 @@ def scan_dict(scan: Scan) -> dict[str, Any]:
         "library_count": scan.library_count,
         "content_sha256": scan.content_sha256,
         "image_trust": image_trust(scan),
+        "runtime": dict(scan.runtime) if scan.runtime is not None else None,
     }
 
 
@@ -83,6 +84,22 @@ def library_dict(artifact: Artifact) -> dict[str, Any]:
         "soname": artifact.soname,
         "aliases": list(artifact.aliases),
         "notes": list(artifact.notes),
+        "loaded": loaded_dict(artifact),
+    }
+
+
+def loaded_dict(artifact: Artifact) -> dict[str, Any] | None:
+    """Which live processes map the file (a --runtime scan); None when none does."""
+    if not artifact.loaded_processes and not artifact.loaded_copy:
+        return None
+    return {
+        "processes": artifact.loaded_processes,
+        "containers": artifact.loaded_containers,
+        "deleted": artifact.loaded_deleted,
+        "copy": artifact.loaded_copy,
+        "disk_sha256": artifact.disk_sha256,
+        "differs_from_disk": artifact.disk_sha256 is not None,
+        "by": list(artifact.loaded_by or []),
     }
 
 

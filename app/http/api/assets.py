@@ -46,6 +46,13 @@ Integrity = Annotated[
         json_schema_extra={"enum": list(v.INTEGRITY_VALUES)},
     ),
 ]
+Loaded = Annotated[
+    bool | None,
+    Query(
+        description="true: a library some live process maps (a host's --runtime scan); "
+        "false: one no process maps"
+    ),
+]
 Provenance = Annotated[
     str | None,
     Query(
@@ -71,6 +78,7 @@ def list_assets(
     verdict: Verdict = None,
     integrity: Integrity = None,
     provenance: Provenance = None,
+    loaded: Loaded = None,
     min_slsa_level: Annotated[
         int | None, Query(ge=0, le=3, description="verified SLSA Build level at least N")
     ] = None,
@@ -88,6 +96,7 @@ def list_assets(
         verdict=verdict,
         integrity=integrity,
         provenance=provenance,
+        loaded=loaded,
     )
     query = filters.asset_query(
         kind=kind,

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from app.domain.inventory import export as inventory_export
 from app.domain.inventory import filters, queries
 from app.errors import BadRequest
-from app.http.api.assets import Family, Integrity, Labels, Provenance, Verdict, Version
+from app.http.api.assets import Family, Integrity, Labels, Loaded, Provenance, Verdict, Version
 from app.http.deps import DatabaseDep, InventoryReader, SessionDep
 from app.http.params import Limit, Offset
 from app.http.schemas import Drift, LibraryPage, WhereUsedPage
@@ -48,6 +48,7 @@ def where_used(
     verdict: Verdict = None,
     integrity: Integrity = None,
     provenance: Provenance = None,
+    loaded: Loaded = None,
     kind: Literal["image", "host"] | None = None,
     label: Labels = None,
     limit: Limit = 50,
@@ -66,6 +67,7 @@ def where_used(
         verdict=verdict,
         integrity=integrity,
         provenance=provenance,
+        loaded=loaded,
     )
     query = filters.asset_query(kind=kind, labels=label or [])
     return JSONResponse(queries.where_used(session, match, query, limit, offset))

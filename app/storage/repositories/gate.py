@@ -94,6 +94,11 @@ _FACT_COLUMNS = (
     Artifact.provenance_signer,
     Artifact.provenance_reason,
     Artifact.owner_purl,
+    Artifact.loaded_processes,
+    Artifact.loaded_containers,
+    Artifact.loaded_deleted,
+    Artifact.loaded_copy,
+    Artifact.disk_sha256,
 )
 
 

@@ -49,11 +49,19 @@ class LibraryMatch:
     verdict: str | None = None
     integrity: str | None = None
     provenance: str | None = None
+    #: True: mapped by a live process (a --runtime scan); False: mapped by none
+    loaded: bool | None = None
 
     @property
     def by_file(self) -> bool:
         """Whether a condition needs the file rows (the summary holds family and version)."""
-        return bool(self.sha256 or self.verdict or self.integrity or self.provenance)
+        return bool(
+            self.sha256
+            or self.verdict
+            or self.integrity
+            or self.provenance
+            or self.loaded is not None
+        )
 
     @property
     def any(self) -> bool:
@@ -77,6 +85,10 @@ class LibraryMatch:
             conds.append(Artifact.integrity == self.integrity)
         if self.provenance:
             conds.append(Artifact.provenance == self.provenance)
+        if self.loaded is not None:
+            conds.append(
+                Artifact.loaded_processes > 0 if self.loaded else Artifact.loaded_processes == 0
+            )
         return conds
 
     def summary_conditions(self) -> list[ColumnElement[bool]]:
@@ -261,7 +273,37 @@ _WHERE_USED_COLUMNS = (
     Artifact.sha256,
     Artifact.integrity,
     Artifact.provenance,
+    Artifact.loaded_processes,
+    Artifact.loaded_containers,
+    Artifact.loaded_deleted,
+    Artifact.loaded_copy,
+    Artifact.disk_sha256,
 )
+
+
+def loaded_drift(
+    session: Session, family: str | None, limit: int
+) -> Sequence[Row[int, str | None, str, str | None, str | None, str | None, int, int, bool]]:
+    """Current files whose loaded bytes differ from the file at their path on disk."""
+    conds = [Artifact.is_current, Artifact.disk_sha256.is_not(None)]
+    if family:
+        conds.append(Artifact.family == family)
+    return session.execute(
+        select(
+            Artifact.asset_id,
+            Artifact.path,
+            Artifact.family,
+            Artifact.version,
+            Artifact.sha256,
+            Artifact.disk_sha256,
+            Artifact.loaded_processes,
+            Artifact.loaded_containers,
+            Artifact.loaded_deleted,
+        )
+        .where(*conds)
+        .order_by(Artifact.asset_id, Artifact.path, Artifact.id)
+        .limit(limit)
+    ).all()
 
 
 def where_used(
