@@ -69,27 +69,39 @@ class _Walker:
             raise SourceError(f"{self.label}: cannot read ({e.strerror or e})") from e
         if not stat.S_ISDIR(top.st_mode):
             raise SourceError(f"{self.label}: not a directory")
-        stack = ["/"]
+        # Depth first in byte order, a directory's content right after it: the order a tar
+        # writer walking the directory (Docker's, containerd's) lists entries, so a hard
+        # link's first path is the one the archive stores as the file.
+        stack = [("/", self._names("/"))]
         while stack:
-            directory = stack.pop()
-            host = self.directory + (directory if directory != "/" else "")
-            try:
-                with os.scandir(host) as it:
-                    names = sorted(entry.name for entry in it)
-            except OSError as e:
-                self.out.skipped.append(
-                    Skipped(directory, f"{self.label}: cannot list ({e.strerror})", Stage.SOURCE)
-                )
+            directory, names = stack[-1]
+            if not names:
+                stack.pop()
                 continue
-            subdirs = []
-            for name in names:
-                path = (directory.rstrip("/")) + "/" + name
-                if self._entry(path, name, host + "/" + name):
-                    subdirs.append(path)
-            stack.extend(reversed(subdirs))
+            name = names.pop()
+            path = directory.rstrip("/") + "/" + name
+            if self._entry(path, name, self._host(path)):
+                stack.append((path, self._names(path)))
         out = self.out
         out.tar_entries = len(out.entries) + len(out.whiteouts) + len(out.opaque)
         return out
+
+    def _host(self, path: str) -> str:
+        return self.directory + path
+
+    def _names(self, directory: str) -> list[str]:
+        """The directory's names, last first (popped in order); [] when unreadable."""
+        host = self.directory + (directory if directory != "/" else "")
+        try:
+            with os.scandir(host) as it:
+                names = [entry.name for entry in it]
+        except OSError as e:
+            self.out.skipped.append(
+                Skipped(directory, f"{self.label}: cannot list ({e.strerror})", Stage.SOURCE)
+            )
+            return []
+        names.sort(key=lambda n: n.encode("utf-8", "surrogateescape"), reverse=True)
+        return names
 
     def _count(self) -> None:
         self.budget.count_entries(1, self.label)

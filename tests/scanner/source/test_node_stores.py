@@ -227,7 +227,18 @@ def test_content_store_without_metadata(containerd: Containerd, tmp_path: Path) 
     )
     images = ContainerdRoot(str(copy)).images()
     real = {i.target.digest for i in ContainerdRoot(str(containerd.root)).images()}
-    assert {i.target.digest for i in images} == real
+    found = {i.target.digest for i in images}
+    # an index `ctr import` wrote and discarded may wait for containerd's garbage collector:
+    # then it is found, and the manifest it names is reached through it
+    blobs = copy / "io.containerd.content.v1.content/blobs/sha256"
+    through = {
+        m["digest"]
+        for d in found
+        for m in json.loads((blobs / d[7:]).read_bytes()).get("manifests", [])
+    }
+    assert real <= found | through and found - real <= {
+        d for d in found if "manifests" in json.loads((blobs / d[7:]).read_bytes())
+    }
     assert all(i.name == i.target.digest for i in images)
 
 
@@ -498,3 +509,40 @@ def test_node_discovery_goes_on_past_bad_records(tmp_path: Path) -> None:
     assert len(inventory.errors) == 2
     assert any("is missing" in e for e in inventory.errors)
     assert any("not valid JSON" in e for e in inventory.errors)
+
+
+def test_docker_root_hard_links_keep_the_archive_order(tmp_path: Path) -> None:
+    """A tar writer stores the first path of an inode in its depth-first byte order as the
+    file, the later ones as links to it; the directory walk must name the same first path,
+    or a library reached first through a non-library name would lose its facts."""
+    from tests.fixtures.images import hardlink
+    from tests.scanner.source.samples import CUDNN
+
+    image = Image(
+        [
+            Layer(
+                [
+                    directory("opt"),
+                    directory("opt/a"),
+                    file("opt/a/libcudnn.so.9", CUDNN),
+                    hardlink("opt/zdata", "opt/a/libcudnn.so.9"),
+                ]
+            )
+        ]
+    )
+    root = tmp_path / "docker"
+    write_docker_root(root, {"x/y:1": image})
+    write_docker_archive(tmp_path / "x.tar", image, "x/y:1")
+    selector = hashing_selector()
+    store = open_source(
+        f"docker-root:{root}", cache_dir=None, use_cache=False, all_filesystems=False
+    ).open_view(selector)
+    archive = open_source(
+        f"docker-archive:{tmp_path / 'x.tar'}",
+        cache_dir=None,
+        use_cache=False,
+        all_filesystems=False,
+    ).open_view(selector)
+    facts = {c.ref.path: c.facts for c in store.candidates}
+    assert facts == {c.ref.path: c.facts for c in archive.candidates}
+    assert facts["/opt/a/libcudnn.so.9"] is not None
