@@ -105,6 +105,26 @@ def _signer(signer: str | None, wide: bool) -> str:
     return signer if wide else signer.split(" (", 1)[0]
 
 
+def _runtime_lines(lib: GpuLibrary) -> list[str]:
+    """What live processes do with the file (``--runtime``): who loads it, and whether the
+    bytes they run are still the ones on disk."""
+    lines = []
+    if lib.loaded_by:
+        pids = sorted({p.pid for p in lib.loaded_by})
+        containers = {p.container_id for p in lib.loaded_by if p.container_id}
+        shown = ", ".join(map(str, pids[:5])) + (" ..." if len(pids) > 5 else "")
+        where = f" in {len(containers)} container(s)" if containers else ""
+        lines.append(f"  loaded by {len(pids)} process(es){where}: pid {shown}")
+    if lib.loaded_copy:
+        if any(p.deleted for p in lib.loaded_by):
+            lines.append("  loaded copy: deleted on disk")
+        if lib.disk_sha256:
+            lines.append(f"  loaded copy: on disk now {lib.disk_sha256[:12]}")
+        elif not lib.on_disk and not any(p.deleted for p in lib.loaded_by):
+            lines.append("  loaded copy: not at this path on disk")
+    return lines
+
+
 def _row(lib: GpuLibrary, result: ScanResult, wide: bool) -> dict[str, tuple[str, str]]:
     """One library's cells as (text, style) by column name, target data made printable."""
     ident = lib.ident
@@ -120,6 +140,7 @@ def _row(lib: GpuLibrary, result: ScanResult, wide: bool) -> dict[str, tuple[str
     links = len(lib.aliases)
     base = lib.ref.path.rpartition("/")[2]
     error = [f"  error: {lib.error}"] if lib.error else []
+    error += _runtime_lines(lib)
     lines = [lib.ref.path, *(f"  <- {a}" for a in lib.aliases), *error]
     file = f"{base} +{links} link{'s' * (links != 1)}" if links else base
     cells = {

@@ -281,3 +281,18 @@ def test_a_user_who_cannot_read_the_maps_gets_an_unreadable_finding(node: Node) 
     [maps] = [f for f in result["findings"] if "memory maps" in f["message"]]
     assert maps["kind"] == "unreadable"
     assert set(maps["also"]) == {"loaded-unowned", "loaded-deleted", "loaded-differs-from-disk"}
+
+
+def test_table_says_who_loads_what(node: Node) -> None:
+    import io
+
+    from scanner.report import render_table
+
+    out = io.StringIO()
+    render_table(scan(node), out, color=False, wide=True)
+    text = out.getvalue()
+    a, b = sorted(node.pids)
+    assert f"loaded by 2 process(es): pid {a}, {b}" in text
+    assert "loaded copy: deleted on disk" in text
+    assert f"loaded copy: on disk now {node.cublas_now[:12]}" in text
+    assert "finding loaded-deleted:" in text
