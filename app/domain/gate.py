@@ -124,6 +124,17 @@ def _file(a: StoredFile) -> FileFact:
     )
 
 
+def _driver(asset: Asset, scan: Scan, files: tuple[FileFact, ...]) -> tuple[str | None, str | None]:
+    """The host's driver as its latest report's node facts state it (the loaded kernel module
+    and the newest CUDA it runs); else, as for any BOM, its driver libraries' version. A
+    Jetson's driver is L4T's: its libraries carry no desktop driver version."""
+    details = (asset.details or {}) if scan.id == asset.latest_scan_id else {}
+    module = details.get("driver_version")
+    jetson = bool(details.get("l4t_release"))
+    version = module or (None if jetson else driver_version_of(files))
+    return version, details.get("driver_cuda_max")
+
+
 def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[StoredFile]) -> AssetFacts:
     """The facts of one stored scan of an asset."""
     files = tuple(_file(a) for a in artifacts)
@@ -141,6 +152,7 @@ def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[StoredFile]) -> Asset
         if checked
         else None
     )
+    driver = _driver(asset, scan, files)
     return AssetFacts(
         kind=AssetKind(asset.kind),
         name=asset.name,
@@ -149,7 +161,8 @@ def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[StoredFile]) -> Asset
         files=files,
         labels=tuple(sorted(asset.labels.items())),
         image_trust=trust,
-        driver_version=driver_version_of(files),
+        driver_version=driver[0],
+        driver_cuda_max=driver[1],
         findings=_findings(scan.findings),
         producer=scan.tool or scan.producer,
         runtime=scan.runtime is not None,

@@ -26,7 +26,7 @@ from app.domain.retention import RetentionPolicy, prune_asset
 from app.domain.tokens import Principal
 from app.domain.versions import version_key
 from app.errors import Conflict, Forbidden
-from app.storage.repositories import assets, containers, scans
+from app.storage.repositories import assets, containers, gpus, scans
 from app.storage.tables import Scan
 
 #: beyond the largest clock skew the settings accept: a latest scan dated this far ahead of
@@ -150,6 +150,24 @@ def ingest(
                     "image_config": c.image_config,
                 }
                 for c in spec.containers
+            ],
+            replace=known,
+        )
+    if spec.kind == "host" and (known or spec.gpus):
+        gpus.replace_for_host(
+            session,
+            asset.id,
+            [
+                {
+                    "bus_id": g.bus_id,
+                    "model": g.model,
+                    "uuid": g.uuid,
+                    "minor": g.minor,
+                    "vbios": g.vbios,
+                    "architecture": g.architecture,
+                    "compute_capability": g.compute_capability,
+                }
+                for g in spec.gpus
             ],
             replace=known,
         )

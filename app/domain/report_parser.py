@@ -17,7 +17,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, NoReturn
@@ -29,7 +29,15 @@ from app.domain.schema import SCHEMA_VERSIONS, schema_problems
 from app.domain.versions import normalize_version
 from app.errors import InvalidReport, PayloadTooLarge
 from app.storage.base import Base
-from app.storage.tables import Artifact, Asset, AssetLabel, NodeContainer, Package, Scan
+from app.storage.tables import (
+    Artifact,
+    Asset,
+    AssetLabel,
+    NodeContainer,
+    NodeGpu,
+    Package,
+    Scan,
+)
 from scanner import vocabulary as v
 
 SUPPORTED_SPEC_VERSIONS = SCHEMA_VERSIONS
@@ -93,6 +101,19 @@ class ReportContainer:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportGpu:
+    """A GPU a host report lists (a ``device`` component with ``gpuprov:gpu:bus-id``)."""
+
+    bus_id: str
+    model: str
+    uuid: str | None = None
+    minor: int | None = None
+    vbios: str | None = None
+    architecture: str | None = None
+    compute_capability: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReportAsset:
     """The asset a report describes."""
 
@@ -104,6 +125,8 @@ class ReportAsset:
     trust: ImageTrustFacts = field(default_factory=ImageTrustFacts)
     #: a host's running containers (`gpuprov:node:container`), each linked to its image
     containers: tuple[ReportContainer, ...] = ()
+    #: a host's GPUs (``device`` components), by PCI bus id
+    gpus: tuple[ReportGpu, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -446,6 +469,14 @@ def _normalize(document: dict[str, Any], spec: str, content_sha256: str) -> Repo
     tool, producer = _tool(metadata)
     timestamp = _timestamp(metadata.get("timestamp"))
     asset = _asset(metadata, meta_props)
+    if asset.kind == "host":
+        injected = sum(
+            1
+            for c, _ in _walk_components(document.get("components"), ("components",))
+            if v.INJECTED_HOST_PATH in _properties(c)
+        )
+        details = {**asset.details, **({"injected_files": str(injected)} if injected else {})}
+        asset = replace(asset, gpus=_gpus(document), details=details)
     libraries, packages, skipped = _libraries(document)
     if any(lib.family for lib in libraries if lib.kind == "file") and producer == "other":
         producer = "gpuprov" if _uses_vocabulary(document) else producer
@@ -692,6 +723,8 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
             "image a digest or the host a machine id, or a shorter name",
             [(_origin(component, where, identity.split(":", 1)[-1], source), "too long")],
         )
+    if kind == "host":
+        details.update(_node_details(component, props))
     details = {k: val for k, val in details.items() if val}
     _check_column(Asset, "details", details, lambda bad: _origin(component, where, bad, ()))
     trust_values: tuple[tuple[str, object], ...] = (
@@ -751,6 +784,80 @@ def _containers(
             engine, namespace or "", cid, digest, config, name or ""
         )
     return tuple(out.values())
+
+
+#: node facts of a host (docs/bom-properties.md) -> asset details key, and the form a value
+#: must have (a report that says otherwise is refused, naming the property)
+_NODE_DETAILS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    ("driver_version", v.DRIVER_VERSION, re.compile(r"\d{1,6}(?:\.\d{1,6}){1,3}")),
+    ("driver_flavor", v.DRIVER_FLAVOR, re.compile(r"open|proprietary")),
+    ("driver_cuda_max", v.DRIVER_CUDA_MAX, re.compile(r"\d{1,3}\.\d{1,3}")),
+    ("driver_cuda_max_at_least", v.DRIVER_CUDA_MAX_AT_LEAST, re.compile(r"true")),
+    ("gpu_count", v.GPU_COUNT, re.compile(r"\d{1,4}")),
+    ("l4t_release", v.L4T_RELEASE, re.compile(r"\d{1,4}(?:\.\d{1,4}){1,2}")),
+    ("jetpack_release", v.JETPACK_RELEASE, re.compile(r"[0-9A-Za-z][0-9A-Za-z. ]{0,31}")),
+    ("jetpack_cuda", v.JETPACK_CUDA, re.compile(r"\d{1,3}\.\d{1,3}")),
+)
+
+
+def _node_details(component: Mapping[str, Any], props: Mapping[str, list[str]]) -> dict[str, str]:
+    """A host's driver, Jetson release and GPU count as asset details."""
+    out: dict[str, str] = {}
+    for key, prop, form in _NODE_DETAILS:
+        value = _first(props, prop)
+        if value is None:
+            continue
+        if not form.fullmatch(value):
+            where = _origin(component, ("metadata", "component"), value, (prop,))
+            _fail(f"{prop} must match {form.pattern}, not {value[:40]!r}", [(where, "bad value")])
+        out[key] = value
+    return out
+
+
+_GPU_FIELDS = ("model", "uuid", "vbios", "architecture", "compute_capability")
+_BUS_ID = re.compile(r"[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
+_MAX_GPUS = 256
+
+
+def _gpus(document: Mapping[str, Any]) -> tuple[ReportGpu, ...]:
+    """The GPU ``device`` components of a host report (``gpuprov:gpu:bus-id``), checked."""
+    out: dict[str, ReportGpu] = {}
+    for component, path in _walk_components(document.get("components"), ("components",)):
+        props = _properties(component)
+        if component.get("type") != "device" or v.GPU_BUS_ID not in props:
+            continue
+        bus = _first(props, v.GPU_BUS_ID) or ""
+        if not _BUS_ID.fullmatch(bus):
+            _fail(
+                f"{v.GPU_BUS_ID} must be a PCI bus id (0000:17:00.0), not {bus[:40]!r}",
+                [(_pointer((*path, "properties")), "bad bus id")],
+            )
+        minor = _first(props, v.GPU_MINOR)
+        if minor is not None and not re.fullmatch(r"\d{1,4}", minor):
+            _fail(
+                f"{v.GPU_MINOR} must be a number, not {minor[:40]!r}",
+                [(_pointer((*path, "properties")), "bad minor")],
+            )
+        gpu = ReportGpu(
+            bus_id=bus,
+            model=str(component.get("name") or ""),
+            uuid=_first(props, v.GPU_UUID),
+            minor=int(minor) if minor is not None else None,
+            vbios=_first(props, v.GPU_VBIOS),
+            architecture=_first(props, v.GPU_ARCHITECTURE),
+            compute_capability=_first(props, v.GPU_COMPUTE_CAPABILITY),
+        )
+        for column in _GPU_FIELDS:
+            _check_column(
+                NodeGpu,
+                column,
+                getattr(gpu, column),
+                lambda bad, path=path: _pointer((*path, "properties")),  # type: ignore[misc]
+            )
+        out[bus] = gpu
+        if len(out) > _MAX_GPUS:
+            _fail(f"a host report lists more than {_MAX_GPUS} GPUs", [(_pointer(path), "too many")])
+    return tuple(out[b] for b in sorted(out))
 
 
 def _origin(
@@ -928,6 +1035,9 @@ def _libraries(
         name = str(component.get("name") or "")
         ctype = component.get("type")
         purl = component.get("purl") if isinstance(component.get("purl"), str) else None
+        if ctype == "device" or v.INJECTED_HOST_PATH in props:
+            # a GPU, or a host file the container toolkit injects: node facts, no library
+            continue
         if v.LIBRARY_FAMILY in props:
             library = _vocabulary_file(component, props, path)
             _check_row(library, Artifact, component, path, _VOCABULARY_SOURCES)

@@ -169,6 +169,16 @@ class RunningOn(BaseModel):
     container_id: str
 
 
+class GpuOut(BaseModel):
+    bus_id: str = Field(description="PCI location, 0000:17:00.0")
+    model: str = Field(description="NVIDIA H100 80GB HBM3")
+    uuid: str | None
+    minor: int | None = Field(description="N of /dev/nvidiaN")
+    vbios: str | None
+    architecture: str | None = Field(description="nvidia-smi's product architecture (Hopper)")
+    compute_capability: str | None = Field(description="9.0")
+
+
 class AssetDetail(AssetOut):
     libraries: list[LibraryOut]
     packages: list[PackageOut]
@@ -185,6 +195,11 @@ class AssetDetail(AssetOut):
         default=None,
         description="loaded by N processes / containers (a host's --runtime scan); null when "
         "its latest scan did not look at live processes",
+    )
+    gpus: list[GpuOut] = Field(
+        default_factory=list,
+        description="a host's GPUs (its latest report's device components); its driver is in "
+        "details (driver_version, driver_cuda_max, ...)",
     )
 
 

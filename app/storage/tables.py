@@ -438,3 +438,22 @@ class NodeContainer(Base):
     image_name: Mapped[str] = mapped_column(String(1024))
     image_digest: Mapped[str | None] = mapped_column(String(80))
     image_config: Mapped[str | None] = mapped_column(String(80))
+
+
+class NodeGpu(Base):
+    """A GPU of a host as its latest report lists it (a CycloneDX ``device`` component); the
+    model index answers "which hosts have this GPU"."""
+
+    __tablename__ = "node_gpu"
+    __table_args__ = (Index(None, "model"),)
+
+    host_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    bus_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    model: Mapped[str] = mapped_column(String(256))
+    uuid: Mapped[str | None] = mapped_column(String(64))
+    minor: Mapped[int | None] = mapped_column(Integer)
+    vbios: Mapped[str | None] = mapped_column(String(64))
+    architecture: Mapped[str | None] = mapped_column(String(64))
+    compute_capability: Mapped[str | None] = mapped_column(String(8))

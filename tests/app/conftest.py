@@ -40,6 +40,7 @@ TABLES = (
     "raw_bom",
     "asset_library",
     "node_container",
+    "node_gpu",
     "asset_label",
     "scan",
     "asset",

@@ -18,6 +18,8 @@ NOTHING = {
     "package": 0,
     "raw_bom": 0,
     "asset_library": 0,
+    "node_container": 0,
+    "node_gpu": 0,
     "asset_label": 0,
     "scan": 0,
     "asset": 0,

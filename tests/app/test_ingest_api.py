@@ -46,6 +46,8 @@ def test_report_is_stored(service: Service, post_report: Callable[..., Any]) -> 
         "package": 4,
         "raw_bom": 1,
         "asset_library": 5,
+        "node_container": 0,
+        "node_gpu": 0,
         "asset_label": 3,
         "scan": 1,
         "asset": 1,

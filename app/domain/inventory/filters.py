@@ -72,6 +72,7 @@ def asset_query(
     match: LibraryMatch | None = None,
     min_slsa_level: int | None = None,
     signed: bool | None = None,
+    gpu_model: str | None = None,
 ) -> AssetQuery:
     """The asset filters of a request; ``labels`` are ``KEY=VALUE`` strings, checked."""
     return AssetQuery(
@@ -81,6 +82,7 @@ def asset_query(
         match=match if match is not None else LibraryMatch(),
         min_slsa_level=min_slsa_level,
         signed=signed,
+        gpu_model=gpu_model,
     )
 
 

@@ -16,6 +16,7 @@ from app.domain.inventory.serializers import asset_dict, library_dict, page, sca
 from app.errors import BadRequest, NotFound
 from app.storage.repositories import assets as asset_repo
 from app.storage.repositories import containers as containers_repo
+from app.storage.repositories import gpus as gpus_repo
 from app.storage.repositories import inventory as repo
 from app.storage.repositories import scans as scan_repo
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch
@@ -56,6 +57,7 @@ def asset_detail(session: Session, asset_id: int) -> dict[str, Any]:
     )
     detail["history"] = [scan_dict(s) for s in repo.history(session, asset_id, HISTORY_LIMIT)]
     detail.update(_containers(session, asset))
+    detail["gpus"] = _gpus(session, asset)
     return detail
 
 
@@ -75,6 +77,24 @@ def loaded_summary(artifacts: Sequence[Artifact], latest: Scan | None) -> dict[s
         "differs_from_disk": sum(1 for a in loaded if a.disk_sha256 is not None),
         "scan": dict(latest.runtime),
     }
+
+
+def _gpus(session: Session, asset: Asset) -> list[dict[str, Any]]:
+    """A host's GPUs (its latest report's), by PCI bus id; none for an image."""
+    if asset.kind != "host":
+        return []
+    return [
+        {
+            "bus_id": g.bus_id,
+            "model": g.model,
+            "uuid": g.uuid,
+            "minor": g.minor,
+            "vbios": g.vbios,
+            "architecture": g.architecture,
+            "compute_capability": g.compute_capability,
+        }
+        for g in gpus_repo.of_host(session, asset.id)
+    ]
 
 
 #: hosts listed as running one image in its detail

@@ -85,11 +85,20 @@ def list_assets(
     signed: Annotated[
         bool | None, Query(description="whether the latest scan names an accepted image signer")
     ] = None,
+    gpu_model: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=256,
+            description="hosts with a GPU of this model (NVIDIA H100 80GB HBM3), or a pattern "
+            "with *",
+        ),
+    ] = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
-    """Assets, filtered by kind, name, labels, image trust and the libraries their latest scan
-    holds."""
+    """Assets, filtered by kind, name, labels, image trust, a host's GPU model and the libraries
+    their latest scan holds."""
     match = filters.library_match(
         family=family,
         version=version,
@@ -105,6 +114,7 @@ def list_assets(
         match=match,
         min_slsa_level=min_slsa_level,
         signed=signed,
+        gpu_model=gpu_model,
     )
     return queries.list_assets(session, query, limit, offset)
 

@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
-from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, Package, Scan
+from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, NodeGpu, Package, Scan
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +128,7 @@ class AssetQuery:
     match: LibraryMatch = field(default_factory=LibraryMatch)
     min_slsa_level: int | None = None  # the latest scan's verified SLSA Build level, at least
     signed: bool | None = None  # whether the latest scan names an accepted image signer
+    gpu_model: str | None = None  # a host GPU's model: exact, or a glob with '*'
 
 
 def _escape_like(text: str) -> str:
@@ -151,6 +152,13 @@ def _asset_conditions(query: AssetQuery) -> list[ColumnElement[bool]]:
     if query.signed is not None:
         signed = _latest_scan(_LATEST.image_signer.is_not(None))
         conds.append(signed if query.signed else ~signed)
+    if query.gpu_model:
+        if "*" in query.gpu_model:
+            pattern = "%".join(_escape_like(p) for p in query.gpu_model.split("*"))
+            model: ColumnElement[bool] = NodeGpu.model.like(pattern, escape="\\")
+        else:
+            model = NodeGpu.model == query.gpu_model
+        conds.append(Asset.id.in_(select(NodeGpu.host_id).where(model)))
     match = query.match
     if match.by_file:
         conds.append(Asset.id.in_(select(Artifact.asset_id).where(*match.conditions())))
