@@ -273,7 +273,7 @@ def _scan_node(root: str, runtime: bool, proc: Path | None) -> list[tuple[str, b
     from scanner.nodestores import discover, node_platform
     from scanner.pipeline import ScanOptions, run_scan
 
-    inventory = discover(root, node_platform())
+    inventory = discover(root, node_platform(), str(proc) if proc is not None else None)
     options = ScanOptions(runtime=runtime, proc=str(proc) if proc is not None else None)
     host = replace(run_scan(root, options), containers=tuple(inventory.containers))
     reports: list[tuple[str, bytes | None]] = [(root, to_json(host).encode())]

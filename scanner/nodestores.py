@@ -174,11 +174,12 @@ def in_root(node_root: str, path: str) -> str | None:
     return None if found is None else base + found
 
 
-def discover(node_root: str, platform: str | None = None) -> NodeInventory:
-    """The images and running containers of the engine stores under ``node_root``."""
+def discover(node_root: str, platform: str | None = None, proc: str | None = None) -> NodeInventory:
+    """The images and running containers of the engine stores under ``node_root``; ``proc``
+    is the node's proc directory (default ``node_root/proc``)."""
     out = NodeInventory()
     seen: set[str] = set()
-    proc = in_root(node_root, "proc")
+    proc = proc or in_root(node_root, "proc")
     has_proc = proc is not None and os.path.isdir(os.path.join(proc, "self"))
     for relative, state in CONTAINERD_ROOTS:
         root = in_root(node_root, relative)

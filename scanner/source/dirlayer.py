@@ -60,6 +60,7 @@ class _Walker:
         self.label = f"layer {spec.digest} ({directory})"
         self.out = LayerYield(spec.digest, compression="dir")
         self.inodes: dict[tuple[int, int], str] = {}
+        self.known_opaque: frozenset[str] = frozenset()
         self.pending: list[tuple[str, Callable[[], FileFacts], io.BufferedReader]] = []
 
     def run(self) -> LayerYield:
@@ -127,7 +128,7 @@ class _Walker:
             out.whiteouts.append(path)
             return False
         if stat.S_ISDIR(st.st_mode):
-            if _opaque(host):
+            if path in self.known_opaque or _opaque(host):
                 out.opaque.append(path)
             out.entries.append((path, NodeKind.DIR, 0, mode, None, None))
             return True
@@ -242,10 +243,20 @@ class _Walker:
 
 
 def read_dir_layer(
-    directory: str, spec: LayerSpec, selector: Selector, limits: Limits, budget: Budget
+    directory: str,
+    spec: LayerSpec,
+    selector: Selector,
+    limits: Limits,
+    budget: Budget,
+    *,
+    opaque: Callable[[], frozenset[str]] | None = None,
 ) -> LayerYield:
-    """The yield of the extracted layer in ``directory`` (see the module docstring)."""
+    """The yield of the extracted layer in ``directory`` (see the module docstring);
+    ``opaque`` names opaque directories known from elsewhere (Docker's tar-split record),
+    for a reader not allowed to see ``trusted.*`` xattrs (without CAP_SYS_ADMIN)."""
     walker = _Walker(directory, spec, selector, budget)
+    if opaque is not None:
+        walker.known_opaque = opaque()
     try:
         walker.run()
     except BaseException:

@@ -12,10 +12,13 @@ image store keeps images in containerd's root instead (``containerd:/var/lib/con
 
 from __future__ import annotations
 
+import base64
 import functools
+import gzip
 import hashlib
 import json
 import os
+import posixpath
 import re
 import stat
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from typing import Any
 
 from scanner.errors import SourceError, UsageError
 from scanner.model import OciDigest
+from scanner.source.containment import normalize
 from scanner.source.dirlayer import read_dir_layer
 from scanner.source.image import ImagePlan, ImageSourceBase
 from scanner.source.layerstream import LayerSpec, Readable
@@ -32,6 +36,8 @@ _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _CACHE_ID = re.compile(r"[0-9a-f]{64}\Z")
 _JSON_LIMIT = 16 * 1024 * 1024
 _DRIVER = "overlay2"
+#: decompressed bytes of a tar-split record read (about 150 bytes per layer entry)
+_TAR_SPLIT_LIMIT = 1 << 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +111,43 @@ def _digest(text: str, what: str) -> OciDigest:
 
 def _no_blob() -> Readable:
     raise SourceError("an extracted layer directory has no blob to open")
+
+
+def tar_split_opaque(path: str) -> frozenset[str]:
+    """Directories the layer's original tar made opaque (``DIR/.wh..wh..opq`` entries), from
+    Docker's tar-split record of it (gzip JSON lines; entries of type 1 carry the member name,
+    or ``name_raw`` in base64). The extracted layer shows them only as a ``trusted.*`` xattr,
+    which a reader without CAP_SYS_ADMIN cannot see. Empty when there is no readable record."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return frozenset()
+    found: set[str] = set()
+    read = 0
+    try:
+        with os.fdopen(fd, "rb") as raw:
+            if not stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
+                return frozenset()
+            with gzip.GzipFile(fileobj=raw) as lines:
+                for line in lines:
+                    read += len(line)
+                    if read > _TAR_SPLIT_LIMIT:
+                        return frozenset(found)
+                    if b".wh..wh..opq" not in line and b"name_raw" not in line:
+                        continue
+                    entry = json.loads(line)
+                    if not isinstance(entry, dict) or entry.get("type") != 1:
+                        continue
+                    name = entry.get("name")
+                    if not isinstance(name, str) and isinstance(entry.get("name_raw"), str):
+                        raw_name = base64.b64decode(entry["name_raw"])
+                        name = raw_name.decode("utf-8", "surrogateescape")
+                    if isinstance(name, str) and posixpath.basename(name) == ".wh..wh..opq":
+                        found.add(normalize(posixpath.dirname(name)))
+    except (OSError, EOFError, ValueError, gzip.BadGzipFile):
+        return frozenset(found)
+    return frozenset(found)
 
 
 class DockerRoot:
@@ -223,9 +266,11 @@ class DockerRoot:
                 raise SourceError(f"{what}: {path} is missing ({e.strerror})") from e
             if not stat.S_ISDIR(st.st_mode):
                 raise SourceError(f"{what}: {path} is not a directory")
-        return LayerSpec(
-            diff_id, None, _no_blob, "diff", None, functools.partial(read_dir_layer, diff)
+        split = os.path.join(meta, "tar-split.json.gz")
+        reader = functools.partial(
+            read_dir_layer, diff, opaque=functools.partial(tar_split_opaque, split)
         )
+        return LayerSpec(diff_id, None, _no_blob, "diff", None, reader)
 
     def containers(self) -> list[DockerContainer]:
         """Every container's image ID and running state, from ``containers/*/config.v2.json``."""

@@ -264,12 +264,12 @@ def test_content_blob_links_are_not_followed(containerd: Containerd, tmp_path: P
 # -- Docker data root ---------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module", params=["files", "overlay"])
+@pytest.fixture(scope="module", params=["files", "overlay", "overlay-hidden"])
 def docker_root(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, world: sc.World
 ) -> tuple[Path, Path, Path]:
     base = tmp_path_factory.mktemp(f"docker-{request.param}")
-    if request.param == "overlay" and not overlay_whiteouts_supported(base):
+    if request.param != "files" and not overlay_whiteouts_supported(base):
         if os.environ.get("CI") == "true":
             pytest.fail("overlay whiteouts (mknod 0/0, trusted.* xattrs) need root")
         pytest.skip("overlay whiteouts (mknod 0/0, trusted.* xattrs) need root")
