@@ -3,7 +3,9 @@ CycloneDX BOM (valid against 1.6), the legacy list, and an aarch64 Jetson root."
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +153,46 @@ def test_jetson_root_with_aarch64_libraries(tmp_path: Path) -> None:
     assert asset["gpuprov:l4t:release"] == ["36.4.0"]
     assert asset["gpuprov:jetpack:release"] == ["6.1"]
     assert validate_json(json.dumps(doc), "1.6") is None
+
+
+def test_hostile_node_inputs_stay_in_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    nt.write(root, "/etc/hostname", "hostile\n")
+    outside = nt.write(tmp_path, "/outside/secret", "the machine's own file\n")
+    # a CDI spec names a host path whose link points out of the root, and one through ..
+    lib = root / "usr/lib/x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libcuda.so.1").symlink_to(str(outside))
+    (lib / "libnvidia-ml.so.1").symlink_to("../../../../outside/secret")
+    nt.write(root, "/outside/secret", "the root's own file\n")
+    spec = (
+        "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ncontainerEdits:\n  mounts:\n"
+        f"  - hostPath: {nt.LIB}/libcuda.so.1\n    containerPath: /x/libcuda.so.1\n"
+        f"  - hostPath: {nt.LIB}/libnvidia-ml.so.1\n    containerPath: /x/libnvidia-ml.so.1\n"
+        "  - hostPath: /../../outside/secret\n    containerPath: /x/secret\n"
+        "devices:\n- name: all\n  containerEdits: {}\n"
+    )
+    nt.write(root, "/etc/cdi/nvidia.yaml", spec)
+    # a FIFO where a version file should be must not block the scan
+    (root / "proc/driver/nvidia").mkdir(parents=True)
+    os.mkfifo(root / "proc/driver/nvidia/version")
+    node = _scan(root, tmp_path).node
+    digests = {i.host_path: i.digests for i in node.injected}
+    inside = hashlib.sha256(b"the root's own file\n").hexdigest()
+    assert digests[f"{nt.LIB}/libcuda.so.1"] is None  # /outside/secret is absent in the root
+    assert digests[f"{nt.LIB}/libnvidia-ml.so.1"].sha256 == inside
+    assert digests["/../../outside/secret"].sha256 == inside
+    assert node.driver is None
+
+
+def test_entity_expansion_in_nvidia_smi_xml_is_refused(tmp_path: Path) -> None:
+    laughs = (
+        '<?xml version="1.0"?>\n<!DOCTYPE nvidia_smi_log [\n<!ENTITY a "aaaaaaaaaa">\n'
+        + "".join(f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">\n' for i in range(9))
+        + "]>\n<nvidia_smi_log><driver_version>&j;</driver_version></nvidia_smi_log>\n"
+    )
+    root = nt.gpu_node(tmp_path / "root")
+    smi = nt.write(tmp_path, "/laughs.xml", laughs)
+    node = _scan(root, tmp_path, nvidia_smi_xml=str(smi)).node
+    assert node.driver.version == nt.DRIVER  # the module's, never the expanded text
+    assert any(n.startswith("nvidia-smi: ") for n in node.notes)
