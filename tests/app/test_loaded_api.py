@@ -222,3 +222,27 @@ def test_a_bad_runtime_count_is_refused(service: Service, post_report: Callable[
             prop["value"] = "-3"
     answer = post_report(json.dumps(doc).encode())
     assert answer.status_code == 422 and "must be a count" in answer.text
+
+
+def test_the_service_gates_a_host_on_what_its_processes_loaded(service: Service) -> None:
+    from tests.app.test_gate_api import HEAD, gate, put_policy
+
+    assert put_policy(service, HEAD + "rules:\n  loaded: {}\n").status_code == 201
+    token = service.token("gate", "report:write", name="ci")
+
+    def decide(body: bytes) -> dict[str, Any]:
+        answer = gate(service, token, policy="prod", bom=json.loads(body))
+        assert answer.status_code == 200, answer.text
+        doc: dict[str, Any] = answer.json()
+        return doc
+
+    stale = decide(host_report("gpu-node-1", "m1", RuntimeScan("/proc", 500, 3)))
+    assert stale["decision"] == "deny"
+    [reason] = stale["reasons"]
+    assert reason["rule"] == "loaded" and not reason["missing_input"]
+    assert "deleted or replaced on disk" in reason["message"] and C in reason["message"]
+    # the service decides from the rows it stored (the report was ingested first)
+    assert stale["subject"]["kind"] == "host"
+    blind = decide(host_report("gpu-node-2", "m2", None))
+    assert blind["decision"] == "deny" and blind["reasons"][0]["missing_input"]
+    assert "--runtime" in blind["reasons"][0]["message"]
