@@ -4,8 +4,12 @@ framework, and the overview's fleet figures (aggregated in SQL, a few statements
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy.orm import Session
+
+from app.storage.repositories import overview as repo
 from scanner.policy.controls import default_catalog
 
 
@@ -32,3 +36,60 @@ def compliance_by_framework(entries: Sequence[dict[str, Any]]) -> list[dict[str,
                 )
         out.append({**entry, "frameworks": frameworks})
     return out
+
+
+#: the families whose versions the overview charts
+CHARTED_FAMILIES = (("cudnn", "cuDNN"), ("cudart", "CUDA runtime"))
+#: bars per chart; the rest are counted as "other versions"
+CHART_BARS = 12
+URGENT_LIMIT = 10
+_FINDING_KINDS = {3: "provenance conflict", 2: "modified", 1: "unowned"}
+_FINDING_WHY = {
+    3: "the bytes differ from the vendor's signed reference catalog (tampered or replaced)",
+    2: "the bytes differ from what the owning package installed",
+    1: "no package owns the file (copied in by hand or by a build step)",
+}
+
+
+def overview(session: Session, now: datetime) -> dict[str, Any]:
+    """The overview page's figures, a handful of aggregate statements."""
+    kinds = repo.asset_kinds(session)
+    files, integrity_ok, provenance_ok, modified, unowned, conflict = repo.file_verdicts(session)
+    modified_assets, unowned_assets = repo.finding_assets(session)
+    decisions = repo.decisions_since(session, now - timedelta(days=7))
+    versions = {
+        family: [
+            (version, int(n)) for version, n in repo.versions_in_use(session, family, CHART_BARS)
+        ]
+        for family, _ in CHARTED_FAMILIES
+    }
+    urgent = [
+        {
+            "rank": rank,
+            "finding": _FINDING_KINDS[rank],
+            "why": _FINDING_WHY[rank],
+            "asset": {"id": asset_id, "kind": kind, "name": name},
+            "files": int(count),
+            "example_path": path,
+            "family": family,
+            "version": version,
+            "last_seen": last_seen,
+        }
+        for rank, asset_id, kind, name, count, path, family, version, last_seen in (
+            repo.urgent_findings(session, URGENT_LIMIT)
+        )
+    ]
+    return {
+        "images": kinds.get("image", 0),
+        "hosts": kinds.get("host", 0),
+        "files": int(files),
+        "integrity_verified": int(integrity_ok),
+        "provenance_verified": int(provenance_ok),
+        "modified": {"files": int(modified), "assets": int(modified_assets)},
+        "unowned": {"files": int(unowned), "assets": int(unowned_assets)},
+        "provenance_conflicts": int(conflict),
+        "digest_conflicts": repo.digest_conflict_count(session),
+        "decisions": {d: decisions.get(d, 0) for d in ("allow", "warn", "deny")},
+        "versions": versions,
+        "urgent": urgent,
+    }

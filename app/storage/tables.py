@@ -39,6 +39,11 @@ from app.storage.base import Base, BigId, SortKey, UTCDateTime
 # there, so the planners see the query's term in the index's WHERE clause and use the index.
 _CURRENT_PG = text("is_current")
 _CURRENT_SQLITE = text("is_current = 1")
+#: the overview's file rows (a literal in the queries too: see FINDING_PREDICATE)
+CURRENT_FILE = "kind = 'file'"
+#: a current file that is not the vendor's bytes: tampered against a signed catalog, changed
+#: since its package installed it, or owned by no package
+FINDING_PREDICATE = "(provenance = 'conflict' OR integrity IN ('modified', 'unowned'))"
 
 
 class ApiToken(Base):
@@ -208,6 +213,30 @@ class Artifact(Base):
             "asset_id",
             postgresql_where=_CURRENT_PG,
             sqlite_where=_CURRENT_SQLITE,
+        ),
+        # the overview's fleet figures from the index alone: verdict shares (index-only scan)
+        # and digest conflicts (grouped in index order, no sort); only queries that name
+        # kind = 'file' literally can use it, so lookups by digest keep their own index
+        Index(
+            "ix_artifact_current_facts",
+            "family",
+            "component",
+            "version",
+            "cuda_major",
+            "arch",
+            "sha256",
+            "integrity",
+            "provenance",
+            postgresql_where=text(f"is_current AND {CURRENT_FILE}"),
+            sqlite_where=text(f"is_current = 1 AND {CURRENT_FILE}"),
+        ),
+        # the overview's most urgent findings: the few current files that are not the
+        # vendor's bytes (the predicate is the query's, spelled identically: FINDING_PREDICATE)
+        Index(
+            "ix_artifact_current_findings",
+            "asset_id",
+            postgresql_where=text(f"is_current AND {FINDING_PREDICATE}"),
+            sqlite_where=text(f"is_current = 1 AND {FINDING_PREDICATE}"),
         ),
     )
 

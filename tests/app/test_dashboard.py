@@ -15,6 +15,7 @@ import pytest
 from fastapi import APIRouter, Request
 from fastapi.responses import PlainTextResponse
 from fastapi.testclient import TestClient
+from sqlalchemy import event
 
 from app.clock import utcnow
 from app.http.dashboard import auth as dashboard_auth
@@ -453,3 +454,134 @@ def test_asset_detail(
     assert normalized.status_code == 200 and json.loads(normalized.content)["specVersion"] == "1.6"
     assert client.get(f"/assets/{ids['host']}/sbom?format=xml").status_code == 400
     assert client.get("/assets/999999/sbom").status_code == 404
+
+
+# ---------------------------------------------------------------------------------- overview
+
+
+def _overview_fleet(service: Service, post_report: Callable[..., Any]) -> dict[str, int]:
+    """`_fleet` plus an image with a file in conflict with a signed catalog and another copy
+    of cuDNN 9.1.0.70 with different bytes (drift), an unowned CUDA runtime on a host, and gate
+    decisions under a stored policy."""
+    admin = auth(service.token("admin"), **{"Content-Type": "application/yaml"})
+    put = service.client.put("/api/v1/policies/prod", content=PROMOTION.encode(), headers=admin)
+    assert put.status_code == 201, put.text
+    ids = _fleet(post_report)
+    tampered = boms.cudnn_wheel()
+    tampered.libs[0] = boms.Lib(
+        **{
+            **tampered.libs[0].__dict__,
+            "sha256": boms.digest_of("tampered"),
+            "provenance": "conflict",
+        }
+    )
+    stray = boms.Lib(
+        path="/opt/app/lib/libcudart.so.12",
+        family="cudart",
+        component="cudart",
+        version="12.4.127",
+        integrity="unowned",
+    )
+    for key, bom in (
+        ("tampered", boms.gpuprov_bom(name="registry.example.com/ml/evil:6.6", owners=[tampered])),
+        ("stray", boms.gpuprov_bom(kind="host", name="gpu-node-2", extra_libs=[stray])),
+    ):
+        answer = post_report(boms.encode(bom))
+        assert answer.status_code == 201, answer.text
+        ids[key] = answer.json()["asset_id"]
+    gate = auth(service.token("gate"))
+    for name in (TRAIN, LEGACY):
+        digest = boms.gpuprov_bom(name=name)["metadata"]["component"]["version"]
+        answer = service.client.post(
+            "/api/v1/gate", json={"policy": "prod", "image": digest}, headers=gate
+        )
+        assert answer.status_code == 200, answer.text
+    return ids
+
+
+def test_overview_figures(service: Service, post_report: Callable[..., Any]) -> None:
+    from app.domain.dashboard import overview
+
+    ids = _overview_fleet(service, post_report)
+    with service.db.session() as session:
+        o = overview(session, utcnow())
+    assert (o["images"], o["hosts"]) == (3, 2)
+    # cuDNN's 8 files + 4 CUDA wheels' on train and gpu-node-1, cuDNN only on legacy and evil,
+    # gpu-node-2's 12 + 1 stray
+    assert o["files"] == 12 + 8 + 12 + 8 + 13
+    assert o["integrity_verified"] == o["files"] - 2
+    assert o["modified"] == {"files": 1, "assets": 1}
+    assert o["unowned"] == {"files": 1, "assets": 1}
+    assert o["provenance_conflicts"] == 1 and o["provenance_verified"] == 0
+    # libcudnn.so.9 9.1.0.70 and the CUDA runtime 12.4.127, each seen with two digests
+    assert o["digest_conflicts"] == 2
+    assert o["decisions"] == {"allow": 1, "warn": 0, "deny": 1}
+    cudnn = dict(o["versions"]["cudnn"])
+    assert cudnn == {"9.1.0.70": 4, "8.9.7.29": 1}
+    assert dict(o["versions"]["cudart"]) == {"12.4.127": 3}
+    urgent = [(f["finding"], f["asset"]["id"], f["files"]) for f in o["urgent"]]
+    assert urgent == [
+        ("provenance conflict", ids["tampered"], 1),
+        ("modified", ids["unsigned"], 1),
+        ("unowned", ids["stray"], 1),
+    ]
+    assert o["urgent"][0]["example_path"].endswith("/cudnn/lib/libcudnn.so.9")
+
+
+def test_overview_page(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    ids = _overview_fleet(service, post_report)
+    _reader(service, client)
+    html = client.get("/").text
+    assert "<svg" in html and "cuDNN versions in use" in html
+    assert 'href="/assets?family=cudnn&amp;version=9.1.0.70"' in html
+    assert f'<a href="/assets/{ids["tampered"]}">registry.example.com/ml/evil:6.6</a>' in html
+    # three clicks at most: overview -> the tampered image -> its failing file and controls
+    detail = client.get(f"/assets/{ids['tampered']}").text
+    assert "libcudnn.so.9" in detail and "conflict" in detail
+    chart_link = client.get("/assets?family=cudnn&version=8.9.7.29")
+    assert _names(chart_link.text) == {LEGACY}
+
+
+def test_overview_of_an_empty_fleet(service: Service, client: TestClient) -> None:
+    _reader(service, client)
+    html = client.get("/").text
+    assert "no cuDNN library in the fleet" in html
+    assert "No modified, unowned or conflicting GPU library file" in html
+
+
+def test_overview_reads_its_indexes(service: Service) -> None:
+    """The statements the overview runs, explained as run: the verdict shares and digest
+    conflicts read `ix_artifact_current_facts`, the findings `ix_artifact_current_findings`."""
+    from app.domain.dashboard import overview
+
+    statements: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        statements.append((statement, params))
+
+    engine = service.db.engine
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        with service.db.session() as session:
+            overview(session, utcnow())
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    plans = {}
+    with engine.connect() as conn:
+        if service.backend == "postgresql":
+            conn.exec_driver_sql("SET enable_seqscan = off")
+        prefix = "EXPLAIN " if service.backend == "postgresql" else "EXPLAIN QUERY PLAN "
+        for statement, params in statements:
+            rows = conn.exec_driver_sql(prefix + statement, params).all()
+            plans[statement] = "\n".join(str(row[-1]) for row in rows)
+    found = {
+        name: [s for s, plan in plans.items() if name in plan]
+        for name in ("ix_artifact_current_facts", "ix_artifact_current_findings")
+    }
+    # shares and digest conflicts on PostgreSQL (an index-only scan); SQLite, without
+    # statistics, reads the shares from the table
+    facts = 2 if service.backend == "postgresql" else 1
+    assert len(found["ix_artifact_current_facts"]) == facts, plans
+    assert len(found["ix_artifact_current_findings"]) == 2, plans  # finding assets, urgent

@@ -1,0 +1,159 @@
+"""The dashboard overview's fleet figures, each one aggregate statement: assets per kind, the
+current files' verdicts, digest conflicts, recent gate decisions, versions in use, and the
+current files that are findings (read through `ix_artifact_current_facts` and
+`ix_artifact_current_findings`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Row, case, distinct, func, select, text
+from sqlalchemy.orm import Session
+
+from app.storage.tables import (
+    CURRENT_FILE,
+    FINDING_PREDICATE,
+    Artifact,
+    Asset,
+    AssetLibrary,
+    GateDecision,
+)
+
+#: the partial indexes' predicates, literally (no bound parameter): both planners then know
+#: that the index holds every row a query wants
+_FILE = text(CURRENT_FILE)
+
+
+def asset_kinds(session: Session) -> dict[str, int]:
+    """Assets per kind."""
+    rows = session.execute(select(Asset.kind, func.count()).group_by(Asset.kind)).all()
+    return {kind: int(count) for kind, count in rows}
+
+
+def _count_if(condition: Any) -> Any:
+    return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
+
+
+def file_verdicts(session: Session) -> Row[int, int, int, int, int, int]:
+    """(files, integrity verified, provenance verified, modified, unowned, provenance conflict)
+    over the current GPU library files."""
+    row = session.execute(
+        select(
+            func.count(),
+            _count_if(Artifact.integrity == "verified"),
+            _count_if(Artifact.provenance == "verified"),
+            _count_if(Artifact.integrity == "modified"),
+            _count_if(Artifact.integrity == "unowned"),
+            _count_if(Artifact.provenance == "conflict"),
+        ).where(Artifact.is_current, _FILE)
+    ).one()
+    return row
+
+
+def _findings() -> Any:
+    return text(FINDING_PREDICATE)
+
+
+def finding_assets(session: Session) -> Row[int, int]:
+    """(assets with a modified file, assets with an unowned file)."""
+    row = session.execute(
+        select(
+            func.count(distinct(case((Artifact.integrity == "modified", Artifact.asset_id)))),
+            func.count(distinct(case((Artifact.integrity == "unowned", Artifact.asset_id)))),
+        ).where(Artifact.is_current, _findings())
+    ).one()
+    return row
+
+
+_GROUP = (
+    Artifact.family,
+    Artifact.component,
+    Artifact.version,
+    Artifact.cuda_major,
+    Artifact.arch,
+)
+
+
+def digest_conflict_count(session: Session) -> int:
+    """How many (family, component, version, CUDA major, arch) of current files are seen with
+    more than one digest across the fleet."""
+    groups = (
+        select(*_GROUP)
+        .where(
+            Artifact.is_current,
+            _FILE,
+            Artifact.sha256.is_not(None),
+            Artifact.version.is_not(None),
+        )
+        .group_by(*_GROUP)
+        .having(func.count(distinct(Artifact.sha256)) > 1)
+        .subquery()
+    )
+    return int(session.scalar(select(func.count()).select_from(groups)) or 0)
+
+
+def decisions_since(session: Session, since: datetime) -> dict[str, int]:
+    """Gate decisions per answer (allow, warn, deny) since ``since``."""
+    rows = session.execute(
+        select(GateDecision.decision, func.count())
+        .where(GateDecision.decided_at >= since)
+        .group_by(GateDecision.decision)
+    ).all()
+    return {decision: int(count) for decision, count in rows}
+
+
+def versions_in_use(session: Session, family: str, limit: int) -> Sequence[Row[str, int]]:
+    """The ``limit`` versions of a family on the most assets (latest scans), with their count."""
+    assets = func.count(distinct(AssetLibrary.asset_id)).label("assets")
+    return session.execute(
+        select(AssetLibrary.version, assets)
+        .where(AssetLibrary.family == family, AssetLibrary.version.is_not(None))
+        .group_by(AssetLibrary.version)
+        .order_by(assets.desc(), AssetLibrary.version)
+        .limit(limit)
+    ).all()  # type: ignore[return-value]
+
+
+#: how urgent a finding is: tampered bytes first, then changed files, then unowned ones
+_RANK = case(
+    (Artifact.provenance == "conflict", 3),
+    (Artifact.integrity == "modified", 2),
+    else_=1,
+)
+
+
+def urgent_findings(session: Session, limit: int) -> Sequence[Row[*tuple[Any, ...]]]:
+    """The ``limit`` most urgent (asset, kind of finding) pairs: rank, asset id, kind and name,
+    the number of files, one example path, family and version, most recently seen first."""
+    rank = _RANK.label("rank")
+    found = (
+        select(
+            Artifact.asset_id,
+            rank,
+            func.count().label("files"),
+            func.min(Artifact.path).label("path"),
+            func.min(Artifact.family).label("family"),
+            func.min(Artifact.version).label("version"),
+        )
+        .where(Artifact.is_current, _findings())
+        .group_by(Artifact.asset_id, _RANK)
+        .subquery()
+    )
+    return session.execute(
+        select(
+            found.c.rank,
+            Asset.id,
+            Asset.kind,
+            Asset.name,
+            found.c.files,
+            found.c.path,
+            found.c.family,
+            found.c.version,
+            Asset.last_seen,
+        )
+        .join(Asset, Asset.id == found.c.asset_id)
+        .order_by(found.c.rank.desc(), Asset.last_seen.desc(), Asset.id)
+        .limit(limit)
+    ).all()
