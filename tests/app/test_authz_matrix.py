@@ -26,7 +26,8 @@ DOCS = {
     ("GET", "/redoc"),
     ("GET", "/docs/oauth2-redirect"),
 }
-STATIC_MOUNTS = {"/docs/static"}
+#: the documentation's and the dashboard's stylesheets and scripts
+STATIC_MOUNTS = {"/docs/static", "/static"}
 #: modules whose routes authenticate by the dashboard's session cookie, not a bearer token
 SESSION_MODULES = ("app.http.dashboard",)
 STATES = ("valid", "revoked", "expired", "bound")
