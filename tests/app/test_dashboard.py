@@ -23,6 +23,7 @@ from app.http.dashboard.auth import AdminUser, checked_form
 from app.http.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE
 from app.http.dashboard.templating import CONTENT_SECURITY_POLICY
 from app.main import create_app
+from scanner import vocabulary as v
 from tests.app import boms
 from tests.app.conftest import Service, auth
 from tests.app.pages import csrf_of, login, session_csrf, with_trust
@@ -294,10 +295,17 @@ def test_report_values_render_as_text(
         extra_libs=[lib],
         labels={"team": '"><script>alert(2)</script>'},
     )
+    process = {"pid": 4242, "exe": "/usr/bin/<script>alert(3)</script>", "pod": "trainer-0"}
+    bom["components"][0]["properties"].append(
+        {"name": v.RUNTIME_PROCESS, "value": json.dumps(process)}
+    )
     answer = post_report(boms.encode(bom))
     assert answer.status_code == 201, answer.text
     asset_id = answer.json()["asset_id"]
     _reader(service, client)
+    detail = client.get(f"/assets/{asset_id}").text
+    assert "/usr/bin/&lt;script&gt;alert(3)&lt;/script&gt;" in detail  # loaded by, as text
+    assert "pid 4242" in detail and "pod trainer-0" in detail
     for path in ("/assets", f"/assets/{asset_id}"):
         html = client.get(path).text
         assert "<script" not in html and "<img src=x" not in html, path
