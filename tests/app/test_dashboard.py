@@ -593,3 +593,19 @@ def test_overview_reads_its_indexes(service: Service) -> None:
     facts = 2 if service.backend == "postgresql" else 1
     assert len(found["ix_artifact_current_facts"]) == facts, plans
     assert len(found["ix_artifact_current_findings"]) == 2, plans  # finding assets, urgent
+
+
+def test_every_link_of_the_overview_and_asset_pages_leads_somewhere(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    ids = _overview_fleet(service, post_report)
+    _reader(service, client)
+    pages = ["/", "/assets", *(f"/assets/{i}" for i in ids.values())]
+    links: set[str] = set()
+    for page in pages:
+        html = client.get(page).text
+        links |= {h.replace("&amp;", "&") for h in re.findall(r'href="(/[^"]*)"', html)}
+    assert len(links) > 20
+    for link in sorted(links):
+        answer = client.get(link)
+        assert answer.status_code == 200, (link, answer.status_code, answer.text[-300:])
