@@ -217,7 +217,8 @@ def db_prune(
         )
     policy = RetentionPolicy(keep_scans, keep_days)
     _require_current_schema(settings)
-    db = Database(settings)
+    # a request's statement timeout is not meant for a fleet-wide maintenance query
+    db = Database(settings.model_copy(update={"database_statement_timeout": 3600.0}))
     try:
         result = prune(db, policy, utcnow(), dry_run=dry_run, batch_size=batch_size)
     except SQLAlchemyError as e:

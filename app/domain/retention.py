@@ -103,16 +103,20 @@ def prune(
                 if repo.partition_droppable(session.connection(), p, ids)
             ]
         return result
+    with db.transaction() as session:  # checked first: the drops then hold their locks briefly
+        conn = session.connection()
+        droppable = [p for p in repo.partitions(conn) if repo.partition_droppable(conn, p, ids)]
+    dropped = Rows()
     with db.transaction(write=True) as session:
         conn = session.connection()
         repo.ensure_partitions(conn)  # the months ahead, so no row lands in the default one
-        dropped = Rows()
-        for partition in repo.partitions(conn):
-            if repo.partition_droppable(conn, partition, ids):
-                rows = repo.partition_rows(conn, partition)
-                dropped = dropped + Rows(**{partition.parent: rows})
-                repo.drop_partition(conn, partition)
-                result.partitions.append(partition.name)
+        # an old month never gains rows (new rows are stamped now), and a scan the rules let
+        # go never comes back: what was droppable still is
+        for partition in droppable:
+            rows = repo.partition_rows(conn, partition)
+            dropped = dropped + Rows(**{partition.parent: rows})
+            repo.drop_partition(conn, partition)
+            result.partitions.append(partition.name)
     # computed once: a scan the rules let go never comes back (new reports only add newer
     # scans, and an asset's latest only moves to a new scan), so batches need no new ranking
     with db.transaction() as session:

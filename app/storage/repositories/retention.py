@@ -131,6 +131,8 @@ class Partition:
     parent: str
     name: str
     default: bool
+    #: its range ended before now: no new row can land in it (rows are stamped when stored)
+    closed: bool
 
 
 def partitions(conn: Connection) -> list[Partition]:
@@ -141,7 +143,9 @@ def partitions(conn: Connection) -> list[Partition]:
     rows = conn.execute(
         text(
             "SELECT parent.relname, child.relname, "
-            "  pg_get_expr(child.relpartbound, child.oid) = 'DEFAULT' "
+            "  pg_get_expr(child.relpartbound, child.oid) = 'DEFAULT', "
+            "  coalesce((regexp_match(pg_get_expr(child.relpartbound, child.oid),"
+            "    'TO \\(''([^'']+)''\\)'))[1]::timestamptz <= now(), false) "
             "FROM pg_inherits i "
             "JOIN pg_class parent ON parent.oid = i.inhparent "
             "JOIN pg_class child ON child.oid = i.inhrelid "
@@ -151,7 +155,7 @@ def partitions(conn: Connection) -> list[Partition]:
         ),
         {"tables": list(HISTORY_TABLES)},
     ).all()
-    return [Partition(str(p), str(c), bool(d)) for p, c, d in rows]
+    return [Partition(str(p), str(c), bool(d), bool(closed)) for p, c, d, closed in rows]
 
 
 def ensure_partitions(conn: Connection, months_ahead: int = 3) -> int | None:
@@ -171,8 +175,9 @@ def ensure_partitions(conn: Connection, months_ahead: int = 3) -> int | None:
 
 
 def partition_droppable(conn: Connection, partition: Partition, ids: Select[int]) -> bool:
-    """Whether every row of a (non-default, non-empty) partition belongs to a selected scan."""
-    if partition.default:
+    """Whether every row of a partition belongs to a selected scan: only a past month's (not
+    this month's, where an ingest may be adding rows, nor the default), and not an empty one."""
+    if partition.default or not partition.closed:
         return False
     chosen = ids.subquery("chosen")
     quoted = conn.dialect.identifier_preparer.quote(partition.name)
