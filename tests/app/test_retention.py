@@ -16,6 +16,7 @@ from sqlalchemy import text
 from app.domain.retention import RetentionPolicy, prune
 from app.main import create_app
 from app.settings import Settings
+from app.storage.tables import GateDecision
 from tests.app import boms
 from tests.app.conftest import JSON_HEADERS, Service, auth
 from tests.app.test_cli import _run
@@ -95,6 +96,30 @@ def test_keep_scans_dry_then_for_real(service: Service, fleet: dict[str, list[in
     assert after["asset_library"] == before["asset_library"]  # current state untouched
     _whole(service)
     assert prune(service.db, policy, NOW).rows.scan == 0  # nothing left to do
+
+
+def test_audit_rows_outlive_their_scan(service: Service, fleet: dict[str, list[int]]) -> None:
+    with service.db.transaction(write=True) as session:
+        oldest = session.execute(text("SELECT min(id) FROM scan")).scalar_one()
+        session.add(
+            GateDecision(
+                decided_at=NOW,
+                token_name="ci",
+                policy_name="prod",
+                policy_version=1,
+                policy_sha256="0" * 64,
+                decision="allow",
+                subject_kind="host",
+                subject_name="node-a",
+                scan_id=oldest,
+                reasons=[],
+                controls={},
+            )
+        )
+    assert prune(service.db, RetentionPolicy(keep_scans=1), NOW).rows.scan == 8
+    with service.db.session() as session:
+        kept = session.execute(text("SELECT scan_id, decision FROM gate_decision")).all()
+    assert [tuple(r) for r in kept] == [(None, "allow")]
 
 
 def test_keep_days_never_drops_the_latest(service: Service, fleet: dict[str, list[int]]) -> None:
