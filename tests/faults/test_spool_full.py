@@ -24,7 +24,7 @@ from tests.faults.fleet import report, serial_of, stored_serials
 from tests.faults.pgcluster import free_port
 
 EXIT_SPOOLED, EXIT_NOT_KEPT = 3, 4
-REPORTS = 5
+REPORTS = 4
 
 
 @contextlib.contextmanager
