@@ -462,6 +462,7 @@ def _runtime(
     from scanner.hash import HostFactsCache
     from scanner.runtime.attach import apply_loaded
     from scanner.runtime.loaded import resolve_loaded
+    from scanner.runtime.owners import owners_in_own_roots
     from scanner.runtime.procfs import looks_like_proc, walk_proc
     from scanner.source.directory import DirectorySource
 
@@ -503,7 +504,8 @@ def _runtime(
         lambda opened, name: analyze_elf(opened, name=name),
         need_md5,
     )
-    return apply_loaded(copies, walk, libraries, owners, ctx)
+    own_roots = owners_in_own_roots(copies, walk.proc)
+    return apply_loaded(copies, walk, libraries, owners, ctx, own_roots)
 
 
 def _cross_check(libraries: list[GpuLibrary]) -> tuple[list[GpuLibrary], list[Finding]]:

@@ -48,19 +48,30 @@ def _pids(copy: LoadedCopy | GpuLibrary) -> str:
     return "pid " + ", ".join(map(str, pids[:5])) + more
 
 
-def _copy_library(copy: LoadedCopy, owners: Owners, ctx: DetectContext) -> GpuLibrary | None:
-    """The library a loaded copy is, judged like a scanned file; None when it is no ELF."""
+def _copy_library(
+    copy: LoadedCopy,
+    owners: Owners,
+    ctx: DetectContext,
+    own_root: tuple[tuple[Package, OwnedFile] | None, str] | None,
+) -> GpuLibrary | None:
+    """The library a loaded copy is, judged like a scanned file; None when it is no ELF.
+
+    ``own_root``: for a copy mapped from a root of its own, its owner there (read through
+    /proc/PID/root) and that root; None when that root could not be read."""
     facts = copy.facts
     assert facts is not None
     if facts.not_elf:
         return None
-    hit = owners.get(copy.path) if copy.same_root else None
+    hit = owners.get(copy.path) if copy.same_root else (own_root[0] if own_root else None)
     owner, record = (hit[0], hit[1]) if hit else (None, None)
     integrity, reason = integrity_verdict(facts.digests, owner, record)
     if not copy.same_root:
         containers = sorted({p.container_id[:12] for p in copy.loaders if p.container_id})
         where = f"container {', '.join(containers)}" if containers else "another root"
-        reason = f"loaded from {where}, whose packages a host scan does not read (scan its image)"
+        if own_root is None:
+            reason = f"loaded from {where}, whose root could not be read for its packages"
+        else:
+            reason = f"loaded from {where} ({own_root[1]}): {reason}"
     ident = identify(copy.path, facts, owner, ctx)
     return GpuLibrary(
         ref=FileRef(copy.path),
@@ -85,13 +96,17 @@ def apply_loaded(
     libraries: Sequence[GpuLibrary],
     owners: Owners,
     ctx: DetectContext,
+    own_roots: dict[int, tuple[tuple[Package, OwnedFile] | None, str]] | None = None,
 ) -> tuple[list[GpuLibrary], list[Finding], RuntimeScan]:
-    """The libraries with their loaders, the loaded copies added, and the runtime findings."""
+    """The libraries with their loaders, the loaded copies added, and the runtime findings.
+
+    ``own_roots``: owners of copies mapped from roots of their own, by index in ``copies``
+    (`scanner.runtime.owners.owners_in_own_roots`)."""
     index = {lib.ref.path: i for i, lib in enumerate(libraries)}
     out = list(libraries)
     extra: dict[tuple[str, Sha256], GpuLibrary] = {}
     unreadable: list[LoadedCopy] = []
-    for copy in copies:
+    for i, copy in enumerate(copies):
         if copy.facts is None:
             unreadable.append(copy)
             continue
@@ -100,7 +115,7 @@ def apply_loaded(
             lib = out[at]
             out[at] = replace(lib, loaded_by=(*lib.loaded_by, *copy.loaders))
             continue
-        lib_or_none = _copy_library(copy, owners, ctx)
+        lib_or_none = _copy_library(copy, owners, ctx, (own_roots or {}).get(i))
         if lib_or_none is None:
             continue
         # one component per loaded path and bytes, whichever roots and states they come from

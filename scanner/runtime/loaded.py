@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scanner.errors import HashError
-from scanner.hash import HostFactsCache, facts_of
+from scanner.hash import HostFactsCache, facts_of, may_be_dpkg_owned
 from scanner.model import (
     Digests,
     ElfFacts,
@@ -154,7 +154,8 @@ class _Resolver:
         known = self.loaded.get((f.dev, f.inode))
         if known is not None and known.facts is not None:
             return known
-        md5 = proc.same_root and self.need_md5(f.path)
+        # a root of its own may keep dpkg's MD5 records: guess from the path, as images do
+        md5 = self.need_md5(f.path) if proc.same_root else may_be_dpkg_owned(f.path)
         scanned = self.inodes.get((f.dev, f.inode))
         if scanned is not None and not f.deleted:
             # the mapped inode is a file the scan hashed (whatever path the process used)

@@ -1,7 +1,7 @@
 """A process in a root of its own, as a container runs (a mount namespace, pivot_root, the old
 root detached): its maps name paths of its root, its files are read through /proc/PID/root, a
 host file it maps is the host's library (same inode), and a file replaced inside its root is
-a loaded copy that differs from the disk there."""
+a loaded copy that differs from the disk there, judged against that root's own packages."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import pytest
 from scanner.model import GpuLibrary, Integrity, LoadedVia
 from scanner.pipeline import ScanOptions, run_scan
 from tests.fixtures import elf
+from tests.fixtures import packages as pk
 from tests.fixtures.processes import build_loader
 
 ENTER = """
@@ -89,6 +90,16 @@ def test_a_process_in_its_own_root(tmp_path: Path) -> None:
         (root / name).symlink_to(target)
     loaded_cublas = sha256(cublas)
     inner = "/opt/gpu/lib"
+    # the root's own package database owns the library it loads (as an image's dpkg does)
+    pk.dpkg_install(
+        root,
+        [
+            pk.DebSpec(
+                "libcublas12", "12.4.5.8-1", files={f"{inner}/{cublas.name}": cublas.read_bytes()}
+            )
+        ],
+        tmp_path / "debs",
+    )
     with in_own_root(
         root, "/opt/bin/gpu-loader", f"{inner}/{cudnn.name}", f"{inner}/{cublas.name}"
     ) as pid:
@@ -107,7 +118,11 @@ def test_a_process_in_its_own_root(tmp_path: Path) -> None:
     assert copy.loaded_copy and not copy.on_disk
     assert copy.digests.sha256 == loaded_cublas
     assert copy.disk_sha256 == sha256(cublas)
-    assert copy.integrity is Integrity.UNOWNED and "another root" in copy.integrity_reason
+    # judged against its own root's packages (read through /proc/PID/root), not the host's:
+    # the bytes it runs are the ones its package installed
+    assert copy.owner is not None and copy.owner.name == "libcublas12"
+    assert copy.integrity is Integrity.VERIFIED, copy.integrity_reason
+    assert "another root" in copy.integrity_reason and "libcublas12" in copy.integrity_reason
     [p] = copy.loaded_by
     assert p.deleted and p.via is LoadedVia.MAP_FILES and p.sha256 == loaded_cublas
     assert set(by_path) == {str(cudnn), f"{inner}/{cublas.name}"}
