@@ -296,3 +296,21 @@ def test_table_says_who_loads_what(node: Node) -> None:
     assert "loaded copy: deleted on disk" in text
     assert f"loaded copy: on disk now {node.cublas_now[:12]}" in text
     assert "finding loaded-deleted:" in text
+
+
+def test_gate_denies_a_node_running_replaced_libraries(node: Node, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: node\n"
+        "rules:\n  loaded: {forbid: [loaded-differs-from-disk]}\n"
+    )
+    done = run_gpuprov(
+        "gate", "/", "--include", str(node.lib), "--runtime", "--no-cache", "-q",
+        "--policy-file", str(policy), "-f", "json",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    decision = json.loads(done.stdout)
+    assert decision["decision"] == "deny"
+    [reason] = decision["reasons"]
+    assert reason["rule"] == "loaded" and not reason["missing_input"]
+    assert f"{node.cublas}: loaded bytes {node.cublas_loaded}" in reason["message"]
