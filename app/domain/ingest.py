@@ -171,6 +171,24 @@ def ingest(
             ],
             replace=known,
         )
+    if spec.kind == "host" and (known or spec.injected):
+        gpus.replace_injected(
+            session,
+            asset.id,
+            [
+                {
+                    "host_path": f.host_path,
+                    "sha256": f.sha256,
+                    "family": f.family,
+                    "version": f.version,
+                    "container_paths": list(f.container_paths),
+                    "devices": list(f.devices),
+                    "sources": list(f.sources),
+                }
+                for f in spec.injected
+            ],
+            replace=known,
+        )
     values: dict[str, object] = {
         "latest_scan_id": scan_id,
         "latest_scanned_at": scanned_at,

@@ -35,6 +35,7 @@ from app.storage.tables import (
     AssetLabel,
     NodeContainer,
     NodeGpu,
+    NodeInjected,
     Package,
     Scan,
 )
@@ -114,6 +115,19 @@ class ReportGpu:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportInjected:
+    """A host file the container toolkit injects into the host's containers."""
+
+    host_path: str
+    sha256: str | None
+    family: str | None
+    version: str | None
+    container_paths: tuple[str, ...]
+    devices: tuple[str, ...]
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ReportAsset:
     """The asset a report describes."""
 
@@ -127,6 +141,8 @@ class ReportAsset:
     containers: tuple[ReportContainer, ...] = ()
     #: a host's GPUs (``device`` components), by PCI bus id
     gpus: tuple[ReportGpu, ...] = ()
+    #: the host files its container toolkit injects (``gpuprov:injected:host-path``)
+    injected: tuple[ReportInjected, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,13 +486,9 @@ def _normalize(document: dict[str, Any], spec: str, content_sha256: str) -> Repo
     timestamp = _timestamp(metadata.get("timestamp"))
     asset = _asset(metadata, meta_props)
     if asset.kind == "host":
-        injected = sum(
-            1
-            for c, _ in _walk_components(document.get("components"), ("components",))
-            if v.INJECTED_HOST_PATH in _properties(c)
-        )
-        details = {**asset.details, **({"injected_files": str(injected)} if injected else {})}
-        asset = replace(asset, gpus=_gpus(document), details=details)
+        injected = _injected(document)
+        details = {**asset.details, **({"injected_files": str(len(injected))} if injected else {})}
+        asset = replace(asset, gpus=_gpus(document), injected=injected, details=details)
     libraries, packages, skipped = _libraries(document)
     if any(lib.family for lib in libraries if lib.kind == "file") and producer == "other":
         producer = "gpuprov" if _uses_vocabulary(document) else producer
@@ -858,6 +870,73 @@ def _gpus(document: Mapping[str, Any]) -> tuple[ReportGpu, ...]:
         if len(out) > _MAX_GPUS:
             _fail(f"a host report lists more than {_MAX_GPUS} GPUs", [(_pointer(path), "too many")])
     return tuple(out[b] for b in sorted(out))
+
+
+_MAX_INJECTED = 4096
+_MAX_INJECTED_VALUES = 64  # container paths, devices or sources of one file
+_MAX_INJECTED_PATH = max_length(NodeInjected, "host_path")
+
+
+def _injected(document: Mapping[str, Any]) -> tuple[ReportInjected, ...]:
+    """The injected-file components of a host report, checked."""
+    out: dict[str, ReportInjected] = {}
+    for component, path in _walk_components(document.get("components"), ("components",)):
+        props = _properties(component)
+        host = _first(props, v.INJECTED_HOST_PATH)
+        if host is None:
+            continue
+        where = _pointer((*path, "properties"))
+        lists = {
+            name: tuple(props.get(prop, ()))
+            for name, prop in (
+                ("container_paths", v.INJECTED_CONTAINER_PATH),
+                ("devices", v.INJECTED_DEVICE),
+                ("sources", v.INJECTED_SOURCE),
+            )
+        }
+        paths = (host, *lists["container_paths"])
+        if not all(p.startswith("/") and len(p) <= _MAX_INJECTED_PATH for p in paths) or any(
+            _CONTROL.search(p) for p in paths
+        ):
+            _fail(
+                f"{v.INJECTED_HOST_PATH} and {v.INJECTED_CONTAINER_PATH} are absolute paths of at "
+                f"most {_MAX_INJECTED_PATH} characters without control characters",
+                [(where, "bad path")],
+            )
+        if any(len(values) > _MAX_INJECTED_VALUES for values in lists.values()):
+            _fail(
+                f"an injected file names more than {_MAX_INJECTED_VALUES} container paths, "
+                "devices or sources",
+                [(where, "too many")],
+            )
+        item = ReportInjected(
+            host_path=host,
+            sha256=_sha256(component),
+            family=_first(props, v.INJECTED_FAMILY),
+            version=_first(props, v.INJECTED_VERSION),
+            **lists,
+        )
+        for column in ("family", "version"):
+            _check_column(
+                NodeInjected,
+                column,
+                getattr(item, column),
+                lambda bad, where=where: where,  # type: ignore[misc]
+            )
+        for column in ("devices", "sources"):
+            _check_column(
+                NodeInjected,
+                column,
+                getattr(item, column),
+                lambda bad, where=where: where,  # type: ignore[misc]
+            )
+        out[host] = item
+        if len(out) > _MAX_INJECTED:
+            _fail(
+                f"a host report lists more than {_MAX_INJECTED} injected files",
+                [(_pointer(path), "too many")],
+            )
+    return tuple(out[h] for h in sorted(out))
 
 
 def _origin(

@@ -179,6 +179,16 @@ class GpuOut(BaseModel):
     compute_capability: str | None = Field(description="9.0")
 
 
+class InjectedOut(BaseModel):
+    host_path: str = Field(description="/usr/lib/x86_64-linux-gnu/libcuda.so.535.129.03")
+    sha256: str | None = Field(description="the host file's digest; null for a socket or device")
+    family: str | None = Field(description="GPU library family of its name (libcuda)")
+    version: str | None
+    container_paths: list[str] = Field(description="where containers see it")
+    devices: list[str] = Field(description="CDI devices it comes with (nvidia.com/gpu=all)")
+    sources: list[str] = Field(description="cdi:/etc/cdi/nvidia.yaml, nvidia-container-cli list")
+
+
 class AssetDetail(AssetOut):
     libraries: list[LibraryOut]
     packages: list[PackageOut]
@@ -200,6 +210,11 @@ class AssetDetail(AssetOut):
         default_factory=list,
         description="a host's GPUs (its latest report's device components); its driver is in "
         "details (driver_version, driver_cuda_max, ...)",
+    )
+    injected: list[InjectedOut] = Field(
+        default_factory=list,
+        description="the host files a host's NVIDIA Container Toolkit injects into its "
+        "containers (CDI specs, nvidia-container-cli list)",
     )
 
 

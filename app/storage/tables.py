@@ -486,3 +486,23 @@ class NodeGpu(Base):
     vbios: Mapped[str | None] = mapped_column(String(64))
     architecture: Mapped[str | None] = mapped_column(String(64))
     compute_capability: Mapped[str | None] = mapped_column(String(8))
+
+
+class NodeInjected(Base):
+    """A host file the NVIDIA Container Toolkit injects into the host's containers (CDI specs,
+    ``nvidia-container-cli list``), as the host's latest report lists it: what a container on
+    the host runs besides its image (``libcuda.so.*``, ``libnvidia-ml.so.*``)."""
+
+    __tablename__ = "node_injected"
+    __table_args__ = (Index(None, "sha256"),)
+
+    host_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    host_path: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    family: Mapped[str | None] = mapped_column(String(64))
+    version: Mapped[str | None] = mapped_column(String(128))
+    container_paths: Mapped[list[str]] = mapped_column(JSON)
+    devices: Mapped[list[str]] = mapped_column(JSON)
+    sources: Mapped[list[str]] = mapped_column(JSON)

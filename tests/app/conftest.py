@@ -41,6 +41,7 @@ TABLES = (
     "asset_library",
     "node_container",
     "node_gpu",
+    "node_injected",
     "asset_label",
     "scan",
     "asset",

@@ -20,6 +20,7 @@ NOTHING = {
     "asset_library": 0,
     "node_container": 0,
     "node_gpu": 0,
+    "node_injected": 0,
     "asset_label": 0,
     "scan": 0,
     "asset": 0,

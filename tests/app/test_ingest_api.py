@@ -48,6 +48,7 @@ def test_report_is_stored(service: Service, post_report: Callable[..., Any]) -> 
         "asset_library": 5,
         "node_container": 0,
         "node_gpu": 0,
+        "node_injected": 0,
         "asset_label": 3,
         "scan": 1,
         "asset": 1,

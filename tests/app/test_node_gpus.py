@@ -67,6 +67,15 @@ def test_host_lists_its_gpus_and_driver(
     families = sorted(lib["family"] for lib in detail["libraries"])
     assert families == ["cudart", "libcuda", "nvidia-ml"]
     assert service.count("node_gpu") == 2
+    # what containers on the host get besides their image: the injected host files
+    injected = {f["host_path"]: f for f in detail["injected"]}
+    libcuda = injected[f"{nt.LIB}/libcuda.so.{nt.DRIVER}"]
+    stored = next(lib for lib in detail["libraries"] if lib["family"] == "libcuda")
+    assert libcuda["sha256"] == stored["sha256"] and libcuda["version"] == nt.DRIVER
+    assert libcuda["container_paths"] == [f"{nt.LIB}/libcuda.so.{nt.DRIVER}"]
+    assert libcuda["devices"] == ["nvidia.com/gpu=*"]
+    assert libcuda["sources"] == ["cdi:/etc/cdi/nvidia.yaml"]
+    assert injected["/run/nvidia-persistenced/socket"]["sha256"] is None
 
     reader = auth(service.token("inventory:read"))
     for model, hits in (("NVIDIA H100 80GB HBM3", 1), ("*H100*", 1), ("*A100*", 0)):
@@ -119,9 +128,11 @@ def test_next_report_replaces_the_gpus(
     assert post_report(one).status_code in (200, 201)
     _, detail = _host(service)
     assert [g["bus_id"] for g in detail["gpus"]] == ["0000:17:00.0"]
-    none = _later(node_bom, 3, lambda c: c["type"] != "device")
+    none = _later(
+        node_bom, 3, lambda c: c["type"] != "device" and not c["bom-ref"].startswith("injected:")
+    )
     assert post_report(none).status_code in (200, 201)
-    assert service.count("node_gpu") == 0
+    assert service.count("node_gpu") == 0 and service.count("node_injected") == 0
 
 
 def _with(doc: dict[str, Any], where: str, name: str, value: str) -> dict[str, Any]:
@@ -129,11 +140,12 @@ def _with(doc: dict[str, Any], where: str, name: str, value: str) -> dict[str, A
     bad["serialNumber"] = "urn:uuid:00000000-0000-4000-8000-00000000000f"
     if where == "asset":
         target = bad["metadata"]["component"]
+    elif where == "injected":
+        target = next(c for c in bad["components"] if c["bom-ref"].startswith("injected:"))
     else:
         target = next(c for c in bad["components"] if c["type"] == "device")
-    for p in target["properties"]:
-        if p["name"] == name:
-            p["value"] = value
+    target["properties"] = [p for p in target["properties"] if p["name"] != name]
+    target["properties"].append({"name": name, "value": value})
     return bad
 
 
@@ -146,6 +158,9 @@ def _with(doc: dict[str, Any], where: str, name: str, value: str) -> dict[str, A
         ("device", v.GPU_BUS_ID, "../../etc"),
         ("device", v.GPU_MINOR, "x"),
         ("device", v.GPU_UUID, "G" * 300),
+        ("injected", v.INJECTED_HOST_PATH, "relative/libcuda.so.1"),
+        ("injected", v.INJECTED_CONTAINER_PATH, "/x\n/y"),
+        ("injected", v.INJECTED_FAMILY, "f" * 100),
     ],
 )
 def test_malformed_node_facts_are_refused(
@@ -159,3 +174,4 @@ def test_malformed_node_facts_are_refused(
     response = post_report(_encode(_with(node_bom, where, name, value)))
     assert 400 <= response.status_code < 500, response.text
     assert service.count("asset") == 0 and service.count("node_gpu") == 0
+    assert service.count("node_injected") == 0

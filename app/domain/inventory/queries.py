@@ -58,7 +58,26 @@ def asset_detail(session: Session, asset_id: int) -> dict[str, Any]:
     detail["history"] = [scan_dict(s) for s in repo.history(session, asset_id, HISTORY_LIMIT)]
     detail.update(_containers(session, asset))
     detail["gpus"] = _gpus(session, asset)
+    detail["injected"] = _injected(session, asset)
     return detail
+
+
+def _injected(session: Session, asset: Asset) -> list[dict[str, Any]]:
+    """The host files a host's container toolkit injects into its containers."""
+    if asset.kind != "host":
+        return []
+    return [
+        {
+            "host_path": f.host_path,
+            "sha256": f.sha256,
+            "family": f.family,
+            "version": f.version,
+            "container_paths": list(f.container_paths),
+            "devices": list(f.devices),
+            "sources": list(f.sources),
+        }
+        for f in gpus_repo.injected_of_host(session, asset.id)
+    ]
 
 
 def loaded_summary(artifacts: Sequence[Artifact], latest: Scan | None) -> dict[str, Any] | None:
