@@ -117,15 +117,38 @@ def _read_snapshot(
 ) -> LayerYield:
     """A discarded layer read from its snapshot, saying so (its bytes are not verified)."""
     layer = read_dir_layer(directory, spec, selector, limits, budget)
+    blind = (
+        ""
+        if _may_read_trusted_xattrs()
+        else (
+            "; without CAP_SYS_ADMIN its opaque directories (trusted.overlay.opaque) cannot be "
+            "seen, so lower layers' files in them may be listed"
+        )
+    )
     layer.skipped.append(
         Skipped(
             str(spec.digest),
             "layer blob discarded by containerd after unpacking; read from its overlayfs "
-            f"snapshot {directory} (not verified against the digest)",
+            f"snapshot {directory} (not verified against the digest{blind})",
             Stage.SOURCE,
         )
     )
     return layer
+
+
+_CAP_SYS_ADMIN = 21
+
+
+def _may_read_trusted_xattrs() -> bool:
+    """Whether this process holds CAP_SYS_ADMIN (else the kernel hides ``trusted.*``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> _CAP_SYS_ADMIN & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return True
 
 
 def _varint(data: bytes) -> int:
