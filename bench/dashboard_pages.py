@@ -68,7 +68,8 @@ def time_pages(
         "compliance": lambda: "/compliance?policy=prod",
     }
     results: dict[str, Any] = {}
-    with login(server, token) as client:
+    client = login(server, token)
+    try:
         for name, path in cases.items():
             for _ in range(5):  # warm-up
                 client.get(path()).raise_for_status()
@@ -79,4 +80,6 @@ def time_pages(
                 samples.append(time.perf_counter() - t0)
                 answer.raise_for_status()
             results[name] = _percentiles(samples)
+    finally:
+        client.close()
     return results

@@ -10,8 +10,8 @@ shots="$(mktemp -d)"
 trap 'rm -rf "$shots"' EXIT
 GPUPROV_SCREENSHOTS="$shots" .venv/bin/pytest tests/browser -q -p no:cacheprovider
 mkdir -p docs/img
-for name in overview asset-tampered libraries drift-parity compliance compliance-control \
-    decision policy-diff; do
+for name in overview asset-tampered libraries drift-parity compliance-control decision \
+    policy-diff; do
   cp "$shots/$name.png" "docs/img/dashboard-$name.png"
 done
 echo "docs/img: dashboard screenshots updated"
