@@ -81,6 +81,7 @@ def parse_containerd_target(rest: str) -> tuple[str, str | None, str | None]:
     if not rest:
         raise UsageError("containerd: needs a root directory (containerd:/var/lib/containerd)")
     cuts = [i for i, ch in enumerate(rest) if ch == ":"] + [len(rest)]
+    bad_namespace = None
     for cut in reversed(cuts):
         head, image = rest[:cut], rest[cut + 1 :] or None
         if not head:
@@ -89,9 +90,12 @@ def parse_containerd_target(rest: str) -> tuple[str, str | None, str | None]:
             return head, None, image
         parent, namespace = os.path.split(head.rstrip("/"))
         if parent and namespace and is_containerd_root(parent):
-            if not _SAFE_NAME.match(namespace):
-                raise UsageError(f"containerd:{rest}: {namespace!r} is not a namespace name")
-            return parent, namespace, image
+            if _SAFE_NAME.match(namespace):
+                return parent, namespace, image
+            # "ROOT/NS:registry:5000/x:1": a shorter prefix may still be ROOT/NS
+            bad_namespace = bad_namespace or namespace
+    if bad_namespace is not None:
+        raise UsageError(f"containerd:{rest}: {bad_namespace!r} is not a namespace name")
     raise SourceError(
         f"containerd:{rest}: no containerd root there (neither {CONTENT_DIR}/ nor {META_DB})"
     )

@@ -185,6 +185,17 @@ def test_containerd_target_forms(containerd: Containerd) -> None:
     assert parse_containerd_target(f"{root}/k8s.io:{WORLD}") == (root, "k8s.io", WORLD)
     assert parse_containerd_target(root) == (root, None, None)
     assert parse_containerd_target(f"{root}:sha256:ab") == (root, None, "sha256:ab")
+    # an image name with a registry port: the namespace is still found
+    assert parse_containerd_target(f"{root}/k8s.io:reg.example:5000/ml/x:1") == (
+        root,
+        "k8s.io",
+        "reg.example:5000/ml/x:1",
+    )
+    assert parse_containerd_target(f"{root}:reg.example:5000/ml/x:1") == (
+        root,
+        None,
+        "reg.example:5000/ml/x:1",
+    )
     with pytest.raises(SourceError, match="no containerd root"):
         parse_containerd_target("/nonexistent/x")
     with pytest.raises(UsageError, match="not a namespace"):
