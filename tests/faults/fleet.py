@@ -84,6 +84,20 @@ class Agent:
                 time.sleep(0.3)
 
 
+def only_unavailable(agents: list[Agent]) -> None:
+    """Every failed delivery was the service being unreachable, answering 503 or its
+    Retry-After still running; never a 500 or a refusal."""
+    odd = [
+        e
+        for a in agents
+        for e in a.errors
+        if not e.startswith(
+            ("cannot reach", "the service answered 503", "the service asked to wait")
+        )
+    ]
+    assert odd == [], odd
+
+
 def stored_serials(dsn: str) -> Counter[str]:
     """How many scans each serial number has."""
     with psycopg.connect(dsn) as conn:

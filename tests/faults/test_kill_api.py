@@ -16,7 +16,14 @@ from pathlib import Path
 import psycopg
 
 from tests.faults.conftest import ApiProcess, make_token
-from tests.faults.fleet import Agent, check_consistent, report, serial_of, stored_serials
+from tests.faults.fleet import (
+    Agent,
+    check_consistent,
+    only_unavailable,
+    report,
+    serial_of,
+    stored_serials,
+)
 
 
 def _wait_for_lock_waiters(dsn: str, table: str, count: int, timeout: float = 30) -> None:
@@ -85,6 +92,7 @@ def test_kill_9_mid_ingest_leaves_no_partial_scan_and_retries_land_once(
     assert stored_serials(dsn) == {serial_of(b): 1 for b in sent}
     counts = check_consistent(dsn)
     assert counts["scan"] == counts["raw_bom"] == counts["asset"] == len(sent)
+    only_unavailable(agents)
     acknowledged = [d for a in agents for d in a.acknowledged]
     assert len(acknowledged) == len(sent)  # every report acknowledged once, none twice
     assert sum(not d.created for d in acknowledged) == 1  # the committed one: "already stored"

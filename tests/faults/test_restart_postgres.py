@@ -11,7 +11,14 @@ from pathlib import Path
 import httpx
 
 from tests.faults.conftest import ApiProcess, make_token
-from tests.faults.fleet import Agent, check_consistent, report, serial_of, stored_serials
+from tests.faults.fleet import (
+    Agent,
+    check_consistent,
+    only_unavailable,
+    report,
+    serial_of,
+    stored_serials,
+)
 from tests.faults.pgcluster import PgCluster
 
 AGENTS = 4
@@ -81,6 +88,7 @@ def test_postgres_restart_under_load(pg_cluster: PgCluster, fault_db: str, tmp_p
     everything = [b for reports in sent for b in reports]
     assert stored_serials(dsn) == {serial_of(b): 1 for b in everything}
     assert check_consistent(dsn)["scan"] == len(everything)
+    only_unavailable(agents)
     acknowledged = [d for a in agents for d in a.acknowledged]
     assert len(acknowledged) == len(everything)
     assert all(not a.spool.entries() and not a.spool.rejected() for a in agents)

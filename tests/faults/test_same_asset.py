@@ -12,7 +12,14 @@ import httpx
 import psycopg
 
 from tests.faults.conftest import ApiProcess, make_token
-from tests.faults.fleet import Agent, check_consistent, report, serial_of, stored_serials
+from tests.faults.fleet import (
+    Agent,
+    check_consistent,
+    only_unavailable,
+    report,
+    serial_of,
+    stored_serials,
+)
 
 AGENTS = 50
 POLICY = """apiVersion: gpuprov.dev/v1
@@ -69,6 +76,7 @@ def test_fifty_agents_one_asset(fault_db: str, tmp_path: Path) -> None:
     assert stored_serials(dsn) == {serial_of(b): 1 for b in reports}
     counts = check_consistent(dsn)  # latest = newest (scanned_at, id); current state follows
     assert counts["asset"] == 1 and counts["scan"] == AGENTS
+    only_unavailable(agents)
     assert sum(len(a.acknowledged) for a in agents) == AGENTS
     assert all(d.created for a in agents for d in a.acknowledged)
     with psycopg.connect(dsn) as conn:
