@@ -246,3 +246,29 @@ def test_the_service_gates_a_host_on_what_its_processes_loaded(service: Service)
     blind = decide(host_report("gpu-node-2", "m2", None))
     assert blind["decision"] == "deny" and blind["reasons"][0]["missing_input"]
     assert "--runtime" in blind["reasons"][0]["message"]
+
+
+def test_the_normalized_sbom_keeps_what_processes_loaded(
+    service: Service, nodes: dict[str, Any]
+) -> None:
+    from scanner.bom.cyclonedx import validate_json
+    from scanner.policy.bom_facts import facts_from_bom
+
+    answer = service.client.get(
+        f"/api/v1/assets/{nodes['ids']['gpu-node-1']}/sbom",
+        params={"format": "normalized"},
+        headers=auth(nodes["token"]),
+    )
+    assert answer.status_code == 200, answer.text
+    assert validate_json(answer.text) is None
+    refs = [c["bom-ref"] for c in answer.json()["components"]]
+    assert len(refs) == len(set(refs)) and f"loaded:{B}:{LIB}/libcudart.so.12.4.127" in refs
+    rebuilt = facts_from_bom(answer.content)
+    original = facts_from_bom(host_report("gpu-node-1", "m1", RuntimeScan("/proc", 500, 3)))
+    fields = ("path", "sha256", "loaded_processes", "loaded_containers", "loaded_deleted",
+              "loaded_copy", "disk_sha256")  # fmt: skip
+
+    def key(f: Any) -> tuple[Any, ...]:
+        return tuple(getattr(f, k) for k in fields)
+
+    assert sorted(map(key, rebuilt.files)) == sorted(map(key, original.files))

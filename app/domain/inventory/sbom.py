@@ -4,6 +4,7 @@ service stored (built with cyclonedx-python-lib, purls with packageurl, like the
 from __future__ import annotations
 
 import gzip
+import json
 import uuid
 from collections.abc import Iterable, Sequence
 
@@ -150,6 +151,20 @@ def _package_component(package: Package, ref: str) -> Component:
     )
 
 
+def _runtime_pairs(artifact: Artifact) -> list[tuple[str, str | None]]:
+    """The ``gpuprov:runtime:`` properties of a file live processes map (as reported)."""
+    if not artifact.loaded_processes and not artifact.loaded_copy:
+        return []
+    return [
+        (v.RUNTIME_PROCESSES, str(artifact.loaded_processes)),
+        (v.RUNTIME_CONTAINERS, str(artifact.loaded_containers)),
+        (v.RUNTIME_ON_DISK, "false" if artifact.loaded_copy else None),
+        (v.RUNTIME_DISK_SHA256, artifact.disk_sha256),
+        (v.RUNTIME_DELETED, "true" if artifact.loaded_deleted else None),
+        *((v.RUNTIME_PROCESS, json.dumps(p, sort_keys=True)) for p in artifact.loaded_by or []),
+    ]
+
+
 def _file_component(artifact: Artifact, refs: set[str]) -> Component:
     pairs: Sequence[tuple[str, str | None]] = [
         (v.FILE_PATH, artifact.path),
@@ -169,8 +184,11 @@ def _file_component(artifact: Artifact, refs: set[str]) -> Component:
         (v.LAYER, artifact.layer),
         (v.FILE_ALIASES, ",".join(artifact.aliases) if artifact.aliases else None),
         *((v.NOTE, note) for note in artifact.notes),
+        *_runtime_pairs(artifact),
     ]
     ref = f"file:{artifact.path or artifact.name}"
+    if artifact.loaded_copy:
+        ref = f"loaded:{artifact.sha256}:{artifact.path or artifact.name}"
     while ref in refs:
         ref += "#"
     refs.add(ref)
