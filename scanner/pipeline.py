@@ -265,7 +265,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         libraries, image_trust = _verify(source, view, options.trust, policy, catalogs, libraries)
         findings.extend(_trust_findings(libraries, catalogs, image_trust))
     # --proc (a mounted host's proc) is where its driver files are too
-    node = _node(source, replace(options.node, proc=options.node.proc or options.proc), libraries)
+    node = _node(source, options, libraries)
     clock.lap()
     owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
     return ScanResult(
@@ -289,15 +289,23 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     )
 
 
-def _node(source: Source, inputs: NodeInputs, libraries: Sequence[GpuLibrary]) -> NodeFacts | None:
+def _node(
+    source: Source, options: ScanOptions, libraries: Sequence[GpuLibrary]
+) -> NodeFacts | None:
     """Node stage (host roots only): driver, GPUs, container-toolkit injection, L4T."""
     from scanner.source.directory import DirectorySource
 
-    if not isinstance(source, DirectorySource) or not inputs.enabled:
+    if not isinstance(source, DirectorySource) or not options.node.enabled:
         return None
+    from scanner.hash import HostFactsCache
     from scanner.node.reader import read_node
 
-    return read_node(source.root, inputs, libraries)
+    # --proc (a mounted host's proc) is where its driver files are too
+    inputs = replace(options.node, proc=options.node.proc or options.proc)
+    cache = HostFactsCache(
+        options.resolved_cache_dir() / "node-files.json" if options.use_cache else None
+    )
+    return read_node(source.root, inputs, libraries, cache)
 
 
 def _open_source(target: str, options: ScanOptions) -> Source:

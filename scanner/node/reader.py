@@ -15,8 +15,17 @@ from dataclasses import replace
 
 from scanner.detect.classifiers import classify_name
 from scanner.errors import HashError, UsageError
-from scanner.hash import hash_file
-from scanner.model import Digests, DriverFacts, GpuLibrary, InjectedFile, NodeFacts, NodeKind
+from scanner.hash import HostFactsCache, hash_file
+from scanner.model import (
+    Digests,
+    DriverFacts,
+    FileFacts,
+    GpuLibrary,
+    InjectedFile,
+    NodeFacts,
+    NodeKind,
+    stat_key,
+)
 from scanner.node.cdi import (
     LEGACY_SOURCE,
     SPEC_DIRS,
@@ -32,6 +41,8 @@ from scanner.node.rootfs import MAX_SMALL, Root, read_small
 from scanner.node.tegra import read_l4t
 
 _DRIVER_LIBS = {"libcuda": "libcuda", "nvidia-ml": "nvml"}
+#: key of injected files' digests in the host digest cache (only the digests are kept)
+_CACHE_VERSION = "node-injected-1"
 #: Where the node's own driver libraries live: the loader's directories (Debian, RHEL, Jetson's
 #: nvidia/ and tegra/ subdirectories) and the GPU Operator's driver root. Copies elsewhere
 #: (container layers under /var/lib, a cuda-compat forward-compatibility libcuda) are not the
@@ -104,7 +115,32 @@ def _hashed(libraries: Iterable[GpuLibrary]) -> dict[str, Digests]:
     return out
 
 
-def _injected(root: Root, found: list[Injection], known: dict[str, Digests]) -> list[InjectedFile]:
+def _digests(host_path: str, cache: HostFactsCache | None) -> Digests:
+    """A host file's digests, from the digest cache while its state (inode, size, mtime,
+    ctime) is unchanged; raises HashError."""
+    try:
+        before = stat_key(os.stat(host_path))
+    except OSError as e:
+        raise HashError(f"{host_path}: cannot stat: {e.strerror}") from e
+    hit = cache.get(before, _CACHE_VERSION, need_md5=False) if cache is not None else None
+    if hit is not None:
+        return hit.digests
+    digests = hash_file(host_path)
+    try:
+        after = stat_key(os.stat(host_path))
+    except OSError:
+        after = None
+    if cache is not None and after == before:
+        cache.put(before, _CACHE_VERSION, FileFacts(digests=digests))
+    return digests
+
+
+def _injected(
+    root: Root,
+    found: list[Injection],
+    known: dict[str, Digests],
+    cache: HostFactsCache | None = None,
+) -> list[InjectedFile]:
     merged: dict[str, tuple[set[str], set[str], set[str]]] = {}
     for inj in found:
         for host, (paths, devices) in inj.mounts.items():
@@ -128,7 +164,7 @@ def _injected(root: Root, found: list[Injection], known: dict[str, Digests]) -> 
             digests = known.get(real) or known.get(host)
             if digests is None:
                 try:
-                    digests = hash_file(root.host(real))
+                    digests = _digests(root.host(real), cache)
                 except HashError as e:
                     error = str(e).replace(root.host(real), host)
         base = host.rsplit("/", 1)[-1]
@@ -150,9 +186,13 @@ def _injected(root: Root, found: list[Injection], known: dict[str, Digests]) -> 
 
 
 def read_node(
-    root_path: str, inputs: NodeInputs, libraries: Iterable[GpuLibrary] = ()
+    root_path: str,
+    inputs: NodeInputs,
+    libraries: Iterable[GpuLibrary] = (),
+    cache: HostFactsCache | None = None,
 ) -> NodeFacts | None:
-    """The node facts of a host root; None when it shows no driver, GPU, injection or L4T."""
+    """The node facts of a host root; None when it shows no driver, GPU, injection or L4T.
+    ``cache`` keeps injected files' digests between scans (the host digest cache's rule)."""
     if not inputs.enabled:
         return None
     root = Root(root_path)
@@ -181,7 +221,12 @@ def read_node(
     )
     notes.extend(driver_notes)
     found = _injections(root, inputs, notes)
-    injected = _injected(root, found, _hashed(libraries))
+    injected = _injected(root, found, _hashed(libraries), cache)
+    if cache is not None:
+        try:
+            cache.save()
+        except OSError as e:
+            notes.append(f"cache: the injected files' digests were not saved: {e}")
     l4t, l4t_notes = read_l4t(root)
     notes.extend(l4t_notes)
     if l4t is not None and l4t.cuda and (driver is None or driver.cuda_max is None):

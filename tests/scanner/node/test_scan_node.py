@@ -196,3 +196,24 @@ def test_entity_expansion_in_nvidia_smi_xml_is_refused(tmp_path: Path) -> None:
     node = _scan(root, tmp_path, nvidia_smi_xml=str(smi)).node
     assert node.driver.version == nt.DRIVER  # the module's, never the expanded text
     assert any(n.startswith("nvidia-smi: ") for n in node.notes)
+
+
+def test_injected_digests_are_cached_by_file_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = nt.gpu_node(tmp_path / "root")
+    smi = "/usr/bin/nvidia-smi"
+    first = {i.host_path: i.digests for i in _scan(root, tmp_path).node.injected}
+    import scanner.node.reader as reader
+
+    hashed: list[str] = []
+    real = reader.hash_file
+    monkeypatch.setattr(reader, "hash_file", lambda p, **kw: hashed.append(p) or real(p, **kw))
+    again = {i.host_path: i.digests for i in _scan(root, tmp_path).node.injected}
+    assert again == first and hashed == []  # nothing re-read
+    nt.write(root, smi, b"\x7fELF replaced nvidia-smi")  # same size, new bytes
+    changed = {i.host_path: i.digests for i in _scan(root, tmp_path).node.injected}
+    assert hashed == [str(root / smi.lstrip("/"))]
+    assert changed[smi] != first[smi]
+    nocache = run_scan(str(root), ScanOptions(use_cache=False)).node
+    assert {i.host_path: i.digests for i in nocache.injected}[smi] == changed[smi]
