@@ -39,11 +39,19 @@ class GateFormat(StrEnum):
     JUNIT = "junit"
 
 
+#: the largest BOM, policy or key file the gate reads (a BOM of a large image is tens of MB)
+MAX_INPUT_BYTES = 1 << 30
+
+
 def _read(path: Path, what: str) -> bytes:
     try:
-        return path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(MAX_INPUT_BYTES + 1)
     except OSError as e:
         raise fail(f"cannot read {what} {path}: {e.strerror}", EXIT_ERROR) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise fail(f"{what} {path} is larger than {MAX_INPUT_BYTES} bytes", EXIT_ERROR)
+    return data
 
 
 def _scan_to_bom(ctx: click.Context, args: list[str]) -> bytes:

@@ -110,7 +110,7 @@ def parse_spec(text: str, source: str) -> Injection:
     """One CDI spec (YAML or JSON: JSON is YAML) as what it injects; raises CdiError."""
     try:
         doc = json.loads(text) if text.lstrip().startswith("{") else yaml.load(text, _LOADER)  # noqa: S506 - a safe loader
-    except (ValueError, yaml.YAMLError) as e:
+    except (ValueError, yaml.YAMLError, RecursionError) as e:
         raise CdiError(f"not YAML or JSON: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict):
         raise CdiError("not a CDI spec (no mapping)")

@@ -97,7 +97,7 @@ def _loaded(props: dict[str, list[str]]) -> dict[str, Any]:
     for value in props.get(V.RUNTIME_PROCESS, []):
         try:
             item = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(item, dict) and isinstance(item.get("pid"), int):
             processes.append(item)
@@ -180,7 +180,7 @@ def facts_from_bom(raw: bytes) -> AssetFacts:
     """Asset facts from CycloneDX JSON bytes; raises BomError when it is no BOM."""
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise BomError(f"not a JSON document: {e}") from None
     if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
         raise BomError('not a CycloneDX JSON BOM (no "bomFormat": "CycloneDX")')

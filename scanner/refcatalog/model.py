@@ -206,7 +206,7 @@ class Catalog:
     def from_bytes(cls, raw: bytes) -> Catalog:
         try:
             return cls.from_statement(json.loads(raw))
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise RefCatalogError(f"catalog is not JSON: {e}") from e
 
 

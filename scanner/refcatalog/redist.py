@@ -55,7 +55,7 @@ def read_manifest(raw: bytes) -> tuple[str, list[ManifestArchive]]:
     """Every archive a redistrib manifest lists, with the release label."""
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise RefCatalogError(f"manifest is not JSON: {e}") from e
     if not isinstance(doc, dict):
         raise RefCatalogError("manifest is not a JSON object")

@@ -48,7 +48,7 @@ def catalog_from_scan(
         doc = json.loads(report.read_bytes())
     except OSError as e:
         raise RefCatalogError(f"cannot read {report}: {e.strerror}") from e
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise RefCatalogError(f"{report} is not JSON: {e}") from e
     if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
         raise RefCatalogError(f"{report} is not a CycloneDX BOM")

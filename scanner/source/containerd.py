@@ -306,7 +306,7 @@ class ContainerdRoot:
             stream.close()
         try:
             return json.loads(data)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return None
 
     def containers(self) -> list[StoredContainer]:

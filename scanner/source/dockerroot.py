@@ -98,7 +98,7 @@ def _read_small(path: str, what: str) -> bytes:
 def _json(data: bytes, what: str) -> Any:
     try:
         return json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise SourceError(f"{what} is not valid JSON ({e})") from e
 
 

@@ -225,7 +225,7 @@ def _read_all(store: _Store, name: str, limit: int) -> bytes:
 def _json(data: bytes, what: str) -> Any:
     try:
         return json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise SourceError(f"{what} is not valid JSON ({e})") from e
 
 

@@ -56,7 +56,7 @@ def load_catalog(raw: bytes, policy: TrustPolicy, name: str) -> VerifiedCatalog:
     """Verify a signed catalog against `policy`; `Rejected` says why it is not trusted."""
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise Rejected(f"catalog {name} is not JSON: {e}") from e
     if not isinstance(doc, dict):
         raise Rejected(f"catalog {name} is not a JSON object")

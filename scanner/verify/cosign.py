@@ -321,7 +321,7 @@ def verify_referrer_bundle(layer: CosignLayer, image: ImageRef, policy: TrustPol
     content = layer.annotations.get(ANN_BUNDLE_CONTENT)
     try:
         doc = json.loads(layer.data)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise Rejected(f"referrer bundle is not JSON: {e}") from e
     is_dsse = isinstance(doc, dict) and "dsseEnvelope" in doc
     if content and content != ("dsse-envelope" if is_dsse else "message-signature"):

@@ -87,7 +87,7 @@ class Envelope:
     def from_json(cls, raw: bytes | str) -> Envelope:
         try:
             doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise Rejected(f"DSSE envelope is not JSON: {e}") from e
         return cls.from_dict(doc)
 

@@ -39,7 +39,7 @@ class Statement:
         """Parse a statement; v0.1 only where the caller opts in (old cosign attestations)."""
         try:
             doc = json.loads(payload)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise Rejected(f"in-toto statement is not JSON: {e}") from e
         if not isinstance(doc, dict):
             raise Rejected("in-toto statement is not a JSON object")

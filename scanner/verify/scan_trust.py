@@ -84,7 +84,7 @@ def layer_from_file(path: Path) -> CosignLayer:
         doc = json.loads(data)
     except OSError as e:
         raise VerifyError(f"cannot read {path}: {e.strerror}") from e
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise VerifyError(f"{path}: not JSON: {e}") from e
     if isinstance(doc, dict) and "verificationMaterial" in doc:
         return CosignLayer(BUNDLE_MEDIA_TYPE, data)

@@ -94,7 +94,7 @@ def parse_bundle(raw: bytes | str) -> dict[str, Any]:
     """Parse bundle JSON into a dict; malformed input is rejected with the reason."""
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise Rejected(f"bundle is not valid JSON: {e}") from e
     if not isinstance(doc, dict):
         raise Rejected("bundle is not a JSON object")

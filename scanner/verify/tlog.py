@@ -108,7 +108,7 @@ class LogEntry:
         """The canonicalized body as JSON; its kind and version must equal the entry's."""
         try:
             doc = json.loads(self.body)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise Rejected(f"log entry body is not JSON: {e}") from e
         if not isinstance(doc, dict):
             raise Rejected("log entry body is not a JSON object")

@@ -59,6 +59,16 @@ def mutated(draw: st.DrawFn, seed: bytes) -> bytes:
     return bytes(data)
 
 
+def _nested(depth: int, opener: str) -> bytes:
+    closer = "]" if opener == "[" else "}"
+    return (opener * depth + "1" + closer * depth).encode()
+
+
+#: JSON nested past the interpreter's recursion limit (json.loads raised RecursionError through
+#: every parser below until issue 12)
+_deep = st.builds(_nested, st.integers(900, 200_000), st.sampled_from(["[", '{"a":']))
+
+
 DPKG_STATUS = b"""Package: libcudnn9-cuda-12
 Status: install ok installed
 Architecture: amd64
@@ -146,7 +156,7 @@ def conda_records(draw: st.DrawFn) -> bytes:
     return json.dumps(record).encode()
 
 
-@given(data=conda_records())
+@given(data=st.one_of(conda_records(), _deep))
 def test_conda_record(data: bytes) -> None:
     try:
         record = conda.load_record(data)
@@ -215,7 +225,7 @@ ENVELOPE = json.dumps(
 ).encode()
 
 
-@given(data=st.one_of(mutated(ENVELOPE), st.builds(json.dumps, _json).map(str.encode)))
+@given(data=st.one_of(mutated(ENVELOPE), st.builds(json.dumps, _json).map(str.encode), _deep))
 def test_dsse_envelope(data: bytes) -> None:
     try:
         envelope = Envelope.from_json(data)
@@ -234,7 +244,7 @@ BUNDLE = json.dumps(
 ).encode()
 
 
-@given(data=st.one_of(mutated(BUNDLE), st.binary(max_size=64)))
+@given(data=st.one_of(mutated(BUNDLE), st.binary(max_size=64), _deep))
 def test_sigstore_bundle(data: bytes) -> None:
     try:
         assert isinstance(parse_bundle(data), dict)

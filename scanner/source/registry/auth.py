@@ -63,7 +63,7 @@ def load_docker_credentials(registry: str, path: Path | None = None) -> Credenti
         raise SourceError(f"{path}: cannot read docker config ({e.strerror or e})") from e
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise SourceError(f"{path}: docker config is not valid JSON ({e})") from e
     auths = doc.get("auths") if isinstance(doc, dict) else None
     if not isinstance(auths, dict):
@@ -190,7 +190,7 @@ class Authenticator:
         try:
             doc = json.loads(body)
             token = doc.get("token") or doc.get("access_token")
-        except (ValueError, UnicodeDecodeError, AttributeError) as e:
+        except (ValueError, UnicodeDecodeError, AttributeError, RecursionError) as e:
             raise SourceError(f"token service {service} answered with invalid JSON") from e
         if not isinstance(token, str) or not token:
             raise SourceError(f"token service {service} answered without a token")

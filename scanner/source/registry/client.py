@@ -217,7 +217,7 @@ class RegistryClient:
         config_raw = self.read_blob(ref.repository, config_desc.digest, max_bytes=CONFIG_LIMIT)
         try:
             config = json.loads(config_raw)
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise SourceError(f"{ref}: image config is not valid JSON ({e})") from e
         if not isinstance(config, dict):
             raise SourceError(f"{ref}: image config is not a JSON object")

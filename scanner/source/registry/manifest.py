@@ -85,7 +85,7 @@ def parse_manifest(raw: bytes, digest: OciDigest, content_type: str | None, labe
     """A `Manifest` from checked bytes; SourceError unless they are a JSON object."""
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise SourceError(f"manifest {label} is not valid JSON ({e})") from e
     if not isinstance(doc, dict):
         raise SourceError(f"manifest {label} is not a JSON object")

@@ -121,7 +121,7 @@ def _fetch(
 def _index_descriptors(raw: bytes, label: str) -> tuple[Descriptor, ...]:
     try:
         doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise SourceError(f"{label}: not valid JSON ({e})") from e
     items = doc.get("manifests") if isinstance(doc, dict) else None
     if not isinstance(items, list):

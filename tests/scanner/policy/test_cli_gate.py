@@ -115,6 +115,22 @@ def test_gate_refuses_scan_output_options_and_bad_input(
     (tmp_path / "x.json").write_text("{}")
     code, _, err = run(app, "gate", "--bom", tmp_path / "x.json", "--policy-file", policy)
     assert code == 2 and "not a CycloneDX" in err
+    # regression (issue 12): a deeply nested BOM was a RecursionError traceback
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    code, _, err = run(app, "gate", "--bom", tmp_path / "deep.json", "--policy-file", policy)
+    assert code == 2 and "not a JSON document" in err and "Traceback" not in err
+
+
+def test_gate_refuses_a_bom_over_the_size_limit(
+    app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scanner import cli_gate
+
+    monkeypatch.setattr(cli_gate, "MAX_INPUT_BYTES", 100)
+    (tmp_path / "big.json").write_text("{" + " " * 200 + "}")
+    policy = _policy(tmp_path, PROD)
+    code, _, err = run(app, "gate", "--bom", tmp_path / "big.json", "--policy-file", policy)
+    assert code == 2 and "larger than 100 bytes" in err
 
 
 def test_gate_bom_of_ours_matches_the_scan(

@@ -1,0 +1,70 @@
+"""The service's input limits that no other test reaches (docs/limits.md lists every limit and
+the test that holds it): deeply nested JSON on every JSON body, the token request's caps, the
+trust and promotion policy size caps, and query values past their columns."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tests.app import catalogs
+from tests.app.conftest import Service, auth
+from tests.app.test_auth import Walk
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def test_deeply_nested_json_bodies_are_refused(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    Walk(service, post_report)  # a trust policy, so a catalog import reaches its parser
+    admin = service.token("admin")
+    client = service.client
+    # regression (issue 12): the catalog's DSSE parser raised RecursionError: a 500
+    json_type = {"Content-Type": "application/json"}
+    answer = client.post("/api/v1/catalogs", content=DEEP, headers=auth(admin, **json_type))
+    assert answer.status_code == 422 and "recursion" in answer.json()["error"]["message"]
+    answer = client.post("/api/v1/gate", content=DEEP, headers=auth(admin, **json_type))
+    assert answer.status_code == 422
+    assert post_report(DEEP).status_code == 422
+    answer = client.post("/api/v1/tokens", content=DEEP, headers=auth(admin, **json_type))
+    assert answer.status_code in (400, 422)
+    yaml_bomb = b"a: " + b"[" * 100_000
+    for path in ("/api/v1/trust-policy", "/api/v1/policies/prod"):
+        answer = client.put(path, content=yaml_bomb, headers=auth(admin, **catalogs.YAML))
+        assert answer.status_code in (413, 422), (path, answer.text)
+
+
+def test_token_request_caps(service: Service) -> None:
+    admin = service.token("admin")
+    for body in (
+        {"name": "x" * 129, "scopes": ["gate"]},
+        {"name": "x", "scopes": ["gate"] * 17},
+        {"name": "x", "scopes": ["g" * 65]},
+        {"name": "x", "scopes": ["report:write"], "assets": ["a"] * 101},
+        {"name": "x", "scopes": ["report:write"], "assets": ["a" * 1025]},
+        {"name": "x", "scopes": ["gate"], "expires": "1" * 65},
+    ):
+        answer = service.client.post("/api/v1/tokens", json=body, headers=auth(admin))
+        assert answer.status_code == 422, body
+
+
+def test_policy_documents_over_their_caps(service: Service) -> None:
+    admin = auth(service.token("admin"), **catalogs.YAML)
+    big = b"# " + b"x" * (1024 * 1024) + b"\n"
+    answer = service.client.put("/api/v1/trust-policy", content=big, headers=admin)
+    assert answer.status_code == 413
+    answer = service.client.put("/api/v1/policies/prod", content=big[: 300 * 1024], headers=admin)
+    assert answer.status_code == 413
+
+
+def test_query_values_past_their_columns(service: Service) -> None:
+    admin = auth(service.token("admin"))
+    for path, param, size in (
+        ("/api/v1/audit", "actor", 129),
+        ("/api/v1/audit", "target", 1025),
+        ("/api/v1/assets", "name", 1025),
+        ("/api/v1/gate/decisions", "subject", 1025),
+    ):
+        answer = service.client.get(path, params={param: "x" * size}, headers=admin)
+        assert answer.status_code == 400, (path, param)
