@@ -217,3 +217,58 @@ def test_injected_digests_are_cached_by_file_state(
     assert changed[smi] != first[smi]
     nocache = run_scan(str(root), ScanOptions(use_cache=False)).node
     assert {i.host_path: i.digests for i in nocache.injected}[smi] == changed[smi]
+
+
+def test_jetson_debs_name_the_l4t_libcuda(tmp_path: Path) -> None:
+    # Jetson Linux 35.4.1 (JetPack 5.1.2) as its real packages install it: nvidia-l4t-core and
+    # nvidia-l4t-cuda, whose libcuda.so.1.1 (aarch64) lies in the tegra directory
+    from tests.fixtures import packages as pk
+
+    root = tmp_path / "root"
+    root.mkdir()
+    libcuda = elf.build_driver_library(
+        tmp_path / "build",
+        "cuda",
+        "35.4.1",
+        filename="libcuda.so.1.1",
+        embed=False,
+        arch="aarch64",
+    ).read_bytes()
+    version = "35.4.1-20230801124926"
+    tegra = "/usr/lib/aarch64-linux-gnu/tegra"
+    pk.dpkg_install(
+        root,
+        [
+            pk.DebSpec(
+                "nvidia-l4t-core",
+                version,
+                arch="arm64",
+                files={
+                    "/etc/nv_tegra_release": (
+                        b"# R35 (release), REVISION: 4.1, GCID: 33958178, BOARD: t186ref, "
+                        b"EABI: aarch64, DATE: Tue Aug  1 19:57:35 UTC 2023\n"
+                    )
+                },
+            ),
+            pk.DebSpec(
+                "nvidia-l4t-cuda",
+                version,
+                arch="arm64",
+                files={f"{tegra}/libcuda.so.1.1": libcuda},
+                symlinks={f"{tegra}/libcuda.so": "libcuda.so.1.1"},
+            ),
+        ],
+        tmp_path / "debs",
+    )
+    result = _scan(root, tmp_path)
+    [lib] = [lib for lib in result.libraries if lib.ident.family == "libcuda"]
+    assert (lib.ident.version, lib.ident.arch, lib.integrity.value) == (
+        "35.4.1",
+        "aarch64",
+        "verified",
+    )
+    node = result.node
+    assert node.l4t is not None
+    assert (node.l4t.release, node.l4t.jetpack, node.l4t.board) == ("35.4.1", "5.1.2", "t186ref")
+    assert node.driver.libcuda == ("35.4.1",) and node.driver.version is None
+    assert node.driver.cuda_max == "11.4" and node.notes == ()
