@@ -272,3 +272,13 @@ def test_the_normalized_sbom_keeps_what_processes_loaded(
         return tuple(getattr(f, k) for k in fields)
 
     assert sorted(map(key, rebuilt.files)) == sorted(map(key, original.files))
+
+
+def test_the_export_says_who_loads_each_file(service: Service, nodes: dict[str, Any]) -> None:
+    rows = get(service, nodes, "/api/v1/inventory/export")
+    loaded = {
+        (r["asset_name"], r["sha256"]): (r["loaded_processes"], r["loaded_copy"], r["disk_sha256"])
+        for r in rows
+        if r["loaded_processes"]
+    }
+    assert loaded == {("gpu-node-1", A): (2, False, None), ("gpu-node-1", B): (1, True, C)}

@@ -27,6 +27,10 @@ EXPORT_COLUMNS = (
     "provenance_signer",
     "owner_purl",
     "layer",
+    "loaded_processes",
+    "loaded_containers",
+    "loaded_copy",
+    "disk_sha256",
 )
 
 
@@ -50,6 +54,11 @@ def export_rows(session: Session) -> Iterator[dict[str, Any]]:
             "provenance_signer": artifact.provenance_signer,
             "owner_purl": artifact.owner_purl,
             "layer": artifact.layer,
+            # a --runtime host scan: who maps the bytes, and whether the disk still has them
+            "loaded_processes": artifact.loaded_processes,
+            "loaded_containers": artifact.loaded_containers,
+            "loaded_copy": artifact.loaded_copy,
+            "disk_sha256": artifact.disk_sha256,
         }
 
 
