@@ -43,6 +43,9 @@ class IngestResult:
     created: bool  # False: the same report was already stored
     latest: bool  # whether it is now the asset's latest scan
     library_count: int
+    #: a repeated delivery of the asset's latest scan: its compliance is brought up to date
+    #: again, in case the evaluation after the first delivery was cut short (its answer lost)
+    redelivered_latest: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +119,7 @@ def ingest(
     if scan_id is None:  # stored before (possibly by a concurrent delivery of the same report)
         existing = scans.by_dedup_key(session, report.dedup_key)
         assert existing is not None
-        return _duplicate(existing, report)
+        return _duplicate(existing, report, existing.id == asset.latest_scan_id)
 
     previous = (
         (asset.latest_scanned_at, asset.latest_scan_id)
@@ -204,14 +207,16 @@ def ingest(
     return IngestResult(scan_id, asset.id, True, True, len(report.libraries))
 
 
-def _duplicate(existing: Scan, report: Report) -> IngestResult:
+def _duplicate(existing: Scan, report: Report, is_latest: bool) -> IngestResult:
     if existing.content_sha256 != report.content_sha256:
         raise Conflict(
             f"serial number {report.serial_number} version {report.bom_version} was already "
             "ingested with different content; give a changed BOM a new serial number or "
             "a higher version"
         )
-    return IngestResult(existing.id, existing.asset_id, False, False, existing.library_count)
+    return IngestResult(
+        existing.id, existing.asset_id, False, False, existing.library_count, is_latest
+    )
 
 
 def _provenance(lib: ReportLibrary, active: ActiveCatalogs | None) -> dict[str, str | None]:

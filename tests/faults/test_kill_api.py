@@ -13,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import psycopg
 
 from tests.faults.conftest import ApiProcess, make_token
@@ -24,6 +25,7 @@ from tests.faults.fleet import (
     serial_of,
     stored_serials,
 )
+from tests.faults.test_same_asset import POLICY
 
 
 def _wait_for_lock_waiters(dsn: str, table: str, count: int, timeout: float = 30) -> None:
@@ -45,7 +47,14 @@ def test_kill_9_mid_ingest_leaves_no_partial_scan_and_retries_land_once(
 ) -> None:
     dsn = fault_db.replace("postgresql+psycopg://", "postgresql://")
     token = make_token(fault_db, "report:write")
+    admin = make_token(fault_db, "admin")
     api = ApiProcess(fault_db, tmp_path / "api.log").start()
+    stored = httpx.put(  # compliance is evaluated after each ingest's commit
+        f"{api.url}/api/v1/policies/prod",
+        content=POLICY.encode(),
+        headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/yaml"},
+    )
+    assert stored.status_code in (200, 201), stored.text
     agents = [Agent(api.url, token, tmp_path / f"spool{i}") for i in range(4)]
     committed = report("node-committed", files=60)  # answer lost after the commit
     uncommitted = [report(f"node-mid-{i}", files=60) for i in range(2)]  # cut before it
@@ -97,3 +106,10 @@ def test_kill_9_mid_ingest_leaves_no_partial_scan_and_retries_land_once(
     assert len(acknowledged) == len(sent)  # every report acknowledged once, none twice
     assert sum(not d.created for d in acknowledged) == 1  # the committed one: "already stored"
     assert all(not a.spool.entries() and not a.spool.rejected() for a in agents)
+    # the compliance the kill cut short after the commit: evaluated when the API came back
+    with psycopg.connect(dsn) as conn:
+        stale = conn.execute(
+            "SELECT a.name FROM asset a LEFT JOIN compliance_asset c ON c.asset_id = a.id "
+            "WHERE c.scan_id IS DISTINCT FROM a.latest_scan_id"
+        ).fetchall()
+    assert stale == []

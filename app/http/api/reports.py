@@ -128,7 +128,9 @@ def _ingest(
         result = ingest(
             session, report, raw, principal, labels, now, catalogs, retention_of(settings)
         )
-    if result.latest:  # compliance follows the asset's latest scan, once it is committed
+    # compliance follows the asset's latest scan, once it is committed; a retried delivery
+    # (the first answer was lost, perhaps with the evaluation that followed it) redoes it
+    if result.latest or result.redelivered_latest:
         compliance.after_ingest(db, result.asset_id, now)
     response.status_code = 201 if result.created else 200
     url = f"/api/v1/assets/{result.asset_id}"
