@@ -75,7 +75,7 @@ def node(node_base: Path, containerd: Containerd) -> Path:
     return root
 
 
-def _agent(service: Service, node: Path, tmp_path: Path) -> tuple[int, str]:
+def _agent(service: Service, node: Path, tmp_path: Path, *extra: str) -> tuple[int, str]:
     token_file = tmp_path / "agent.token"
     token_file.write_text(service.token("report:write"))
     app = typer.Typer()
@@ -83,7 +83,7 @@ def _agent(service: Service, node: Path, tmp_path: Path) -> tuple[int, str]:
     port = free_port()
     args = ["agent", "--once", "--root", str(node), "--server", f"http://127.0.0.1:{port}"]
     args += ["--token-file", str(token_file), "--spool-dir", str(tmp_path / "spool")]
-    args += ["--retries", "0", "--label", "env=prod"]
+    args += ["--retries", "0", "--label", "env=prod", *extra]
     with LiveServer(service.settings, port):
         result = CliRunner().invoke(app, args, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     return result.exit_code, result.output
@@ -124,6 +124,44 @@ def test_agent_reports_each_image_once_and_links_containers(
     ]
     rich = service.client.get(f"/api/v1/assets/{by_name['demo/rich:1']['id']}", headers=reader)
     assert rich.json()["running_on"] == []  # its container is stopped
+
+
+def test_agent_without_images_reports_the_host_alone(
+    service: Service, node: Path, tmp_path: Path
+) -> None:
+    code, output = _agent(service, node, tmp_path, "--no-images")
+    assert code == 0, output
+    reader = auth(service.token("inventory:read"))
+    [host] = service.client.get("/api/v1/assets", headers=reader).json()["items"]
+    assert host["kind"] == "host" and service.count("node_container") == 0
+
+
+def test_an_unreadable_image_is_told_and_the_others_delivered(
+    service: Service, tmp_path: Path
+) -> None:
+    """A Docker image whose layer directory is gone: exit 1, the error names it, the host and
+    the store's other images are delivered."""
+    import shutil
+
+    node = tmp_path / "node"
+    (node / "etc").mkdir(parents=True)
+    (node / "etc/machine-id").write_text("fedcba9876543210fedcba9876543210\n")
+    built = write_docker_root(
+        node / "var/lib/docker", {"demo/small:1": SMALL, "demo/rich:1": rich_image()}
+    )
+    docker = node / "var/lib/docker"
+    chain = built["demo/rich:1"].diff_ids[0][7:]
+    cache_id = (docker / "image/overlay2/layerdb/sha256" / chain / "cache-id").read_text()
+    shutil.rmtree(docker / "overlay2" / cache_id / "diff")
+    code, output = _agent(service, node, tmp_path)
+    assert code == cli_agent.EXIT_REJECTED, output
+    assert built["demo/rich:1"].config_digest in output and "is missing" in output
+    reader = auth(service.token("inventory:read"))
+    assets = service.client.get("/api/v1/assets", headers=reader).json()["items"]
+    assert sorted((a["kind"], a["name"]) for a in assets if a["kind"] == "image") == [
+        ("image", "demo/small:1")
+    ]
+    assert [a["kind"] for a in assets].count("host") == 1
 
 
 def _host_bom(*containers: str) -> bytes:
