@@ -11,6 +11,7 @@ from sqlalchemy import create_engine, pool
 from app.settings import Settings
 from app.storage import tables  # noqa: F401  (registers every table on the metadata)
 from app.storage.base import Base
+from app.storage.session import POSTGRES_CONNECT_ARGS
 
 config = context.config
 if config.config_file_name is not None:
@@ -40,7 +41,9 @@ def run_migrations_online() -> None:
     if connection is not None:
         _run(connection)
         return
-    engine = create_engine(_url(), poolclass=pool.NullPool)
+    url = _url()
+    arguments = POSTGRES_CONNECT_ARGS if url.startswith("postgresql") else {}
+    engine = create_engine(url, poolclass=pool.NullPool, connect_args=arguments)
     with engine.connect() as conn:
         _run(conn)
     engine.dispose()

@@ -29,6 +29,12 @@ _DEADLINE = "gpuprov_deadline"
 _PROGRESS_STEPS = 10_000
 
 
+#: Text is exchanged as UTF-8 whatever the database's encoding: a database created in the C
+#: locale is SQL_ASCII, where psycopg would otherwise hand back bytes, which SQLAlchemy cannot
+#: read (a traceback at the first connection). The migrations' engine uses the same.
+POSTGRES_CONNECT_ARGS: dict[str, str] = {"client_encoding": "utf8"}
+
+
 def make_engine(settings: Settings) -> Engine:
     """Build the engine for the configured database URL."""
     url = settings.database_url
@@ -49,6 +55,7 @@ def make_engine(settings: Settings) -> Engine:
     return create_engine(
         url,
         connect_args={
+            **POSTGRES_CONNECT_ARGS,
             "connect_timeout": settings.database_connect_timeout,
             "options": f"-c statement_timeout={timeout_ms}",
         },
