@@ -27,6 +27,61 @@ def _error(description: str) -> dict[str, Any]:
     return {"description": description, "content": _JSON_ERROR}
 
 
+#: OpenAPI links between operations (what a client, and the stateful schemathesis run, can do
+#: with an answer): (method, path, statuses) -> [(link name, method, path, parameters)]
+LINKS: dict[tuple[str, str, tuple[str, ...]], list[tuple[str, str, str, dict[str, str]]]] = {
+    ("post", "/api/v1/reports", ("200", "201")): [
+        ("GetAsset", "get", "/api/v1/assets/{asset_id}", {"asset_id": "$response.body#/asset_id"}),
+        (
+            "GetScanSbom",
+            "get",
+            "/api/v1/assets/{asset_id}/sbom",
+            {"asset_id": "$response.body#/asset_id", "scan_id": "$response.body#/scan_id"},
+        ),
+    ],
+    ("post", "/api/v1/tokens", ("201",)): [
+        ("RevokeToken", "delete", "/api/v1/tokens/{token_id}", {"token_id": "$response.body#/id"}),
+        (
+            "RotateToken",
+            "post",
+            "/api/v1/tokens/{token_id}/rotate",
+            {"token_id": "$response.body#/id"},
+        ),
+    ],
+    ("post", "/api/v1/tokens/{token_id}/rotate", ("201",)): [
+        ("RevokeToken", "delete", "/api/v1/tokens/{token_id}", {"token_id": "$response.body#/id"}),
+    ],
+    ("put", "/api/v1/policies/{name}", ("200", "201")): [
+        ("GetPolicy", "get", "/api/v1/policies/{name}", {"name": "$response.body#/name"}),
+        (
+            "PolicyHistory",
+            "get",
+            "/api/v1/policies/{name}/history",
+            {"name": "$response.body#/name"},
+        ),
+        ("Compliance", "get", "/api/v1/compliance", {"policy": "$response.body#/name"}),
+    ],
+}
+
+
+def add_links(document: dict[str, Any]) -> None:
+    """Add `LINKS` to the operations' answers, naming their targets by operationId."""
+    paths = document.get("paths", {})
+    for (method, path, statuses), links in LINKS.items():
+        source = paths.get(path, {}).get(method)
+        if source is None:
+            continue
+        for status in statuses:
+            response = source.get("responses", {}).get(status)
+            if response is None:
+                continue
+            out = response.setdefault("links", {})
+            for name, target_method, target_path, parameters in links:
+                target = paths.get(target_path, {}).get(target_method)
+                if target is not None and "operationId" in target:
+                    out[name] = {"operationId": target["operationId"], "parameters": parameters}
+
+
 def complete_responses(document: dict[str, Any]) -> None:
     """Document what the error handlers answer, the same way on every operation: 400 for a bad,
     unknown or repeated parameter (any operation refuses unknown query parameters), 401/403
@@ -74,6 +129,7 @@ def install_docs(app: FastAPI) -> None:
                 routes=app.routes,
             )
             complete_responses(document)
+            add_links(document)
             app.openapi_schema = document
         return app.openapi_schema
 
