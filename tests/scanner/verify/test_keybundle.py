@@ -277,7 +277,7 @@ def test_log_entry_recording_another_key(instance: PrivateSigstore, root: Sigsto
         verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
 
 
-@pytest.mark.parametrize("field", ["root", "size"])
+@pytest.mark.parametrize("field", ["root", "root-below", "root-above", "size"])
 def test_signed_checkpoint_for_another_tree(
     instance: PrivateSigstore, root: SigstoreRoot, field: str
 ) -> None:
@@ -287,8 +287,10 @@ def test_signed_checkpoint_for_another_tree(
     bundle = instance.key_bundle(key, data=DATA)
     proof = _entry(bundle)["inclusionProof"]
     origin, size, root_hash = proof["checkpoint"]["envelope"].split("\n")[:3]
-    if field == "root":
-        root_hash = b64(b"\x07" * 32)
+    # below and above: any order between the two roots is refused, only equality passes
+    if field.startswith("root"):
+        fill = {"root": b"\x07", "root-below": b"\x00", "root-above": b"\xff"}[field]
+        root_hash = b64(fill * 32)
     else:
         size = str(int(size) + 1)
     note = f"{origin}\n{size}\n{root_hash}\n"
@@ -296,7 +298,7 @@ def test_signed_checkpoint_for_another_tree(
     proof["checkpoint"]["envelope"] = (
         f"{note}\n\u2014 {instance.name}-rekor {b64(instance.log_id[:4] + signature)}\n"
     )
-    expected = "root hash differs" if field == "root" else "tree size differs"
+    expected = "root hash differs" if field.startswith("root") else "tree size differs"
     with pytest.raises(Rejected, match=f"checkpoint {expected} from the inclusion proof"):
         verify_bundle(_raw(bundle), key_policy(root, key), artifact=DATA)
 
