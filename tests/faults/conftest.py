@@ -83,7 +83,8 @@ def make_token(url: str, *scopes: str) -> str:
 class ApiProcess:
     """`gpuprov serve` in its own process (settings from ``GPUPROV_*`` variables)."""
 
-    def __init__(self, url: str, log: Path, **settings: object) -> None:
+    def __init__(self, url: str, log: Path, *, workers: int = 1, **settings: object) -> None:
+        self.workers = workers
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {
@@ -97,7 +98,7 @@ class ApiProcess:
     def start(self, timeout: float = 60) -> ApiProcess:
         """Start the process and wait until it answers /healthz."""
         command = [sys.executable, "-m", "gpuprov", "serve", "--port", str(self.port)]
-        command += ["--log-level", "warning"]
+        command += ["--log-level", "warning", "--workers", str(self.workers)]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(command, cwd=ROOT, env=self.env, stderr=log)
         deadline = time.monotonic() + timeout
@@ -112,6 +113,23 @@ class ApiProcess:
             time.sleep(0.1)
         self.kill()
         raise RuntimeError(f"gpuprov serve did not start: {self.log.read_text()[-2000:]}")
+
+    def worker_pids(self) -> list[int]:
+        """With ``workers`` > 1: the worker processes uvicorn's supervisor started."""
+        assert self.process is not None
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent == self.process.pid and b"resource_tracker" not in cmdline:
+                pids.append(int(entry.name))
+        return pids
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no rollback by the process, sockets cut."""

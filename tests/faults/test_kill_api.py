@@ -9,6 +9,8 @@ the committed one is answered "already stored".
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -113,3 +115,53 @@ def test_kill_9_mid_ingest_leaves_no_partial_scan_and_retries_land_once(
             "WHERE c.scan_id IS DISTINCT FROM a.latest_scan_id"
         ).fetchall()
     assert stale == []
+
+
+def test_kill_9_of_the_workers_is_survived_without_an_operator(
+    fault_db: str, tmp_path: Path
+) -> None:
+    """As deployed (two workers): both workers killed while ingests are inside their
+    transactions; uvicorn's supervisor starts new ones and the agents' retries land once."""
+    dsn = fault_db.replace("postgresql+psycopg://", "postgresql://")
+    token = make_token(fault_db, "report:write")
+    api = ApiProcess(fault_db, tmp_path / "api.log", workers=2).start()
+    try:
+        workers = api.worker_pids()
+        assert len(workers) == 2, workers
+        agents = [Agent(api.url, token, tmp_path / f"spool{i}") for i in range(2)]
+        sent = [report(f"node-w{i}", files=60) for i in range(2)]
+        lock = psycopg.connect(dsn)
+        lock.execute("LOCK TABLE raw_bom IN ACCESS EXCLUSIVE MODE")
+        threads = [
+            threading.Thread(target=a.push, args=(b,)) for a, b in zip(agents, sent, strict=True)
+        ]
+        for thread in threads:
+            thread.start()
+        _wait_for_lock_waiters(dsn, "raw_bom", 2)
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        for thread in threads:
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+        lock.close()
+        assert sum(len(a.spool.entries()) for a in agents) == 2 and stored_serials(dsn) == {}
+        deadline = time.monotonic() + 60  # new workers, started by the supervisor alone
+        while not (set(api.worker_pids()) - set(workers)) or not _healthy(api.url):
+            assert time.monotonic() < deadline, "no new worker answered"
+            time.sleep(0.2)
+        for agent in agents:
+            agent.drain()
+        assert api.process is not None and api.process.poll() is None
+    finally:
+        api.stop()
+    assert stored_serials(dsn) == {serial_of(b): 1 for b in sent}
+    assert check_consistent(dsn)["scan"] == 2
+    only_unavailable(agents)
+    assert sorted(d.created for a in agents for d in a.acknowledged) == [True, True]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
