@@ -27,6 +27,7 @@ from app.domain import compliance
 from app.domain.provenance import CatalogCache
 from app.http.api import router as api_router
 from app.http.body import IngestGate
+from app.http.bodylimit import BodyLimit
 from app.http.dashboard import install_dashboard
 from app.http.docs import install_docs
 from app.http.errors import ContainErrors, install_error_handlers
@@ -95,6 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     metrics = Metrics()
     app.add_middleware(ContainErrors)
+    app.add_middleware(BodyLimit, report_bytes=settings.max_report_bytes)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(RequestContext, metrics=metrics)  # outermost: sees every answer
     app.state.settings = settings

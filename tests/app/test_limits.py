@@ -4,7 +4,7 @@ trust and promotion policy size caps, and query values past their columns."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from tests.app import catalogs
@@ -68,3 +68,25 @@ def test_query_values_past_their_columns(service: Service) -> None:
     ):
         answer = service.client.get(path, params={param: "x" * size}, headers=admin)
         assert answer.status_code == 400, (path, param)
+
+
+def test_every_body_has_a_ceiling(service: Service) -> None:
+    """A token request (parsed by FastAPI, which reads any body whole) is refused past 1 MiB,
+    declared or streamed, before it is read; the answer carries the usual headers."""
+    admin = auth(service.token("admin"), **{"Content-Type": "application/json"})
+    big = b'{"name": "x", "scopes": ["gate"], "pad": "' + b"x" * (2 << 20) + b'"}'
+    answer = service.client.post("/api/v1/tokens", content=big, headers=admin)
+    assert answer.status_code == 413 and "1048576 bytes" in answer.json()["error"]["message"]
+    assert answer.headers["x-content-type-options"] == "nosniff"
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length
+        yield big[: 1 << 20]
+        yield big[1 << 20 :]
+
+    answer = service.client.post("/api/v1/tokens", content=chunks(), headers=admin)
+    assert answer.status_code == 413, answer.text
+    anonymous = service.client.put(
+        "/api/v1/policies/prod", content=b"x" * (2 << 20), headers=catalogs.YAML
+    )
+    assert anonymous.status_code == 413  # refused before anything reads it, token or not
+    assert service.count("api_token") == 1
