@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     secret_key: str = ""
     #: seconds a dashboard session lasts after login (then the token must be entered again)
     session_lifetime_seconds: int = Field(default=8 * 3600, ge=60, le=30 * 86_400)
+    #: seconds the dashboard overview's fleet figures are reused by a worker before they are
+    #: computed again (each a pass over the current files); 0 computes them on every request
+    dashboard_cache_seconds: int = Field(default=30, ge=0, le=3600)
     #: mark the session cookie Secure even on plain-HTTP requests (a TLS-terminating proxy that
     #: does not forward the scheme); it is always Secure on HTTPS requests
     cookie_secure: bool = False

@@ -40,7 +40,7 @@ def compliance_by_framework(entries: Sequence[dict[str, Any]]) -> list[dict[str,
 
 #: the families whose versions the overview charts
 CHARTED_FAMILIES = (("cudnn", "cuDNN"), ("cudart", "CUDA runtime"))
-#: bars per chart; the rest are counted as "other versions"
+#: bars per chart: the most used versions
 CHART_BARS = 12
 URGENT_LIMIT = 10
 _FINDING_KINDS = {3: "provenance conflict", 2: "modified", 1: "unowned"}
@@ -57,12 +57,12 @@ def overview(session: Session, now: datetime) -> dict[str, Any]:
     files, integrity_ok, provenance_ok, modified, unowned, conflict = repo.file_verdicts(session)
     modified_assets, unowned_assets = repo.finding_assets(session)
     decisions = repo.decisions_since(session, now - timedelta(days=7))
-    versions = {
-        family: [
-            (version, int(n)) for version, n in repo.versions_in_use(session, family, CHART_BARS)
-        ]
-        for family, _ in CHARTED_FAMILIES
-    }
+    versions: dict[str, list[tuple[str, int]]] = {family: [] for family, _ in CHARTED_FAMILIES}
+    for family, version, count in repo.versions_in_use(session, list(versions)):
+        versions[family].append((version, int(count)))
+    for family, counted in versions.items():
+        # the most used first, then by version; the chart shows the first CHART_BARS
+        versions[family] = sorted(counted, key=lambda vc: (-vc[1], vc[0]))[:CHART_BARS]
     urgent = [
         {
             "rank": rank,

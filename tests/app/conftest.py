@@ -131,7 +131,8 @@ class Service:
 
 @pytest.fixture(scope="session")
 def _service(database_url: str) -> Iterator[Service]:
-    settings = Settings(database_url=database_url, environment="test")
+    # dashboard_cache_seconds=0: each test sees the overview of its own data
+    settings = Settings(database_url=database_url, environment="test", dashboard_cache_seconds=0)
     app = create_app(settings)
     with TestClient(app) as client:
         yield Service(client, app.state.db, database_url, settings)

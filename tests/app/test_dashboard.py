@@ -609,3 +609,19 @@ def test_every_link_of_the_overview_and_asset_pages_leads_somewhere(
     for link in sorted(links):
         answer = client.get(link)
         assert answer.status_code == 200, (link, answer.status_code, answer.text[-300:])
+
+
+def test_overview_figures_are_reused_for_the_cache_time(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    app = create_app(service.settings.model_copy(update={"dashboard_cache_seconds": 3600}))
+    with TestClient(app) as own:
+        assert login(own, service.token("inventory:read")).status_code == 303
+        post_report(boms.encode(boms.gpuprov_bom(kind="host", name="first")))
+        first = own.get("/").text
+        assert re.search(r'<div class="figure">1</div><div class="label">hosts', first)
+        post_report(boms.encode(boms.gpuprov_bom(kind="host", name="second")))
+        assert own.get("/").text == first  # the same figures, "as of" the same time
+        app.state.overview_cache.clear()
+        again = own.get("/").text
+        assert re.search(r'<div class="figure">2</div><div class="label">hosts', again)

@@ -90,6 +90,7 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
     """Serve the dashboard's pages, stylesheet and error pages on ``app``."""
     app.state.dashboard_signer = Signer(_signing_key(settings))
     app.state.page_errors = PageErrors()
+    app.state.overview_cache = overview.FiguresCache(settings.dashboard_cache_seconds)
 
     async def login_required(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, LoginRequired)

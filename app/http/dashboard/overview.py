@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -17,11 +22,42 @@ from app.http.deps import SessionDep
 router = APIRouter()
 
 
+class FiguresCache:
+    """The overview's figures as last computed by this worker, reused for ``seconds`` (the
+    page says as of when); thread-safe, and one computation at a time."""
+
+    def __init__(self, seconds: int) -> None:
+        self.seconds = seconds
+        self._lock = threading.Lock()
+        self._figures: dict[str, Any] | None = None
+        self._at = 0.0
+
+    def clear(self) -> None:
+        """Forget the figures (the next request computes them)."""
+        with self._lock:
+            self._figures = None
+
+    def get(self, compute: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """The cached figures while fresh, else ``compute()``'s (stored with their time)."""
+        with self._lock:
+            fresh = time.monotonic() - self._at < self.seconds
+            if self._figures is None or not fresh:
+                self._figures = compute()
+                self._at = time.monotonic()
+            return self._figures
+
+
 @router.get("/")
 def overview(request: Request, _: Reader, session: SessionDep) -> Response:
     """Images and hosts, verification shares, drift, gate decisions, versions in use, and the
     most urgent findings."""
-    figures = fleet_overview(session, utcnow())
+    cache: FiguresCache = request.app.state.overview_cache
+
+    def compute() -> dict[str, Any]:
+        now = utcnow()
+        return {**fleet_overview(session, now), "as_of": now}
+
+    figures = cache.get(compute)
     charts = [
         {
             "title": f"{label} versions in use (assets)",

@@ -78,20 +78,26 @@ _GROUP = (
 
 def digest_conflict_count(session: Session) -> int:
     """How many (family, component, version, CUDA major, arch) of current files are seen with
-    more than one digest across the fleet."""
-    groups = (
-        select(*_GROUP)
+    more than one digest across the fleet: the distinct (library, digest) pairs read in index
+    order (no sort), then counted per library."""
+    pairs = (
+        select(*_GROUP, Artifact.sha256)
+        .distinct()
         .where(
             Artifact.is_current,
             _FILE,
             Artifact.sha256.is_not(None),
             Artifact.version.is_not(None),
         )
-        .group_by(*_GROUP)
-        .having(func.count(distinct(Artifact.sha256)) > 1)
         .subquery()
     )
-    return int(session.scalar(select(func.count()).select_from(groups)) or 0)
+    libraries = (
+        select(pairs.c.family)
+        .group_by(*(pairs.c[column.key] for column in _GROUP))
+        .having(func.count() > 1)
+        .subquery()
+    )
+    return int(session.scalar(select(func.count()).select_from(libraries)) or 0)
 
 
 def decisions_since(session: Session, since: datetime) -> dict[str, int]:
@@ -104,15 +110,13 @@ def decisions_since(session: Session, since: datetime) -> dict[str, int]:
     return {decision: int(count) for decision, count in rows}
 
 
-def versions_in_use(session: Session, family: str, limit: int) -> Sequence[Row[str, int]]:
-    """The ``limit`` versions of a family on the most assets (latest scans), with their count."""
+def versions_in_use(session: Session, families: Sequence[str]) -> Sequence[Row[str, str, int]]:
+    """(family, version, assets) of the families' versions in the latest scans, one pass."""
     assets = func.count(distinct(AssetLibrary.asset_id)).label("assets")
     return session.execute(
-        select(AssetLibrary.version, assets)
-        .where(AssetLibrary.family == family, AssetLibrary.version.is_not(None))
-        .group_by(AssetLibrary.version)
-        .order_by(assets.desc(), AssetLibrary.version)
-        .limit(limit)
+        select(AssetLibrary.family, AssetLibrary.version, assets)
+        .where(AssetLibrary.family.in_(families), AssetLibrary.version.is_not(None))
+        .group_by(AssetLibrary.family, AssetLibrary.version)
     ).all()  # type: ignore[return-value]
 
 
