@@ -71,6 +71,23 @@ def test_pages_redirect_to_login_keeping_the_target(client: TestClient) -> None:
     assert 'value="/assets?kind=image&amp;page=2"' in form.text
 
 
+def test_the_login_forms_command_makes_a_token_that_logs_in(
+    service: Service, client: TestClient
+) -> None:
+    """The command the form names, run as shown (NAME filled in), makes a working token (it
+    lacked the required --name)."""
+    from typer.testing import CliRunner
+
+    from gpuprov.cli import app as gpuprov_app
+
+    found = re.search(r"<code>gpuprov (token create [^<]*)</code>", client.get("/login").text)
+    assert found is not None
+    args = found.group(1).replace("NAME", "alice").split()
+    made = CliRunner().invoke(gpuprov_app, [*args, "--database-url", service.url])
+    assert made.exit_code == 0, made.output
+    assert login(client, made.stdout.strip()).status_code == 303
+
+
 def test_login_sets_a_strict_httponly_session_cookie(service: Service, client: TestClient) -> None:
     token = service.token("inventory:read", name="reader")
     answer = login(client, token, "/assets?kind=host")
