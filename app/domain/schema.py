@@ -13,11 +13,13 @@ import json
 from functools import cache
 from importlib.resources import files
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
 from cyclonedx.schema import SchemaVersion
-from cyclonedx.validation.json import JsonStrictValidator
+
+if TYPE_CHECKING:
+    from cyclonedx.validation.json import JsonStrictValidator
 
 SCHEMA_VERSIONS: dict[str, SchemaVersion] = {
     "1.4": SchemaVersion.V1_4,
@@ -54,6 +56,10 @@ def _fast(spec: str) -> jsonschema_rs.Draft7Validator:
 
 @cache
 def _reference(spec: str) -> JsonStrictValidator:
+    # Imported on the first refused report only: jsonschema compiles its IRI grammar (lark) at
+    # import, ~1.5 s of CPU that every worker would otherwise pay at start-up.
+    from cyclonedx.validation.json import JsonStrictValidator
+
     return JsonStrictValidator(SCHEMA_VERSIONS[spec])
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -230,3 +232,15 @@ def test_image_without_manifest_digest_is_keyed_by_config_digest() -> None:
     del component["version"], component["purl"]
     report = parse_report(boms.encode(bom))
     assert report.asset.identity == f"config:{config}"
+
+
+def test_the_reference_validator_loads_on_the_first_refused_report_only() -> None:
+    """jsonschema compiles its format grammars at import (~1.5 s of CPU): a worker's start-up
+    must not pay it, only the first report that jsonschema-rs refuses."""
+    probe = (
+        "import sys, app.main; print(sorted(m for m in ('jsonschema', 'lark') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]", out.stdout
