@@ -77,7 +77,10 @@ class Metrics:
         )
         self.verification_failures = Counter(
             "gpuprov_verification_failures",
-            "Signed documents refused: catalog imports whose signature or signer is not trusted.",
+            "Verification failures, by kind: catalog (a catalog import whose signature or "
+            "signer is not trusted), and in new reports file_integrity (bytes differ from the "
+            "package's record), file_provenance (a signed catalog contradicts the file), "
+            "image_signature (a rejected image signature).",
             ["kind"],
             registry=r,
         )

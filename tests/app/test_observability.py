@@ -112,7 +112,11 @@ def test_metrics(service: Service, post_report: Callable[..., Any]) -> None:
     reader = service.token("inventory:read")
     gate = service.token("gate")
     client = service.client
-    again = boms.encode(boms.gpuprov_bom(name="registry.example/other:1"))
+    tampered = [
+        boms.Lib("/opt/x/libcudart.so.12", "cudart", "cudart", "12.4.127", integrity="modified"),
+        boms.Lib("/opt/y/libcudart.so.12", "cudart", "cudart", "12.4.99", provenance="conflict"),
+    ]
+    again = boms.encode(boms.gpuprov_bom(name="registry.example/other:1", extra_libs=tampered))
     assert post_report(again).status_code == 201
     assert post_report(again).status_code == 200  # a duplicate
     assert post_report(b"{}").status_code == 422
@@ -142,6 +146,9 @@ def test_metrics(service: Service, post_report: Callable[..., Any]) -> None:
     assert _metric(text, "gpuprov_ingests_in_flight") == 0
     assert _metric(text, f'gpuprov_gate_decisions_total{{decision="{decision}"}}') == 1
     assert _metric(text, 'gpuprov_verification_failures_total{kind="catalog"}') == 1
+    # counted once: the duplicate delivery of the tampered report adds nothing
+    assert _metric(text, 'gpuprov_verification_failures_total{kind="file_integrity"}') == 1
+    assert _metric(text, 'gpuprov_verification_failures_total{kind="file_provenance"}') == 1
     assert _metric(text, 'gpuprov_auth_failures_total{reason="invalid"}') == 1
     assert _metric(text, 'gpuprov_assets{kind="image"}') == 2
     client.get(f"/api/v1/assets/{walk.asset_id}", headers=auth(reader))

@@ -13,7 +13,7 @@ from app.clock import utcnow
 from app.domain import compliance
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory.filters import label_filters
-from app.domain.report_parser import ReportLimits, parse_report
+from app.domain.report_parser import Report, ReportLimits, parse_report
 from app.domain.retention import retention_of
 from app.domain.tokens import Principal
 from app.errors import Forbidden
@@ -103,6 +103,19 @@ def post_report(
     return answer
 
 
+def _count_failures(metrics: Metrics, report: Report) -> None:
+    """Count the verification failures a new report states: files whose bytes differ from
+    their package's record, files a signed catalog contradicts, rejected image signatures."""
+    failures = metrics.verification_failures
+    for library in report.libraries:
+        if library.integrity == "modified":
+            failures.labels("file_integrity").inc()
+        if library.provenance == "conflict":
+            failures.labels("file_provenance").inc()
+    if report.asset.trust.rejected:
+        failures.labels("image_signature").inc(len(report.asset.trust.rejected))
+
+
 def _ingest(
     principal: Principal,
     body: ReceivedReport,
@@ -132,6 +145,8 @@ def _ingest(
     # (the first answer was lost, perhaps with the evaluation that followed it) redoes it
     if result.latest or result.redelivered_latest:
         compliance.after_ingest(db, result.asset_id, now)
+    if result.created:
+        _count_failures(metrics, report)
     response.status_code = 201 if result.created else 200
     url = f"/api/v1/assets/{result.asset_id}"
     response.headers["Location"] = url
