@@ -95,8 +95,9 @@ class ApiProcess:
         self.log = log
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 60) -> ApiProcess:
-        """Start the process and wait until it answers /healthz."""
+    def start(self, timeout: float = 180) -> ApiProcess:
+        """Start the process and wait until it answers /healthz (a generous bound: each worker
+        imports the whole service, slow on a loaded 2-core machine)."""
         command = [sys.executable, "-m", "gpuprov", "serve", "--port", str(self.port)]
         command += ["--log-level", "warning", "--workers", str(self.workers)]
         with open(self.log, "ab") as log:

@@ -145,7 +145,7 @@ def test_kill_9_of_the_workers_is_survived_without_an_operator(
             assert not thread.is_alive()
         lock.close()
         assert sum(len(a.spool.entries()) for a in agents) == 2 and stored_serials(dsn) == {}
-        deadline = time.monotonic() + 60  # new workers, started by the supervisor alone
+        deadline = time.monotonic() + 180  # new workers, started by the supervisor alone
         while not (set(api.worker_pids()) - set(workers)) or not _healthy(api.url):
             assert time.monotonic() < deadline, "no new worker answered"
             time.sleep(0.2)
