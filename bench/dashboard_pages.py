@@ -65,6 +65,7 @@ def time_pages(
         "libraries": lambda: "/libraries",
         "drift_conflicts": lambda: "/drift",
         "drift_changes": lambda: "/drift/changes",
+        "drift_parity": lambda: "/drift/parity?label=env&target=prod&baseline=dev",
         "compliance": lambda: "/compliance?policy=prod",
     }
     results: dict[str, Any] = {}

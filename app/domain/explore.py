@@ -141,8 +141,9 @@ def digest_conflicts(
     """Current files of one (family, component, version, CUDA major, arch) with more than one
     digest across the fleet (at most ``limit`` groups), each digest with its asset count."""
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for fam, comp, ver, cuda, arch, sha, assets, path in inventory_repo.digest_conflicts(
-        session, family, limit=limit
+    conflicting = repo.conflicting_groups(session, family, limit)
+    for fam, comp, ver, cuda, arch, sha, assets, path in repo.conflict_digests(
+        session, conflicting
     ):
         group = groups.setdefault(
             (fam, comp, ver, cuda, arch),

@@ -159,3 +159,24 @@ def test_digest_conflicts_group_the_tampered_copy_with_the_vendor_one(
     )
     assets = {d["sha256"]: d["assets"] for d in group["digests"]}
     assert assets == {TAMPERED: 1, boms.cudnn_wheel().libs[1].digest(): 2}
+
+
+def test_digest_conflicts_are_limited_by_group_and_filtered_by_family(
+    service: Service, fleet: dict[str, int], post_report: Callable[..., Any]
+) -> None:
+    (cudart, *others) = boms.cuda_wheels()
+    patched = boms.Owner(
+        cudart.purl,
+        cudart.name,
+        cudart.version,
+        [boms.Lib(**{**lib.__dict__, "sha256": "c" * 64}) for lib in cudart.libs],
+    )
+    _push(post_report, boms.gpuprov_bom(name="acme/patched:1", owners=[patched, *others]))
+    with service.db.session() as session:
+        both = explore.digest_conflicts(session, None)
+        first = explore.digest_conflicts(session, None, limit=1)
+        only = explore.digest_conflicts(session, "cudnn")
+    assert [g["family"] for g in both] == ["cudart", "cudnn"]
+    assert [g["family"] for g in first] == ["cudart"]
+    assert {d["sha256"] for d in first[0]["digests"]} >= {"c" * 64}
+    assert [g["family"] for g in only] == ["cudnn"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Row, RowMapping, Select, distinct, exists, func, select
+from sqlalchemy import Row, RowMapping, Select, and_, distinct, exists, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from app.storage.tables import (
@@ -174,3 +174,60 @@ def policy_names(session: Session) -> list[str]:
             .order_by(PromotionPolicyVersion.name)
         )
     )
+
+
+_GROUP = (Artifact.family, Artifact.component, Artifact.version, Artifact.cuda_major, Artifact.arch)
+#: the current files a digest conflict is judged on (the overview's covering index predicate)
+_CONFLICT_FILES = (
+    Artifact.is_current.expression,
+    Artifact.kind == "file",
+    Artifact.sha256.is_not(None),
+    Artifact.version.is_not(None),
+)
+
+
+def conflicting_groups(
+    session: Session, family: str | None, limit: int
+) -> Sequence[Row[str, str | None, str | None, int | None, str | None]]:
+    """The first ``limit`` (family, component, version, CUDA major, arch) of current files seen
+    with more than one digest. The distinct (group, digest) pairs come first, then the groups
+    with more than one: both steps stream over the covering index of the current files' facts
+    (a count of distinct digests per group would sort each group)."""
+    conds = list(_CONFLICT_FILES)
+    if family:
+        conds.append(Artifact.family == family)
+    pairs = select(*_GROUP, Artifact.sha256).where(*conds).distinct().subquery()
+    columns = [pairs.c[c.key] for c in _GROUP]
+    return session.execute(
+        select(*columns).group_by(*columns).having(func.count() > 1).order_by(*columns).limit(limit)
+    ).all()
+
+
+def conflict_digests(
+    session: Session, groups: Sequence[Row[str, str | None, str | None, int | None, str | None]]
+) -> Sequence[Row[str, str | None, str | None, int | None, str | None, str, int, str]]:
+    """For these groups, each digest with how many assets hold it and an example path."""
+    if not groups:
+        return []
+    same = or_(
+        *(
+            and_(
+                *(
+                    column.is_not_distinct_from(value)
+                    for column, value in zip(_GROUP, group, strict=True)
+                )
+            )
+            for group in groups
+        )
+    )
+    return session.execute(  # type: ignore[return-value]
+        select(
+            *_GROUP,
+            Artifact.sha256,
+            func.count(distinct(Artifact.asset_id)),
+            func.min(Artifact.path),
+        )
+        .where(*_CONFLICT_FILES, same)
+        .group_by(*_GROUP, Artifact.sha256)
+        .order_by(*_GROUP, Artifact.sha256)
+    ).all()
