@@ -230,6 +230,22 @@ class Artifact(Base):
             postgresql_where=text(f"is_current AND {CURRENT_FILE}"),
             sqlite_where=text(f"is_current = 1 AND {CURRENT_FILE}"),
         ),
+        # the verdict filters (asset list, where-used): the assets with a current file of one
+        # integrity or provenance verdict, from the index alone
+        Index(
+            "ix_artifact_current_integrity",
+            "integrity",
+            "asset_id",
+            postgresql_where=_CURRENT_PG,
+            sqlite_where=_CURRENT_SQLITE,
+        ),
+        Index(
+            "ix_artifact_current_provenance",
+            "provenance",
+            "asset_id",
+            postgresql_where=_CURRENT_PG,
+            sqlite_where=_CURRENT_SQLITE,
+        ),
         # the overview's most urgent findings: the few current files that are not the
         # vendor's bytes (the predicate is the query's, spelled identically: FINDING_PREDICATE)
         Index(

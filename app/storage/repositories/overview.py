@@ -130,19 +130,24 @@ _RANK = case(
 
 def urgent_findings(session: Session, limit: int) -> Sequence[Row[*tuple[Any, ...]]]:
     """The ``limit`` most urgent (asset, kind of finding) pairs: rank, asset id, kind and name,
-    the number of files, one example path, family and version, most recently seen first."""
+    the number of files, one example path, family and version, and the asset's last sighting;
+    by rank, then the assets with most such files, then the newest assets. Ranked from the
+    findings' index alone; only the chosen pairs are joined to their assets."""
     rank = _RANK.label("rank")
+    files = func.count().label("files")
     found = (
         select(
             Artifact.asset_id,
             rank,
-            func.count().label("files"),
+            files,
             func.min(Artifact.path).label("path"),
             func.min(Artifact.family).label("family"),
             func.min(Artifact.version).label("version"),
         )
         .where(Artifact.is_current, _findings())
         .group_by(Artifact.asset_id, _RANK)
+        .order_by(rank.desc(), files.desc(), Artifact.asset_id.desc())
+        .limit(limit)
         .subquery()
     )
     return session.execute(
@@ -158,6 +163,5 @@ def urgent_findings(session: Session, limit: int) -> Sequence[Row[*tuple[Any, ..
             Asset.last_seen,
         )
         .join(Asset, Asset.id == found.c.asset_id)
-        .order_by(found.c.rank.desc(), Asset.last_seen.desc(), Asset.id)
-        .limit(limit)
+        .order_by(found.c.rank.desc(), found.c.files.desc(), Asset.id.desc())
     ).all()
