@@ -29,7 +29,8 @@ ACTIONS = (
 
 @dataclass(frozen=True, slots=True)
 class Actor:
-    """Who acted: an API token, or the command line."""
+    """Who acted: an API token (``api``), a dashboard user (``web``), the command line
+    (``cli``)."""
 
     source: str
     name: str
@@ -68,6 +69,34 @@ def record(
             request_id=REQUEST_ID.get(),
         ),
     )
+
+
+def web_actor(name: str, token_id: int) -> Actor:
+    """A dashboard user, named by the token that signed in."""
+    return Actor("web", name, token_id)
+
+
+def record_trust_policy(session: Session, actor: Actor, stored: dict[str, Any]) -> None:
+    """A new trust policy version (`catalogs.put_policy`'s answer)."""
+    details = {"version": stored["version"], "sha256": stored["content_sha256"]}
+    record(session, actor, "trust_policy.put", f"trust_policy@{stored['version']}", details)
+
+
+def record_catalog(session: Session, actor: Actor, catalog: dict[str, Any]) -> None:
+    """A catalog imported (`catalogs.catalog_dict`)."""
+    details = {
+        "name": catalog["name"],
+        "signer": catalog["signer"],
+        "entries": catalog["entries"],
+        "sha256": catalog["content_sha256"],
+    }
+    record(session, actor, "catalog.import", f"catalog:{catalog['name']}", details)
+
+
+def record_policy(session: Session, actor: Actor, name: str, version: int, sha256: str) -> None:
+    """A new promotion policy version."""
+    details = {"version": version, "sha256": sha256}
+    record(session, actor, "policy.put", f"policy:{name}@{version}", details)
 
 
 def event_dict(event: AuditEvent) -> dict[str, Any]:

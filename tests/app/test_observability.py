@@ -94,12 +94,18 @@ def test_json_log_config() -> None:
     assert log_config()["formatters"]["default"]["fmt"].startswith("%(asctime)s")
 
 
-def _metric(text: str, name: str) -> float:
+def _metric(text: str, name: str, default: float | None = None) -> float:
     """The value of one sample (its name with its labels, as exposed)."""
     for line in text.splitlines():
         if line.rsplit(" ", 1)[0] == name:
             return float(line.rsplit(" ", 1)[1])
+    if default is not None:
+        return default
     raise AssertionError(f"{name} not in the metrics")
+
+
+def _delta(text: str, baseline: str, name: str) -> float:
+    return _metric(text, name) - _metric(baseline, name, default=0)
 
 
 def _http(route: str, status: int) -> str:
@@ -108,6 +114,8 @@ def _http(route: str, status: int) -> str:
 
 
 def test_metrics(service: Service, post_report: Callable[..., Any]) -> None:
+    # the app (and its counters) is shared by the session's tests: compare with a baseline
+    baseline = service.client.app.state.metrics.exposition().decode()  # type: ignore[attr-defined]
     walk = Walk(service, post_report)  # one report stored, a trust policy and a policy "prod"
     reader = service.token("inventory:read")
     gate = service.token("gate")
@@ -138,18 +146,20 @@ def test_metrics(service: Service, post_report: Callable[..., Any]) -> None:
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
     text = answer.text
-    assert _metric(text, 'gpuprov_reports_received_total{outcome="created"}') == 2
-    assert _metric(text, 'gpuprov_reports_received_total{outcome="duplicate"}') == 1
-    assert _metric(text, 'gpuprov_reports_received_total{outcome="refused"}') == 1
-    assert _metric(text, "gpuprov_ingest_duration_seconds_count") == 3
-    assert _metric(text, "gpuprov_report_bytes_count") == 3
+    assert _delta(text, baseline, 'gpuprov_reports_received_total{outcome="created"}') == 2
+    assert _delta(text, baseline, 'gpuprov_reports_received_total{outcome="duplicate"}') == 1
+    assert _delta(text, baseline, 'gpuprov_reports_received_total{outcome="refused"}') == 1
+    assert _delta(text, baseline, "gpuprov_ingest_duration_seconds_count") == 3
+    assert _delta(text, baseline, "gpuprov_report_bytes_count") == 3
     assert _metric(text, "gpuprov_ingests_in_flight") == 0
-    assert _metric(text, f'gpuprov_gate_decisions_total{{decision="{decision}"}}') == 1
-    assert _metric(text, 'gpuprov_verification_failures_total{kind="catalog"}') == 1
+    assert _delta(text, baseline, f'gpuprov_gate_decisions_total{{decision="{decision}"}}') == 1
+    assert _delta(text, baseline, 'gpuprov_verification_failures_total{kind="catalog"}') == 1
     # counted once: the duplicate delivery of the tampered report adds nothing
-    assert _metric(text, 'gpuprov_verification_failures_total{kind="file_integrity"}') == 1
-    assert _metric(text, 'gpuprov_verification_failures_total{kind="file_provenance"}') == 1
-    assert _metric(text, 'gpuprov_auth_failures_total{reason="invalid"}') == 1
+    assert _delta(text, baseline, 'gpuprov_verification_failures_total{kind="file_integrity"}') == 1
+    assert (
+        _delta(text, baseline, 'gpuprov_verification_failures_total{kind="file_provenance"}') == 1
+    )
+    assert _delta(text, baseline, 'gpuprov_auth_failures_total{reason="invalid"}') == 1
     assert _metric(text, 'gpuprov_assets{kind="image"}') == 2
     client.get(f"/api/v1/assets/{walk.asset_id}", headers=auth(reader))
     client.get("/api/v1/assets/999999", headers=auth(reader))

@@ -250,3 +250,29 @@ def test_settings_bound_the_limiter(tmp_path: Path) -> None:
         Settings(auth_failure_limit=0)
     with pytest.raises(ValueError):
         Settings(log_format="xml")  # type: ignore[arg-type]
+
+
+def test_dashboard_admin_actions_are_audited(service: Service) -> None:
+    from tests.app.pages import login, session_csrf
+
+    client = service.client
+    client.cookies.clear()
+    try:
+        admin = service.token("admin", name="web-admin")
+        assert login(client, admin).status_code == 303
+        csrf = session_csrf(client)
+        answer = client.post(
+            "/admin/tokens", data={"name": "made-on-web", "scope_gate": "1", "csrf_token": csrf}
+        )
+        assert answer.status_code == 200, answer.text
+        log = _admin_get(service, admin, "/api/v1/audit")["items"]
+        created = log[0]
+        assert created["action"] == "token.create" and created["source"] == "web"
+        assert created["actor"] == "web-admin" and created["details"]["name"] == "made-on-web"
+        token_id = int(created["target"].removeprefix("token:"))
+        answer = client.post(f"/admin/tokens/{token_id}/revoke", data={"csrf_token": csrf})
+        assert answer.status_code == 200
+        log = _admin_get(service, admin, "/api/v1/audit", action="token.revoke")["items"]
+        assert [(e["source"], e["target"]) for e in log] == [("web", f"token:{token_id}")]
+    finally:
+        client.cookies.clear()

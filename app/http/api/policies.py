@@ -94,9 +94,7 @@ def put_policy(
     now = utcnow()
     row, created = policies.put_policy(session, name, document, principal, now)
     if created:
-        details = {"version": row.version, "sha256": row.content_sha256}
-        target = f"policy:{row.name}@{row.version}"
-        audit.record(session, principal.actor, "policy.put", target, details, now)
+        audit.record_policy(session, principal.actor, row.name, row.version, row.content_sha256)
     evaluated = compliance.reevaluate_on_store(session, row, now) if created else None
     pending = created and evaluated is None
     if pending:  # runs once the version is committed and the answer sent

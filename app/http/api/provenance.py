@@ -90,9 +90,7 @@ def put_trust_policy(
     version, verify every stored catalog again under it and re-evaluate stored verdicts."""
     now = utcnow()
     answer = catalogs.put_policy(session, document, principal, now)
-    details = {"version": answer["version"], "sha256": answer["content_sha256"]}
-    target = f"trust_policy@{answer['version']}"
-    audit.record(session, principal.actor, "trust_policy.put", target, details, now)
+    audit.record_trust_policy(session, principal.actor, answer)
     return answer
 
 
@@ -152,16 +150,7 @@ def post_catalog(
             metrics.verification_failures.labels("catalog").inc()
         raise
     if result.created:
-        catalog = result.catalog
-        details = {
-            "name": catalog["name"],
-            "signer": catalog["signer"],
-            "entries": catalog["entries"],
-            "sha256": catalog["content_sha256"],
-        }
-        audit.record(
-            session, principal.actor, "catalog.import", f"catalog:{catalog['name']}", details, now
-        )
+        audit.record_catalog(session, principal.actor, result.catalog)
     response.status_code = 201 if result.created else 200
     response.headers["Location"] = "/api/v1/catalogs"
     reevaluation = result.reevaluation.as_dict() if result.reevaluation else None

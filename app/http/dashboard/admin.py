@@ -12,10 +12,10 @@ from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import Response
 
 from app.clock import utcnow
-from app.domain import catalogs, compliance, policies, tokens
+from app.domain import audit, catalogs, compliance, policies, tokens
 from app.domain.tokens import Scope
 from app.errors import AppError, NotFound
-from app.http.dashboard.auth import AdminUser, checked_form
+from app.http.dashboard.auth import AdminUser, PageState, checked_form
 from app.http.dashboard.paging import PageNumber, Pager, PerPage
 from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, SessionDep, WriteSessionDep
@@ -24,6 +24,11 @@ from app.http.params import IdPath
 router = APIRouter(prefix="/admin")
 
 SCOPES = tuple(s.value for s in Scope)
+
+
+def _actor(state: PageState) -> audit.Actor:
+    """The signed-in admin as the audit log names them."""
+    return audit.web_actor(state.user.name, state.user.token_id)
 
 
 def _field(scope: str) -> str:
@@ -73,6 +78,8 @@ async def store_policy(
     now = utcnow()
     try:
         row, created = policies.put_policy(session, name, document.encode(), state.user, now)
+        if created:
+            audit.record_policy(session, _actor(state), row.name, row.version, row.content_sha256)
     except AppError as e:
         session.rollback()
         return render(
@@ -129,6 +136,7 @@ async def store_trust(request: Request, state: AdminUser, session: WriteSessionD
     document = form.get("document", "")
     try:
         stored = catalogs.put_policy(session, document.encode(), state.user, utcnow())
+        audit.record_trust_policy(session, _actor(state), stored)
     except AppError as e:
         session.rollback()
         return render(
@@ -175,6 +183,8 @@ async def import_catalog(request: Request, state: AdminUser, session: WriteSessi
     status = 200
     try:
         result = catalogs.import_catalog(session, raw.encode(), name, state.user, utcnow())
+        if result.created:
+            audit.record_catalog(session, _actor(state), result.catalog)
     except AppError as e:
         session.rollback()
         context, status = {"error": e.message, "posted": raw, "name": name or ""}, e.status
@@ -221,7 +231,9 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
     scopes = [s for s in SCOPES if form.get(_field(s))]
     patterns = [p for p in form.get("assets", "").split(",") if p.strip()]
     try:
-        new = tokens.create_token(session, form.get("name", ""), scopes, patterns)
+        new = tokens.create_token(
+            session, form.get("name", ""), scopes, patterns, actor=_actor(state)
+        )
     except AppError as e:
         session.rollback()
         return render(
@@ -247,7 +259,7 @@ async def revoke_token(
 ) -> Response:
     """Revoke a token: its sessions end at their next page."""
     await checked_form(request, state)
-    token = tokens.revoke_token(session, token_id)
+    token = tokens.revoke_token(session, token_id, _actor(state))
     session.flush()
     return render(
         request,
