@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Playwright drives Debian's chromium (tests/browser): never download a browser of its own
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: run test lint typecheck unit system-deps bench clean mutation lock sbom wheelhouse
+.PHONY: run stop test lint typecheck unit system-deps bench clean mutation lock sbom wheelhouse
 
 # The service's dependencies come at the versions requirements.lock pins (what the image ships),
 # given to pip as constraints without their hashes (an editable install cannot be hashed).
@@ -50,6 +50,10 @@ system-deps:
 
 run: $(STAMP)
 	@bash scripts/run.sh
+
+# Stops the service `make run` left running (the pid it recorded, only if it is that service).
+stop:
+	@bash scripts/run.sh stop
 
 lint: $(STAMP)
 	$(BIN)/ruff check gpuprov scanner app tests bench

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: start the service on SQLite, scan this machine and a demo image (once each: the
 # table is printed, the CycloneDX report pushed and saved as the service stored it), gate the
-# demo image's report under docs/examples/demo-policy.yaml, and print commands that work as
-# printed.
+# demo image's report under docs/examples/demo-policy.yaml (offline, then in the service, so
+# the dashboard has a decision and compliance to show), and print the dashboard's URL with the
+# token to log in, and commands that work as printed. `make stop` (run.sh stop) stops the service.
 #
 # GPUPROV_PORT: the port to use (fails when taken); unset: 8000, or a free port when 8000 is
 # taken. GPUPROV_RUN_DIR: where the run keeps everything (default: .gpuprov-run for the state,
@@ -24,20 +25,30 @@ fi
 mkdir -p "$OUT" "$RUN"
 chmod 700 "$RUN"
 
+# The previous run's service, if it still runs (and that pid is still it), stops and gives its
+# port back; its workers, if any, stop with it (uvicorn's supervisor ends them on SIGTERM).
+stop_service() {
+  [ -f "$RUN/server.pid" ] || return 0
+  local old
+  old=$(cat "$RUN/server.pid")
+  if [ -r "/proc/$old/cmdline" ] && tr '\0' ' ' <"/proc/$old/cmdline" | grep -q "gpuprov serve"; then
+    kill "$old" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
+    echo "stopped the service (pid $old)" >&2
+  fi
+  rm -f "$RUN/server.pid"
+}
+if [ "${1:-}" = stop ]; then
+  [ -f "$RUN/server.pid" ] || echo "no service of make run is running (no $RUN/server.pid)" >&2
+  stop_service
+  exit 0
+fi
+
 # 1. The service, on the embedded SQLite default, for this run's database only.
 export GPUPROV_DATABASE_URL="sqlite:///$RUN/gpuprov.db"
 export GPUPROV_SPOOL="$RUN/spool"
 "$BIN/gpuprov" db upgrade
-
-# The previous run's service, if it still runs (and that pid is still it), gives its port back.
-if [ -f "$RUN/server.pid" ]; then
-  old=$(cat "$RUN/server.pid")
-  if [ -r "/proc/$old/cmdline" ] && tr '\0' ' ' <"/proc/$old/cmdline" | grep -q "gpuprov serve"; then
-    kill "$old" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
-  fi
-  rm -f "$RUN/server.pid"
-fi
+stop_service
 
 if [ -n "${GPUPROV_PORT:-}" ]; then
   PORT=$("$BIN/python" scripts/run_port.py choose --required "$GPUPROV_PORT")
@@ -100,11 +111,21 @@ if [ "$gate" -ge 2 ]; then
   echo "make run: gating the demo image failed (above)" >&2
   exit 1
 fi
+# The same policy stored in the service and the same question asked there (by the image's
+# digest: its stored scan), so the dashboard shows the decision and the fleet's compliance.
+admin=(-H "Authorization: Bearer $(cat "$RUN/admin.token")")
+curl -fsS -o /dev/null -X PUT "${admin[@]}" -H 'Content-Type: application/yaml' \
+  --data-binary @"$ROOT/docs/examples/demo-policy.yaml" "$GPUPROV_SERVER/api/v1/policies/demo"
+digest=$("$BIN/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"])' \
+  "$DEMO/index.json")
+curl -fsS -o /dev/null "${admin[@]}" -H 'Content-Type: application/json' \
+  -d "{\"policy\": \"demo\", \"image\": \"$digest\"}" "$GPUPROV_SERVER/api/v1/gate"
 
 q() { printf '%q' "$1"; }
 cat >&2 <<MSG
 
 Reports:      $OUT/host.cdx.json, $OUT/demo-image.cdx.json (CycloneDX 1.6)
+Dashboard:    $GPUPROV_SERVER/   (log in with the admin token: paste the contents of $RUN/admin.token)
 Service:      $GPUPROV_SERVER/api/v1   (OpenAPI: $GPUPROV_SERVER/docs, log: $RUN/server.log)
 Admin token:  $RUN/admin.token
 Agent token:  $RUN/agent.token (mode 0600)
@@ -116,6 +137,6 @@ Then, for example:
   curl -H "Authorization: Bearer \$(cat $(q "$RUN/admin.token"))" '$GPUPROV_SERVER/api/v1/where-used?family=cudart'
   gpuprov token list
   gpuprov push $(q "$OUT/host.cdx.json") --token-file $(q "$RUN/agent.token")
-Stop:
+Stop (the service and its workers; \`make stop\` does the same):
   kill \$(cat $(q "$RUN/server.pid"))
 MSG

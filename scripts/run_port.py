@@ -162,7 +162,7 @@ def main(argv: list[str]) -> int:
     ready.add_argument("pid", type=int)
     ready.add_argument("port", type=int)
     ready.add_argument("log")
-    ready.add_argument("--timeout", type=float, default=60.0)
+    ready.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
     if args.command == "choose":
         return choose(args.required, args.preferred)

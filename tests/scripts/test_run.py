@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.app.conftest import free_port
@@ -177,6 +178,7 @@ def test_make_run_on_a_free_port_and_its_printed_commands(tmp_path: Path) -> Non
         # the demo image is gated: its unowned CUDA runtime copy denies it, with the controls
         assert "decision: DENY" in done.stdout, done.stdout
         assert "FAIL  ownership (deny)" in done.stdout and "CIS-2.3" in done.stdout
+        _dashboard_shows_the_run(message, port)
         # The printed commands, run as printed, from another directory, in a clean shell.
         block = message[message.index("To use this run's service") :]
         commands = [line[2:] for line in block.splitlines() if line.startswith("  ")]
@@ -206,6 +208,52 @@ def test_make_run_on_a_free_port_and_its_printed_commands(tmp_path: Path) -> Non
             pytest.fail("the printed stop command did not stop the service")
     finally:
         _stop(run_dir)
+
+
+def _dashboard_shows_the_run(message: str, port: int) -> None:
+    """The printed dashboard URL and token log in; the pages show the run's assets, its gate
+    decision and the demo policy's compliance."""
+    found = re.search(r"^Dashboard: +(\S+) .*contents of (\S+)\)$", message, re.MULTILINE)
+    assert found is not None, message
+    assert found.group(1) == f"http://127.0.0.1:{port}/"
+    with httpx.Client(base_url=found.group(1)) as browser:
+        form = browser.get("/login").text
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', form)
+        assert csrf is not None
+        token = Path(found.group(2)).read_text().strip()
+        answer = browser.post("/login", data={"token": token, "csrf_token": csrf.group(1)})
+        assert answer.status_code == 303, answer.text
+        overview = browser.get("/").text
+        assert "demo-oci:demo" in overview and "libcudart.so.13" in overview
+        decisions = browser.get("/decisions?decision=deny").text
+        assert "demo-oci:demo" in decisions and "ownership" in decisions
+        assert "PR.PS-05" in browser.get("/compliance?policy=demo").text
+
+
+def test_stop_ends_the_recorded_service_and_nothing_else(tmp_path: Path) -> None:
+    """`make stop` (run.sh stop) ends the pid make run recorded when it is a gpuprov serve, and
+    leaves any other process that holds a stale pid alone."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    service = subprocess.Popen([*sleep, "gpuprov", "serve"])
+    other = subprocess.Popen(sleep)
+    stop = ["bash", str(ROOT / "scripts" / "run.sh"), "stop"]
+    try:
+        (run_dir / "server.pid").write_text(f"{service.pid}\n")
+        done = subprocess.run(stop, env=_env(run_dir), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and f"stopped the service (pid {service.pid})" in done.stderr
+        assert service.wait(timeout=10) == -signal.SIGTERM
+        assert not (run_dir / "server.pid").exists()
+        (run_dir / "server.pid").write_text(f"{other.pid}\n")
+        done = subprocess.run(stop, env=_env(run_dir), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and other.poll() is None
+        done = subprocess.run(stop, env=_env(run_dir), capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "no service of make run is running" in done.stderr
+    finally:
+        for proc in (service, other):
+            proc.kill()
+            proc.wait()
 
 
 def _state(pid: int) -> bytes:
