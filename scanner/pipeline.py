@@ -233,6 +233,8 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     policy, catalogs = _load_trust(options.trust)
     clock = _Clock()
     source = _open_source(target, options)
+    # --runtime's preconditions before the walk (a host scan of / takes minutes)
+    root, proc = _runtime_proc(source, options) if options.runtime else ("", "")
     hasher = _host_hasher(options)
     view, selector = _read_root(source, hasher, options.progress)
     clock.lap()
@@ -253,7 +255,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     if options.runtime:
         runtime_seconds = -time.perf_counter()
         libraries, loaded_findings, runtime = _runtime(
-            source, view, facts, catalog.owners, ctx, libraries, options
+            root, proc, view, facts, catalog.owners, ctx, libraries, options
         )
         findings.extend(loaded_findings)
         runtime_seconds += time.perf_counter()
@@ -455,8 +457,27 @@ def _identify(
     return libraries, not_library, told
 
 
+def _runtime_proc(source: Source, options: ScanOptions) -> tuple[str, str]:
+    """The host root and the proc directory ``--runtime`` reads, refused when the target is an
+    image or the directory holds no live processes."""
+    from scanner.runtime.procfs import looks_like_proc
+    from scanner.source.directory import DirectorySource
+
+    if not isinstance(source, DirectorySource):
+        raise UsageError("--runtime applies to a host root (a directory), not to an image")
+    proc = options.proc or os.path.join(source.root, "proc")
+    if not looks_like_proc(proc):
+        # an empty mount point would report a node where nothing runs: refuse instead
+        raise SourceError(
+            f"--runtime: {proc} holds no live processes (no PID/maps); "
+            "give the host's proc directory with --proc DIR (e.g. /host/proc)"
+        )
+    return source.root, proc
+
+
 def _runtime(
-    source: Source,
+    root: str,
+    proc: str,
     view: RootView,
     facts: dict[str, FileFacts],
     owners: Owners,
@@ -471,20 +492,10 @@ def _runtime(
     from scanner.runtime.attach import apply_loaded
     from scanner.runtime.loaded import resolve_loaded
     from scanner.runtime.owners import owners_in_own_roots
-    from scanner.runtime.procfs import looks_like_proc, walk_proc
-    from scanner.source.directory import DirectorySource
+    from scanner.runtime.procfs import walk_proc
 
-    if not isinstance(source, DirectorySource):
-        raise UsageError("--runtime applies to a host root (a directory), not to an image")
-    proc = options.proc or os.path.join(source.root, "proc")
-    if not looks_like_proc(proc):
-        # an empty mount point would report a node where nothing runs: refuse instead
-        raise SourceError(
-            f"--runtime: {proc} holds no live processes (no PID/maps); "
-            "give the host's proc directory with --proc DIR (e.g. /host/proc)"
-        )
     try:
-        walk = walk_proc(proc, source.root, is_candidate_path)
+        walk = walk_proc(proc, root, is_candidate_path)
     except OSError as e:
         raise SourceError(f"--runtime: cannot list processes in {proc}: {e.strerror or e}") from e
     disk: dict[str, tuple[StatKey, FileFacts]] = {}
@@ -504,7 +515,7 @@ def _runtime(
     cache_dir = options.resolved_cache_dir()
     copies = resolve_loaded(
         walk,
-        source.root,
+        root,
         disk.get,
         inodes,
         HostFactsCache(cache_dir / "runtime-files.json" if options.use_cache else None),

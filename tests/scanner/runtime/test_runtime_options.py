@@ -37,6 +37,21 @@ def test_a_proc_without_processes_is_refused(tmp_path: Path) -> None:
     assert code == 2 and "--proc DIR" in err
 
 
+def test_a_proc_without_processes_is_refused_before_the_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gpuprov scan / --runtime --proc /nonexistent` said so only after walking all of /."""
+    import scanner.pipeline
+
+    def walked(*_: object) -> None:
+        raise AssertionError("the root was walked before --proc was checked")
+
+    monkeypatch.setattr(scanner.pipeline, "_read_root", walked)
+    for proc in (tmp_path / "nonexistent", tmp_path):
+        with pytest.raises(SourceError, match=f"{proc} holds no live processes"):
+            run_scan("/", ScanOptions(use_cache=False, runtime=True, proc=str(proc)))
+
+
 def test_runtime_options_where_they_do_not_apply(tmp_path: Path) -> None:
     code, err = invoke("scan", f"oci:{tmp_path}", "--runtime")
     assert code == 2 and "--runtime only applies to host directory targets" in err
