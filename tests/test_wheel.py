@@ -168,6 +168,19 @@ def test_the_installed_package_loads_its_data_files(installed: Installed) -> Non
     )
     authorities, tlogs, tuf, problems = installed.run("python", "-c", probe).stdout.split()
     assert int(authorities) > 0 and int(tlogs) > 0 and int(tuf) > 0 and int(problems) > 0
+    # the node facts' NVIDIA tables and the policy's controls and drivers (packaged YAML)
+    tables = (
+        "from scanner.node import tables as t; "
+        "from scanner.policy.controls import default_catalog; "
+        "from scanner.policy.drivers import default_drivers; "
+        "print(len(t.default_cuda_drivers().releases), len(t.default_jetpack().releases), "
+        "len(t.default_compute_capability().models), len(default_catalog().controls), "
+        "len(default_drivers().minimum))"
+    )
+    counts = installed.run("python", "-c", tables).stdout.split()
+    assert len(counts) == 5 and all(int(n) > 0 for n in counts), counts
+    version = installed.run("gpuprov", "--version").stdout
+    assert version.split()[-1][0].isdigit(), version
 
 
 def test_installed_gpuprov_migrates_serves_ingests_and_answers(
@@ -213,9 +226,25 @@ def test_installed_gpuprov_migrates_serves_ingests_and_answers(
         answer = httpx.get(
             f"{url}/api/v1/assets", headers={"Authorization": f"Bearer {reader.strip()}"}
         )
+        _dashboard_renders(url, reader.strip(), answer.json()["items"][0]["name"])
     finally:
         server.terminate()
         server.wait(timeout=30)
     assert answer.status_code == 200, answer.text
     [asset] = answer.json()["items"]
     assert asset["kind"] == "host" and asset["identity"] == "0123456789abcdef0123456789abcdef"
+
+
+def _dashboard_renders(url: str, token: str, asset_name: str) -> None:
+    """The dashboard's packaged templates and stylesheet load: the login form, its CSS, and
+    the logged-in overview and asset list."""
+    with httpx.Client(base_url=url) as browser:
+        form = browser.get("/login")
+        assert form.status_code == 200 and 'href="/static/dashboard.css"' in form.text
+        css = browser.get("/static/dashboard.css")
+        assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+        csrf = form.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
+        login = browser.post("/login", data={"token": token, "csrf_token": csrf, "next": "/"})
+        assert login.status_code == 303, login.text
+        assert "Overview" in browser.get("/").text
+        assert f">{asset_name}<" in browser.get("/assets").text
