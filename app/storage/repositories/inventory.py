@@ -10,11 +10,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Row,
     RowMapping,
     Select,
+    String,
     and_,
+    bindparam,
     case,
     distinct,
     exists,
@@ -78,13 +81,12 @@ class LibraryMatch:
         if self.sha256:
             conds.append(Artifact.sha256 == self.sha256)
         if self.verdict:
-            conds.append(
-                or_(Artifact.integrity == self.verdict, Artifact.provenance == self.verdict)
-            )
+            verdict = _inline(self.verdict)
+            conds.append(or_(Artifact.integrity == verdict, Artifact.provenance == verdict))
         if self.integrity:
-            conds.append(Artifact.integrity == self.integrity)
+            conds.append(Artifact.integrity == _inline(self.integrity))
         if self.provenance:
-            conds.append(Artifact.provenance == self.provenance)
+            conds.append(Artifact.provenance == _inline(self.provenance))
         if self.loaded is not None:
             conds.append(
                 Artifact.loaded_processes > 0 if self.loaded else Artifact.loaded_processes == 0
@@ -101,6 +103,14 @@ class LibraryMatch:
                 _version_condition(AssetLibrary.version, AssetLibrary.version_key, self.version)
             )
         return conds
+
+
+def _inline(verdict: str) -> BindParameter[str]:
+    """A verdict written into the statement, not bound: verdicts are a few values of very
+    different frequency, and PostgreSQL's generic plan for a bound one (chosen once psycopg
+    prepares a repeated statement) walks every asset (1.2 s at 10,000 assets instead of 0.1 s).
+    The domain checks the value against the vocabulary first."""
+    return bindparam(None, verdict, type_=String(), literal_execute=True)
 
 
 def _version_condition(
