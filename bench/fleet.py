@@ -385,6 +385,9 @@ def start_server(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
         "GPUPROV_DATABASE_POOL_SIZE": "10",
         # one key for every worker: a dashboard session must hold whichever worker answers
         "GPUPROV_SECRET_KEY": uuid.uuid4().hex,
+        # the overview's figures are cached per worker; 0 times the computation every viewer
+        # after the cache expires waits for (the product's default is 30 s)
+        "GPUPROV_DASHBOARD_CACHE_SECONDS": os.environ.get("GPUPROV_DASHBOARD_CACHE_SECONDS", "0"),
     }
     command = [sys.executable, "-c", "from gpuprov.cli import main; main()", "serve"]
     command += ["--port", str(port), "--workers", str(workers), "--log-level", "warning"]

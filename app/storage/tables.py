@@ -246,6 +246,16 @@ class Artifact(Base):
             postgresql_where=_CURRENT_PG,
             sqlite_where=_CURRENT_SQLITE,
         ),
+        # drift's loaded-differs-from-disk list: the few current files with a disk digest,
+        # in the list's order (without it the list read every current file)
+        Index(
+            "ix_artifact_current_loaded_drift",
+            "asset_id",
+            "path",
+            "id",
+            postgresql_where=text("is_current AND disk_sha256 IS NOT NULL"),
+            sqlite_where=text("is_current = 1 AND disk_sha256 IS NOT NULL"),
+        ),
         # the overview's most urgent findings: the few current files that are not the
         # vendor's bytes (the predicate is the query's, spelled identically: FINDING_PREDICATE)
         Index(
@@ -299,7 +309,11 @@ class AssetLibrary(Base):
 
     __tablename__ = "asset_library"
     # asset_id in the key: where-used counts and pages assets from the index alone
-    __table_args__ = (Index(None, "family", "version_key", "asset_id"),)
+    __table_args__ = (
+        Index(None, "family", "version_key", "asset_id"),
+        # drift's version spread: grouped in index order, no sort
+        Index(None, "family", "version", "asset_id"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     asset_id: Mapped[int] = mapped_column(
