@@ -296,6 +296,14 @@ def test_error_pages_are_html_for_pages_and_json_for_the_api(
     assert unknown.status_code == 400 and "unknown query parameter familly" in unknown.text
     api = client.get("/api/v1/assets/12345")
     assert api.status_code == 401 and api.json()["error"]["status"] == 401
+    # a mistyped page is a page for a browser (it was {"detail": "Not Found"}), JSON otherwise
+    html = {"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}
+    for path in ("/search", "/compliance/NOPE", "/assets/1/nope"):
+        missing = client.get(path, headers=html)
+        assert missing.status_code == 404, path
+        assert missing.headers["content-type"].startswith("text/html") and "404" in missing.text
+        assert client.get(path).json()["error"]["status"] == 404
+    assert client.get("/api/v1/nope", headers=html).json()["error"]["status"] == 404
 
 
 # ------------------------------------------------------------------------------ escaping

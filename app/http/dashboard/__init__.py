@@ -58,8 +58,14 @@ class PageErrors:
     """Renders the errors of dashboard routes (endpoints defined in this package) as pages."""
 
     def applies(self, request: Request) -> bool:
-        """Whether the request was routed to a dashboard page."""
-        endpoint = getattr(request.scope.get("route"), "endpoint", None)
+        """Whether the request was routed to a dashboard page, or is a browser's request for a
+        path nothing serves outside the API (a mistyped page: a page, not JSON)."""
+        route = request.scope.get("route")
+        if route is None:
+            return not request.url.path.startswith("/api/") and "text/html" in request.headers.get(
+                "accept", ""
+            )
+        endpoint = getattr(route, "endpoint", None)
         return str(getattr(endpoint, "__module__", "")).startswith(__name__ + ".")
 
     def render(
