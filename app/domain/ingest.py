@@ -13,6 +13,8 @@ service is the system of record); until then they keep the verdicts their report
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -119,7 +121,7 @@ def ingest(
     if scan_id is None:  # stored before (possibly by a concurrent delivery of the same report)
         existing = scans.by_dedup_key(session, report.dedup_key)
         assert existing is not None
-        return _duplicate(existing, report, existing.id == asset.latest_scan_id)
+        return _duplicate(session, existing, report, raw, existing.id == asset.latest_scan_id)
 
     previous = (
         (asset.latest_scanned_at, asset.latest_scan_id)
@@ -207,8 +209,12 @@ def ingest(
     return IngestResult(scan_id, asset.id, True, True, len(report.libraries))
 
 
-def _duplicate(existing: Scan, report: Report, is_latest: bool) -> IngestResult:
-    if existing.content_sha256 != report.content_sha256:
+def _duplicate(
+    session: Session, existing: Scan, report: Report, raw: RawReport, is_latest: bool
+) -> IngestResult:
+    if existing.content_sha256 != report.content_sha256 and not _same_document(
+        session, existing.id, raw
+    ):
         raise Conflict(
             f"serial number {report.serial_number} version {report.bom_version} was already "
             "ingested with different content; give a changed BOM a new serial number or "
@@ -217,6 +223,19 @@ def _duplicate(existing: Scan, report: Report, is_latest: bool) -> IngestResult:
     return IngestResult(
         existing.id, existing.asset_id, False, False, existing.library_count, is_latest
     )
+
+
+def _same_document(session: Session, scan_id: int, raw: RawReport) -> bool:
+    """Whether the stored report and this one are the same JSON in other bytes (a BOM pushed,
+    then sent inside a gate request, which serializes it again)."""
+    stored = scans.raw_bom(session, scan_id)
+    if stored is None:
+        return False
+    try:
+        before = json.loads(gzip.decompress(stored.gzip_data))
+        return bool(before == json.loads(gzip.decompress(raw.gzip_data)))
+    except (OSError, ValueError, RecursionError):
+        return False
 
 
 def _provenance(lib: ReportLibrary, active: ActiveCatalogs | None) -> dict[str, str | None]:

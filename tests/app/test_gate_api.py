@@ -223,6 +223,26 @@ def test_gate_by_bom_ingests_then_gates(service: Service) -> None:
     assert service.count("scan") == 1
 
 
+def test_gate_by_bom_of_a_pushed_report(service: Service) -> None:
+    """A BOM pushed as its file's bytes, then gated: the gate request carries the same JSON in
+    other bytes, which is the stored report, not a 409 "different content"."""
+    put_policy(service, POLICY)
+    token = service.token("gate", "report:write", name="ci")
+    bom = image_bom("ml/train:1")
+    pushed = service.client.post(
+        "/api/v1/reports",
+        content=json.dumps(bom, indent=2).encode(),
+        headers=auth(token, **{"Content-Type": "application/vnd.cyclonedx+json"}),
+    )
+    assert pushed.status_code == 201, pushed.text
+    answer = gate(service, token, policy="prod", bom=bom)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["subject"]["digest"] == digest(bom) and service.count("scan") == 1
+    # other content under the same serial number is still refused
+    changed = {**bom, "metadata": {**bom["metadata"], "timestamp": _now(1)}}
+    assert gate(service, token, policy="prod", bom=changed).status_code == 409
+
+
 def test_gate_scopes(service: Service, post_report: Callable[..., Any]) -> None:
     put_policy(service, POLICY)
     bom = image_bom("reg.example/clean:2")
