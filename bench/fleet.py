@@ -49,6 +49,7 @@ from app.domain.report_parser import Report, parse_report  # noqa: E402
 from app.domain.tokens import create_token  # noqa: E402
 from app.domain.versions import version_key  # noqa: E402
 from app.settings import Settings  # noqa: E402
+from app.storage.migrate import upgrade  # noqa: E402
 from app.storage.repositories.scans import _bulk_insert  # noqa: E402
 from app.storage.session import Database  # noqa: E402
 from app.storage.tables import (  # noqa: E402
@@ -458,6 +459,11 @@ def main() -> None:
         "--pg-admin", default="host=127.0.0.1 port=5432 user=postgres dbname=postgres"
     )
     parser.add_argument("--keep", action="store_true", help="keep the database")
+    parser.add_argument(
+        "--database",
+        help="reuse this database of an earlier --keep run (seeded, policy stored): skip both; "
+        "it is migrated to the head and dropped at the end unless --keep",
+    )
     args = parser.parse_args()
     processes = [int(p) for p in args.processes.split(",")]
     rng = random.Random(7)
@@ -470,7 +476,12 @@ def main() -> None:
     }
     databases = Databases(args.pg_admin, args.keep)
     try:
-        url = databases.create("fleet")
+        if args.database:
+            databases.names.append(args.database)
+            url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{args.database}"
+            upgrade(url)
+        else:
+            url = databases.create("fleet")
         out["database_name"] = url.rsplit("/", 1)[1]
         db = Database(Settings(database_url=url))
         with db.transaction(write=True) as session:
@@ -481,13 +492,14 @@ def main() -> None:
                 "gate": create_token(session, "gate", ["gate"]).secret,
             }
         db.dispose()
-        out["seed"] = seed(url, args.assets)
+        if not args.database:
+            out["seed"] = seed(url, args.assets)
         port = 19000 + random.randrange(1000)
         runs: dict[str, Any] = {}
         offset = 0
         for n, workers in enumerate(processes):
             with serving(url, workers, port + n) as server:
-                if n == 0:
+                if n == 0 and not args.database:
                     out["policy_store"] = store_policy(server, tokens["admin"], tokens["reader"])
                 # new scans of existing fleet assets, distinct per run
                 indices = [(offset + k * 7) % args.assets for k in range(args.reports)]
