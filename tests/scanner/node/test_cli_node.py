@@ -42,3 +42,35 @@ def test_node_options_usage_errors(tmp_path: Path) -> None:
     result = invoke(["scan", "oci:/nonexistent-layout", "--no-node-facts"])
     assert result.exit_code == 2
     assert "--no-node-facts only applies to host directory targets" in result.output
+
+
+def test_a_malformed_cdi_spec_option_is_a_usage_error_and_one_in_the_root_a_note(
+    tmp_path: Path,
+) -> None:
+    """A --cdi-spec file that is missing, no YAML, or of the wrong shape: exit 2 naming the
+    file and the fault; the same bytes in the root's /etc/cdi: a node note, the scan done."""
+    root = tmp_path / "root"
+    (root / "etc" / "cdi").mkdir(parents=True)
+    unclosed = 'cdiVersion: "0.5.0"\nkind: nvidia.com/gpu\ndevices: [\n'
+    cases = {
+        "unclosed.yaml": (unclosed, "not YAML or JSON"),
+        "shape.yaml": (
+            'cdiVersion: "0.5.0"\nkind: nvidia.com/gpu\ncontainerEdits: {deviceNodes: "x"}\n'
+            "devices: []\n",
+            "containerEdits.deviceNodes: expected a list, got str",
+        ),
+        "binary.yaml": ("\x00\x01garbage", "not YAML or JSON"),
+    }
+    for name, (text, fault) in cases.items():
+        spec = nt.write(tmp_path, f"/{name}", text)
+        result = invoke(["scan", str(root), "--no-cache", "--cdi-spec", str(spec), "-f", "json"])
+        assert result.exit_code == 2, result.output
+        assert f"{spec}: not a CDI spec: {fault}" in result.output
+        assert "Traceback" not in result.output
+    result = invoke(["scan", str(root), "--no-cache", "--cdi-spec", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2 and "cannot read a CDI spec" in result.output
+    nt.write(root, "/etc/cdi/bad.yaml", unclosed)
+    result = invoke(["scan", str(root), "--no-cache", "-f", "json"])
+    assert result.exit_code == 0, result.output
+    [note] = json.loads(result.stdout)["node"]["notes"]
+    assert note.startswith("cdi: /etc/cdi/bad.yaml: not YAML or JSON")
