@@ -56,7 +56,9 @@ def _plan(service: Service, sql: str, params: dict[str, object]) -> str:
         (
             "SELECT count(DISTINCT asset_id) FROM asset_library WHERE family = :f "
             "AND version_key >= :lo AND version_key < :hi",
-            "ix_asset_library_family_version_key_asset_id",
+            # either (family, version_key, asset_id) or (family, version, asset_id): on an
+            # empty table the planner's pick between the two is arbitrary; a seq scan is not
+            "ix_asset_library_family_version",
         ),
         (
             "SELECT asset_id FROM artifact WHERE {current} AND sha256 = :s",
