@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -82,8 +83,15 @@ def write_output(data: str | bytes, output: Path | None) -> None:
         return
     from scanner.fsutil import atomic_write  # tempfile and its imports: not for --version
 
+    payload = data.encode() if isinstance(data, str) else data
     try:
-        atomic_write(output, data.encode() if isinstance(data, str) else data)
+        if _special_file(output):
+            # /dev/null, /dev/stdout, a FIFO: written into; a rename would replace the device
+            # node itself by a regular file (as root, /dev/null for the whole machine)
+            with open(output, "wb") as handle:
+                handle.write(payload)
+        else:
+            atomic_write(output, payload)
     except OSError as e:
         raise fail(f"cannot write {output}: {e.strerror or e}", EXIT_USAGE) from None
 
@@ -205,3 +213,14 @@ def typer_app(*, cls: type[Group] = Group, **kwargs: Any) -> typer.Typer:
         pretty_exceptions_enable=False,
         **kwargs,
     )
+
+
+def _special_file(path: Path) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a directory."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
