@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from app.domain.ingest import RawReport, ingest
 from app.domain.provenance import CatalogCache
 from app.domain.report_parser import ReportLimits, parse_report
 from app.domain.tokens import Principal
-from app.errors import NotFound, ServiceUnavailable
+from app.errors import BadRequest, NotFound, ServiceUnavailable
 from app.storage.repositories import gate as repo
 from app.storage.repositories.gate import DecisionQuery
 from app.storage.session import Database
@@ -55,6 +56,9 @@ def _findings(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
         kind, sep, message = value.partition(":")
         out.append((kind.strip(), message.strip()) if sep else ("finding", value))
     return tuple(out)
+
+
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 class StoredFile(Protocol):
@@ -398,6 +402,15 @@ def list_decisions(
 ) -> dict[str, Any]:
     """A page of recorded decisions, newest first, filtered by policy name, decision, subject
     (an image digest or an exact name) and time."""
+    if subject is not None and subject[:7].lower() == "sha256:":
+        # A digest-shaped subject is matched as a digest: a malformed one would match nothing
+        # and read as "never gated", so it is refused.
+        subject = subject.lower()
+        if not _DIGEST.match(subject):
+            raise BadRequest(
+                f"subject {subject[:80]!r} is not an image digest: sha256: and 64 hexadecimal"
+                " digits (or give a subject name)"
+            )
     query = DecisionQuery(policy=policy, decision=decision, subject=subject, since=since)
     rows, total = repo.decisions(session, query, limit, offset)
     return {

@@ -112,12 +112,25 @@ def parse_target(target: str) -> tuple[str, str, str | None]:
             return transport, path, tag
         return transport, rest, None
     if os.path.isdir(target):
+        # An OCI image layout is a directory too; scanned as a host root it would report the
+        # blobs' names and none of the image's files, so it is read as the image it is (as a
+        # tar file is sniffed below).
+        if _is_oci_layout(target):
+            return "oci", target, None
         return "dir", target, None
     if os.path.exists(target):
         return "file", target, None
     if sep and "/" not in transport and len(transport) > 1:
         raise UsageError(f"unsupported target type {transport!r}:; use {_SUPPORTED}")
     raise SourceError(f"{target}: no such file or directory")
+
+
+def _is_oci_layout(path: str) -> bool:
+    """Whether ``path`` is an OCI image layout: it holds the `oci-layout` marker file and
+    `index.json` (image-spec, image-layout.md)."""
+    return os.path.isfile(os.path.join(path, "oci-layout")) and os.path.isfile(
+        os.path.join(path, "index.json")
+    )
 
 
 def open_source(

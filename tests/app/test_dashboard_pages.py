@@ -160,7 +160,8 @@ def test_decisions_and_policies(
         ("/libraries?family=cudnnn", 400),
         ("/libraries/where-used", 400),
         ("/libraries/where-used?family=cudnn&version=%3E%3Dx", 400),
-        ("/libraries/where-used?sha256=zz", 200),  # a digest nothing has: no asset
+        ("/libraries/where-used?sha256=zz", 400),  # no digest: it would match nothing
+        ("/decisions?subject=sha256:zz", 400),
         ("/libraries/search?q=**", 400),
         ("/drift?family=nope", 400),
         ("/drift/parity?label=env&target=a%0Ab", 400),

@@ -325,6 +325,14 @@ def test_every_decision_is_recorded_and_listed_with_filters(
     assert listed(decision="deny")["total"] == 2
     assert listed(decision="allow")["items"][0]["subject"]["digest"] == digest(clean)
     assert listed(subject=digest(bad))["total"] == 2
+    assert listed(subject=digest(bad).upper())["total"] == 2
+    assert listed(subject="reg.example/b:1")["total"] == 2
+    for malformed in ("sha256:zz", "sha256:" + "a" * 63, "SHA256:" + "g" * 64, "sha256:"):
+        answer = service.client.get(
+            "/api/v1/gate/decisions", params={"subject": malformed}, headers=reader
+        )
+        assert answer.status_code == 400, (malformed, answer.text)
+        assert "is not an image digest" in answer.json()["error"]["message"]
     assert listed(policy="prod")["total"] == 3 and listed(policy="dev")["total"] == 0
     assert listed(since=(datetime.now(UTC) + timedelta(hours=1)).isoformat())["total"] == 0
     assert listed(since=before.isoformat())["total"] == 3

@@ -7,6 +7,7 @@ sortable keys here, so the repositories compare columns and never parse versions
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from app.domain.report_parser import check_label
@@ -28,6 +29,21 @@ def version_range(expression: str | None) -> VersionRange | None:
     except ValueError as e:
         raise BadRequest(f"version: {e}") from e
     return VersionRange(lower=parsed.lower, upper=parsed.upper, exact=parsed.exact)
+
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def file_digest(value: str | None) -> str | None:
+    """A ``sha256`` query parameter: 64 hexadecimal digits, optionally ``sha256:``-prefixed,
+    in either case; 400 otherwise, since a malformed digest would match nothing and read as
+    "not in the fleet"."""
+    if value is None:
+        return None
+    digest = value.lower().removeprefix("sha256:")
+    if not _HEX64.match(digest):
+        raise BadRequest("sha256 must be 64 hexadecimal digits")
+    return digest
 
 
 def check_choice(name: str, value: str | None, allowed: Sequence[str]) -> str | None:
@@ -56,7 +72,7 @@ def library_match(
     return LibraryMatch(
         family=family,
         version=version_range(version),
-        sha256=sha256,
+        sha256=file_digest(sha256),
         verdict=check_verdict(verdict),
         integrity=check_choice("integrity", integrity, v.INTEGRITY_VALUES),
         provenance=check_choice("provenance", provenance, v.PROVENANCE_VALUES),

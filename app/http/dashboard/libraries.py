@@ -72,8 +72,6 @@ def where_used(
     version, sha256, verdict = map(blank_to_none, (version, sha256, verdict))
     if version is not None and len(version) > 128:
         raise BadRequest("version must be at most 128 characters")
-    if sha256 is not None:
-        sha256 = sha256.lower().removeprefix("sha256:")
     labels = [value for value in label or [] if value]
     match = filters.library_match(family=chosen, version=version, sha256=sha256, verdict=verdict)
     if not match.any:
@@ -89,7 +87,7 @@ def where_used(
             "filters": {
                 "family": chosen,
                 "version": version,
-                "sha256": sha256,
+                "sha256": match.sha256,
                 "verdict": verdict,
                 "label": labels,
             },

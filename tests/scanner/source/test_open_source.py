@@ -74,6 +74,9 @@ def test_open_source_kinds(tmp_path: Path) -> None:
     write_docker_archive(tmp_path / "d25.tar", IMAGE, form="docker25")
     assert isinstance(make(str(tmp_path)), DirectorySource)
     assert isinstance(make(f"oci:{tmp_path / 'layout'}:1"), OciLayoutSource)
+    # A bare layout directory is the image it holds, not a host root of blob files.
+    assert parse_target(str(tmp_path / "layout")) == ("oci", str(tmp_path / "layout"), None)
+    assert isinstance(make(str(tmp_path / "layout")), OciLayoutSource)
     assert isinstance(make(f"oci-archive:{tmp_path / 'oci.tar'}"), OciArchiveSource)
     assert isinstance(make(str(tmp_path / "oci.tar")), OciArchiveSource)
     assert isinstance(make(str(tmp_path / "legacy.tar")), DockerArchiveSource)
@@ -84,6 +87,7 @@ def test_open_source_kinds(tmp_path: Path) -> None:
             str(tmp_path / "oci.tar"),
             str(tmp_path / "d25.tar"),
             f"oci:{tmp_path / 'layout'}",
+            str(tmp_path / "layout"),
         )
     ]
     assert len({tuple(c.ref.path for c in v.candidates) for v in views}) == 1
@@ -142,3 +146,14 @@ def test_open_source_errors(tmp_path: Path) -> None:
     junk.write_bytes(b"\x00not a tar" * 100)
     with pytest.raises(SourceError, match="not a readable tar archive"):
         make(str(junk))
+
+
+def test_a_directory_is_a_layout_only_with_both_marker_files(tmp_path: Path) -> None:
+    """`oci-layout` alone (or `index.json` alone) in a host root does not make it an image."""
+    (tmp_path / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}')
+    assert parse_target(str(tmp_path)) == ("dir", str(tmp_path), None)
+    (tmp_path / "oci-layout").unlink()
+    (tmp_path / "index.json").write_text("{}")
+    assert parse_target(str(tmp_path)) == ("dir", str(tmp_path), None)
+    (tmp_path / "oci-layout").mkdir()
+    assert parse_target(str(tmp_path)) == ("dir", str(tmp_path), None)
