@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -113,9 +113,10 @@ def _stored_policy(session: Session) -> tuple[TrustPolicyVersion, TrustPolicy]:
 
 def put_policy(
     session: Session, document: bytes, principal: Principal, now: datetime
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[tuple[str, int]]]:
     """Store a new policy version, verify every stored catalog again under it, and re-evaluate
-    stored verdicts when the set of trusted entries changed."""
+    stored verdicts when the set of trusted entries changed. Returns the answer and the
+    compliance re-evaluations left for after the commit (`compliance.reevaluate_pending_all`)."""
     policy = parse_policy(document)
     repo.lock(session, exclusive=True)
     row = repo.add_policy(
@@ -133,16 +134,18 @@ def put_policy(
     for catalog in repo.all_catalogs(session):
         changed |= _reverify(session, catalog, policy, row.version, now)
     reevaluation = None
+    pending: list[tuple[str, int]] = []
     if changed:
         done = reevaluate_all(session, _active_now(session))
-        reevaluation = done.as_dict()
         if done.changed:  # the facts under the stored compliance changed
-            compliance.reevaluate_all(session, now)
-    return {
+            pending = compliance.reevaluate_after_facts_change(session, now)
+        reevaluation = {**done.as_dict(), "compliance_pending": bool(pending)}
+    answer = {
         **policy_dict(row),
         "catalogs": [catalog_dict(c) for c in repo.all_catalogs(session)],
         "reevaluation": reevaluation,
     }
+    return answer, pending
 
 
 def _active_now(session: Session) -> ActiveCatalogs:
@@ -249,6 +252,14 @@ class ImportResult:
     catalog: dict[str, Any]
     created: bool
     reevaluation: Reevaluation | None
+    #: compliance re-evaluations to run after the commit (`compliance.reevaluate_pending_all`)
+    compliance_pending: list[tuple[str, int]] = field(default_factory=list)
+
+    def reevaluation_dict(self) -> dict[str, Any] | None:
+        """The re-evaluation as the API answers it."""
+        if self.reevaluation is None:
+            return None
+        return {**self.reevaluation.as_dict(), "compliance_pending": bool(self.compliance_pending)}
 
 
 def _entry_rows(verified: VerifiedCatalog) -> list[dict[str, Any]]:
@@ -371,6 +382,7 @@ def import_catalog(
             [CatalogRef(row.id, verified.name, verified.signer)], [verified.entries]
         )
         reevaluation = reevaluate_added(session, added)
+    pending: list[tuple[str, int]] = []
     if reevaluation.changed:  # the facts under the stored compliance changed
-        compliance.reevaluate_all(session, now)
-    return ImportResult(catalog_dict(row), True, reevaluation)
+        pending = compliance.reevaluate_after_facts_change(session, now)
+    return ImportResult(catalog_dict(row), True, reevaluation, pending)

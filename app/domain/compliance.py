@@ -237,14 +237,26 @@ def resume_pending(db: Database, now: datetime, stop: threading.Event) -> int:
     return evaluated
 
 
-def reevaluate_all(session: Session, now: datetime) -> int:
-    """Evaluate every asset under every stored policy again (the facts changed under them: a
-    trust policy or catalog change re-evaluated provenance verdicts); returns the policies."""
+def reevaluate_after_facts_change(session: Session, now: datetime) -> list[tuple[str, int]]:
+    """The facts under every stored evaluation changed (a trust policy or catalog change
+    re-evaluated provenance verdicts): a small fleet is evaluated again in this transaction
+    (returns []); on a larger one every stored evaluation is forgotten, so the reads count the
+    fleet as not evaluated rather than show verdicts of facts that no longer hold, and the
+    (name, version) pairs returned are for `reevaluate_pending_all` once this commits."""
     policy_repo.lock(session)
     rows = policy_repo.current_all(session)
+    if repo.scanned_asset_count(session) <= SYNC_ASSETS:
+        for row in rows:
+            reevaluate_policy(session, row, now)
+        return []
     for row in rows:
-        reevaluate_policy(session, row, now)
-    return len(rows)
+        repo.clear(session, row.name)
+    return [(row.name, row.version) for row in rows]
+
+
+def reevaluate_pending_all(db: Database, pending: list[tuple[str, int]], now: datetime) -> int:
+    """`reevaluate_pending` for each (policy name, version); returns the assets evaluated."""
+    return sum(reevaluate_pending(db, name, version, now) for name, version in pending)
 
 
 def evaluate_asset(session: Session, asset_id: int, now: datetime) -> int:

@@ -444,6 +444,11 @@ class ReevaluationOut(BaseModel):
     mode: str = Field(description="incremental (a catalog added) or full")
     candidates: int = Field(description="stored files evaluated one by one")
     changed: int = Field(description="stored verdicts that changed")
+    compliance_pending: bool = Field(
+        default=False,
+        description="fleet compliance is evaluated again after the answer (a fleet of more than"
+        " 1,000 scanned assets); until then its assets count as not evaluated",
+    )
 
 
 class PolicyChangeOut(TrustPolicyOut):

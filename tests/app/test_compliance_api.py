@@ -226,6 +226,72 @@ def test_a_catalog_import_updates_compliance(
     assert failing["items"][0]["reasons"][0]["files"][0]["path"].endswith("libcudnn_graph.so.9")
 
 
+def test_a_catalog_import_on_a_large_fleet_evaluates_compliance_after_the_answer(
+    service: Service, post_report: Callable[..., Any], monkeypatch: Any
+) -> None:
+    """Above SYNC_ASSETS the import answers at once: the stored evaluations are forgotten in
+    its transaction (never shown as current for facts that changed) and the fleet is evaluated
+    again once it commits; a run cut short leaves the rest not evaluated, and a trust policy
+    change starts it again."""
+    from tests.app import catalogs
+    from tests.app.test_provenance_api import NVIDIA, OTHER, golden_cudnn, tampered_graph
+
+    admin = auth(service.token("admin"))
+    trust = catalogs.policy_yaml(("nvidia", NVIDIA))
+    put = service.client.put(
+        "/api/v1/trust-policy", content=trust, headers={**admin, **catalogs.YAML}
+    )
+    assert put.status_code == 201, put.text
+    put_policy(service, HEAD + "rules:\n  provenance: {}\n")
+    wheel = boms.cudnn_wheel()
+    wheel.libs = [lib for lib in wheel.libs if "graph" not in lib.path]
+    post_report(
+        boms.encode(image_bom("reg.example/p:1", owners=[wheel], extra_libs=[tampered_graph()]))
+    )
+    post_report(boms.encode(image_bom("reg.example/p:2")))
+    reader = auth(service.token("inventory:read"))
+    assert _counts(service, reader)["GV.SC-09"]["fail"] == 0
+    monkeypatch.setattr(compliance, "SYNC_ASSETS", 1)  # the fleet of 2 is "large"
+    monkeypatch.setattr(compliance, "PENDING_BATCH", 1)
+    calls: list[object] = []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        raise OperationalError("INSERT", {}, ConnectionError("server closed the connection"))
+
+    monkeypatch.setattr(compliance, "evaluate", failing)
+    answer = service.client.post(
+        "/api/v1/catalogs",
+        content=catalogs.signed(golden_cudnn(), NVIDIA),
+        headers={**admin, "Content-Type": "application/json"},
+    )
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["reevaluation"]["compliance_pending"] is True
+    assert calls  # the background run started after the answer, and failed
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 0, "outdated": 0, "not_evaluated": 2}
+    assert _counts(service, reader)["GV.SC-09"]["fail"] == 0  # nothing shown as current
+    # a new promotion policy version evaluates the fleet (after its answer too)
+    monkeypatch.setattr(compliance, "evaluate", evaluate)
+    put_policy(service, HEAD + "rules:\n  provenance: {}\n  integrity: {}\n")
+    counts = _counts(service, reader)["GV.SC-09"]
+    assert (counts["pass"], counts["fail"]) == (1, 1)
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 2, "outdated": 0, "not_evaluated": 0}
+    # a trust policy that no longer trusts the catalog's signer changes the verdicts: the
+    # fleet is evaluated again after the answer, and nothing contradicts the files any more
+    put = service.client.put(
+        "/api/v1/trust-policy",
+        content=catalogs.policy_yaml(("other", OTHER)),
+        headers={**admin, **catalogs.YAML},
+    )
+    assert put.status_code == 201, put.text
+    assert put.json()["reevaluation"]["compliance_pending"] is True
+    assert _counts(service, reader)["GV.SC-09"]["fail"] == 0
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 2, "outdated": 0, "not_evaluated": 0}
+
+
 def test_cdxa_attestation_export_is_valid_cyclonedx(
     service: Service, post_report: Callable[..., Any]
 ) -> None:

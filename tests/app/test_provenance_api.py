@@ -181,7 +181,12 @@ def test_a_second_catalog_is_folded_in_incrementally(api: Api) -> None:
     assert second.status_code == 201, second.text
     reevaluation = second.json()["reevaluation"]
     # only the new catalog's candidates are read: the four CUDA files, not the verified cuDNN
-    assert reevaluation == {"mode": "incremental", "candidates": 4, "changed": 4}
+    assert reevaluation == {
+        "mode": "incremental",
+        "candidates": 4,
+        "changed": 4,
+        "compliance_pending": False,
+    }
     files = api.files(asset)
     assert {f["provenance"] for f in files.values()} == {"verified"}
     assert files[CUDART]["provenance_catalog"] == "cuda 12.4"

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Response
 
 from app.clock import utcnow
-from app.domain import audit, catalogs
+from app.domain import audit, catalogs, compliance
 from app.errors import AppError
 from app.http.body import read_limited
-from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
+from app.http.deps import (
+    Admin,
+    DatabaseDep,
+    InventoryReader,
+    SessionDep,
+    SettingsDep,
+    WriteSessionDep,
+)
 from app.http.metrics import Metrics
 from app.http.params import Limit, Offset
 from app.http.schemas import (
@@ -84,13 +91,20 @@ def _body(media_types: tuple[str, ...], example: str) -> dict[str, Any]:
     summary="Store a new trust policy version (YAML)",
 )
 def put_trust_policy(
-    principal: Admin, document: PolicyBody, session: WriteSessionDep
+    principal: Admin,
+    document: PolicyBody,
+    session: WriteSessionDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
 ) -> dict[str, Any]:
     """Check the policy as the scanner would (keys and roots inline), store it as the next
-    version, verify every stored catalog again under it and re-evaluate stored verdicts."""
+    version, verify every stored catalog again under it and re-evaluate stored verdicts (fleet
+    compliance, on a large fleet, after answering: `reevaluation.compliance_pending`)."""
     now = utcnow()
-    answer = catalogs.put_policy(session, document, principal, now)
+    answer, pending = catalogs.put_policy(session, document, principal, now)
     audit.record_trust_policy(session, principal.actor, answer)
+    if pending:  # runs once the change is committed and the answer sent
+        background.add_task(compliance.reevaluate_pending_all, db, pending, now)
     return answer
 
 
@@ -133,6 +147,8 @@ def post_catalog(
     principal: Admin,
     raw: CatalogBody,
     session: WriteSessionDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
     response: Response,
     name: Annotated[
         str | None,
@@ -153,8 +169,9 @@ def post_catalog(
         audit.record_catalog(session, principal.actor, result.catalog)
     response.status_code = 201 if result.created else 200
     response.headers["Location"] = "/api/v1/catalogs"
-    reevaluation = result.reevaluation.as_dict() if result.reevaluation else None
-    return {**result.catalog, "created": result.created, "reevaluation": reevaluation}
+    if result.compliance_pending:  # runs once the import is committed and the answer sent
+        background.add_task(compliance.reevaluate_pending_all, db, result.compliance_pending, now)
+    return {**result.catalog, "created": result.created, "reevaluation": result.reevaluation_dict()}
 
 
 @router.get("/catalogs", response_model=CatalogPage)

@@ -121,6 +121,15 @@ def _trust_context(session: SessionDep) -> dict[str, Any]:
     return {"history": history, "current": history[0] if history else None}
 
 
+def _pending(pending: list[tuple[str, int]]) -> str:
+    if not pending:
+        return ""
+    return (
+        " Fleet compliance is being evaluated again; until it ends the fleet counts as not"
+        " evaluated."
+    )
+
+
 @router.get("/trust-policy")
 def trust_form(request: Request, _: AdminUser, session: SessionDep) -> Response:
     """The current trust policy and the form storing a new version."""
@@ -130,13 +139,22 @@ def trust_form(request: Request, _: AdminUser, session: SessionDep) -> Response:
 
 
 @router.post("/trust-policy")
-async def store_trust(request: Request, state: AdminUser, session: WriteSessionDep) -> Response:
+async def store_trust(
+    request: Request,
+    state: AdminUser,
+    session: WriteSessionDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
+) -> Response:
     """Store the posted trust policy; every stored catalog is verified again under it."""
     form = await checked_form(request, state)
     document = form.get("document", "")
+    now = utcnow()
     try:
-        stored = catalogs.put_policy(session, document.encode(), state.user, utcnow())
+        stored, pending = catalogs.put_policy(session, document.encode(), state.user, now)
         audit.record_trust_policy(session, _actor(state), stored)
+        if pending:  # runs once the change is committed and the page sent
+            background.add_task(compliance.reevaluate_pending_all, db, pending, now)
     except AppError as e:
         session.rollback()
         return render(
@@ -151,7 +169,7 @@ async def store_trust(request: Request, state: AdminUser, session: WriteSessionD
         {
             **_trust_context(session),
             "document": stored["document"],
-            "message": f"Stored trust policy version {stored['version']}.",
+            "message": f"Stored trust policy version {stored['version']}." + _pending(pending),
         },
     )
 
@@ -174,24 +192,36 @@ def catalog_list(
 
 
 @router.post("/catalogs")
-async def import_catalog(request: Request, state: AdminUser, session: WriteSessionDep) -> Response:
+async def import_catalog(
+    request: Request,
+    state: AdminUser,
+    session: WriteSessionDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
+) -> Response:
     """Verify the posted signed catalog (DSSE envelope or Sigstore bundle) against the trust
     policy and import it."""
     form = await checked_form(request, state)
     raw, name = form.get("catalog", ""), form.get("name", "").strip() or None
     context: dict[str, Any] = {}
     status = 200
+    now = utcnow()
     try:
-        result = catalogs.import_catalog(session, raw.encode(), name, state.user, utcnow())
+        result = catalogs.import_catalog(session, raw.encode(), name, state.user, now)
         if result.created:
             audit.record_catalog(session, _actor(state), result.catalog)
+        if result.compliance_pending:  # runs once the import is committed and the page sent
+            background.add_task(
+                compliance.reevaluate_pending_all, db, result.compliance_pending, now
+            )
     except AppError as e:
         session.rollback()
         context, status = {"error": e.message, "posted": raw, "name": name or ""}, e.status
     else:
         what = "Imported" if result.created else "Already imported:"
         context = {
-            "message": f"{what} {result.catalog['name']} ({result.catalog['entries']} files)"
+            "message": f"{what} {result.catalog['name']} ({result.catalog['entries']} files)."
+            + _pending(result.compliance_pending)
         }
         session.flush()
     listing = catalogs.list_catalogs(session, 50, 0)
