@@ -1,4 +1,5 @@
-"""Token asset binding: a bound token reports only for the names its patterns match, exactly."""
+"""Token asset binding (a bound token reports only for the names its patterns match, exactly),
+scopes, the secret hash and use interval, and the audit actor of a token."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from app.domain.audit import Actor
 from app.domain.tokens import Principal, Scope, hash_secret, use_is_due
 
 
@@ -56,3 +58,9 @@ def test_secret_hash_and_use_interval() -> None:
     assert not use_is_due(used(timedelta(seconds=30)), now)
     assert not use_is_due(used(timedelta(minutes=1)), now)  # at most once a minute
     assert use_is_due(used(timedelta(minutes=1, seconds=1)), now)
+
+
+def test_the_audit_log_names_the_token_that_acted() -> None:
+    caller = Principal(7, "agent-7", frozenset({"admin"}), ("gpu-node-*",))
+    assert caller.actor == Actor("api", "agent-7", 7)
+    assert Principal(8, "agent-8", frozenset(), ()).actor == Actor("api", "agent-8", 8)
