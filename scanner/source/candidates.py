@@ -53,15 +53,20 @@ def collect_candidates(
 def symlink_loops(
     nodes: dict[str, Node], is_candidate: Callable[[str], bool], max_hops: int = MAX_HOPS
 ) -> list[Skipped]:
-    """A `Skipped` record for each symlink named like a GPU library that never resolves
-    because its chain loops (issue 2, section 7: a symlink loop must be reported, not silently
-    dropped). Dangling links (a missing target, a target outside the root) stay silent: they
-    are common in real images (development links to absent stubs)."""
+    """A `Skipped` record for each name of a GPU library that is never read: a symlink whose
+    chain loops (issue 2, section 7: a symlink loop must be reported, not silently dropped),
+    and a device, FIFO or socket so named, or reached through such a link (reading a FIFO
+    would block the scan, a device never ends). Dangling links (a missing target, a target
+    outside the root) stay silent: they are common in real images (development links to
+    absent stubs)."""
     out: list[Skipped] = []
     for path, node in nodes.items():
+        if node.kind is NodeKind.OTHER and is_candidate(path):
+            out.append(Skipped(path, _SPECIAL, Stage.SOURCE))
         if node.kind is not NodeKind.SYMLINK or not is_candidate(path):
             continue
-        if resolve(path, nodes.get, max_hops).outcome is Outcome.LOOP:
+        resolved = resolve(path, nodes.get, max_hops)
+        if resolved.outcome is Outcome.LOOP:
             out.append(
                 Skipped(
                     path,
@@ -70,4 +75,11 @@ def symlink_loops(
                     Stage.SOURCE,
                 )
             )
+        elif resolved.path is not None:
+            target = nodes.get(resolved.path)
+            if target is not None and target.kind is NodeKind.OTHER:
+                out.append(Skipped(path, f"-> {resolved.path}: {_SPECIAL}", Stage.SOURCE))
     return sorted(out, key=lambda s: s.path)
+
+
+_SPECIAL = "not a regular file (a device, FIFO or socket): named like a GPU library, not read"

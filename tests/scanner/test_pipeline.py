@@ -166,6 +166,50 @@ def test_symlink_loops_are_reported_not_followed(
         assert all("symlink loop" in s.reason for s in result.skipped), name
 
 
+SPECIAL = "not a regular file (a device, FIFO or socket)"
+
+
+def test_special_files_named_like_libraries_are_reported_never_read(tmp_path: Path) -> None:
+    """A FIFO named like a GPU library would block a scan that opened it, a device would never
+    end: on a host and in an image they are listed as skipped (the name and any library-named
+    link to them), not read and not silently dropped."""
+    root = tmp_path / "root"
+    lib = root / "usr" / "lib"
+    lib.mkdir(parents=True)
+    os.mkfifo(lib / "libnccl.so.2")
+    os.mkfifo(lib / "pipe")
+    (lib / "libcufft.so.11").symlink_to("pipe")
+    host = run_scan(str(root), ScanOptions(use_cache=False))
+    assert [(s.path, s.reason.endswith("not read")) for s in host.skipped] == [
+        ("/usr/lib/libcufft.so.11", True),
+        ("/usr/lib/libnccl.so.2", True),
+    ]
+    assert all(SPECIAL in s.reason for s in host.skipped) and not host.libraries
+    assert "/usr/lib/pipe" in host.skipped[0].reason
+
+    image = im.Image(
+        [
+            im.Layer(
+                [
+                    im.device("usr/lib/libcudnn.so.9", "fifo"),
+                    im.device("usr/lib/libcublas.so.12", "chr"),
+                    im.device("usr/lib/zero", "blk"),
+                    im.symlink("usr/lib/libcudart.so.12", "zero"),
+                    im.device("usr/lib/not-a-library", "fifo"),
+                ]
+            )
+        ]
+    )
+    im.write_oci_layout(tmp_path / "layout", image, "1")
+    result = run_scan(f"oci:{tmp_path / 'layout'}:1", ScanOptions(use_cache=False))
+    assert [s.path for s in result.skipped] == [
+        "/usr/lib/libcublas.so.12",
+        "/usr/lib/libcudart.so.12",
+        "/usr/lib/libcudnn.so.9",
+    ]
+    assert all(SPECIAL in s.reason for s in result.skipped) and not result.libraries
+
+
 def test_findings(world: sc.World, host_result: ScanResult) -> None:
     by_kind = {f.kind: f for f in host_result.findings}
     assert sorted(by_kind) == ["mixed", "modified", "unowned"]
