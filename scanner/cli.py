@@ -381,7 +381,8 @@ def scan(
     chosen = fmt or (Format.TABLE if sys.stdout.isatty() and output is None else Format.CYCLONEDX)
     result = _run(target, options, quiet=quiet)
     _require_included(include or [], result)
-    report = _write_report(result, chosen, output, spec_version, wide=wide)
+    kept = options.resolved_cache_dir() if options.use_cache else None
+    report = _write_report(result, chosen, output, spec_version, wide=wide, cache_dir=kept)
     code = _fail_on(result, fail_kinds, tell_skipped=not quiet and chosen is not Format.TABLE)
     if push:
         from scanner.bom.cyclonedx import to_json as bom_json
@@ -438,9 +439,16 @@ def _run(target: str, options: ScanOptions, *, quiet: bool) -> ScanResult:
 
 
 def _write_report(
-    result: ScanResult, chosen: Format, output: Path | None, spec: SpecVersion, *, wide: bool
+    result: ScanResult,
+    chosen: Format,
+    output: Path | None,
+    spec: SpecVersion,
+    *,
+    wide: bool,
+    cache_dir: Path | None,
 ) -> str:
-    """Write the report in the chosen format; returns its text (empty for a table)."""
+    """Write the report in the chosen format; returns its text (empty for a table).
+    ``cache_dir``: where a CycloneDX document is kept for an identical rescan (None: not)."""
     if chosen is Format.TABLE:
         from scanner.report import render_table
 
@@ -458,9 +466,9 @@ def _write_report(
 
         text = to_json(result)
     else:
-        from scanner.bom.cyclonedx import to_json as bom_json
+        from scanner.bom.reuse import cyclonedx_json
 
-        text = bom_json(result, spec.value)
+        text = cyclonedx_json(result, spec.value, cache_dir)
     write_output(_line_ended(text), output)
     return text
 

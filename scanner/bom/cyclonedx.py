@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from scanner import vocabulary as V
@@ -30,6 +30,10 @@ from scanner.model import (
     Package,
     ScanResult,
 )
+
+if TYPE_CHECKING:
+    from datetime import datetime
+    from uuid import UUID
 
 SPEC_VERSIONS = ("1.6", "1.7")
 
@@ -383,12 +387,17 @@ def _file_component(lib: GpuLibrary) -> Any:
     )
 
 
-def build_bom(result: ScanResult) -> Any:
-    """Build the cyclonedx-python-lib `Bom` for a scan result."""
+def build_bom(
+    result: ScanResult, *, serial_number: UUID | None = None, timestamp: datetime | None = None
+) -> Any:
+    """Build the cyclonedx-python-lib `Bom` for a scan result; the serial number and the
+    timestamp are fresh (the library's defaults) unless given."""
     from cyclonedx.model.bom import Bom
     from cyclonedx.model.component import Component, ComponentType
 
-    bom = Bom()
+    bom = Bom(serial_number=serial_number)
+    if timestamp is not None:
+        bom.metadata.timestamp = timestamp
     asset = _asset_component(result)
     bom.metadata.component = asset
     bom.metadata.tools.components.add(
@@ -423,13 +432,20 @@ def build_bom(result: ScanResult) -> Any:
     return bom
 
 
-def to_json(result: ScanResult, spec_version: str = "1.6") -> str:
-    """Serialize a scan result as CycloneDX JSON of the given spec version."""
+def to_json(
+    result: ScanResult,
+    spec_version: str = "1.6",
+    *,
+    serial_number: UUID | None = None,
+    timestamp: datetime | None = None,
+) -> str:
+    """Serialize a scan result as CycloneDX JSON of the given spec version (serial number and
+    timestamp: see `build_bom`)."""
     from cyclonedx.output import make_outputter
     from cyclonedx.schema import OutputFormat
 
     schema = _schema(spec_version)
-    bom = build_bom(result)
+    bom = build_bom(result, serial_number=serial_number, timestamp=timestamp)
     outputter = make_outputter(bom, OutputFormat.JSON, schema)
     return str(outputter.output_as_string(indent=2))
 
