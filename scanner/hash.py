@@ -17,9 +17,8 @@ import stat
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from scanner.errors import DetectError, HashError, NotElfError
 from scanner.fsutil import atomic_write
@@ -36,6 +35,9 @@ from scanner.model import (
     Stage,
     StatKey,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 CHUNK = 4 * 1024 * 1024
 #: Bumped when what the cache stores changes meaning (2: ctime joined the key).
@@ -327,10 +329,25 @@ class HostHasher:
         self.version = version
         self.analyze = analyze
         self.progress = progress
-        self.pool = ThreadPoolExecutor(
-            max_workers=workers or os.cpu_count() or 2, thread_name_prefix="gpuprov-hash"
-        )
+        self.workers = workers
+        self._pool: ThreadPoolExecutor | None = None
         self.jobs: dict[str, tuple[StatKey, bool, Future[FileFacts | Skipped]]] = {}
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """The hashing threads, started on first use (a warm rescan reads no file)."""
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(
+                max_workers=self.workers or os.cpu_count() or 2, thread_name_prefix="gpuprov-hash"
+            )
+        return self._pool
+
+    def shutdown(self) -> None:
+        """Stop the threads (queued jobs cancelled), if they were started."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
 
     def early(self, path: str, host_path: str, stat_key: StatKey) -> None:
         """Start on a candidate found by the walk (MD5 guessed from the path, as for images)."""
@@ -363,7 +380,7 @@ class HostHasher:
             pending = self._settle(candidates, need_md5, out)
             self._wait(pending, len(candidates), out, unread)
         finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.shutdown()
         try:
             self.cache.save()
         except OSError as e:

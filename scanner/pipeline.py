@@ -12,7 +12,6 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +31,7 @@ from scanner.model import (
     AssetKind,
     Candidate,
     Digests,
+    ElfFacts,
     FileFacts,
     Finding,
     FindingKind,
@@ -56,6 +56,8 @@ from scanner.verify.inputs import TrustInputs
 from scanner.verify.integrity import integrity_verdict
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from scanner.catalog.interface import CatalogResult
     from scanner.detect.context import DetectContext
     from scanner.source import Limits
@@ -116,9 +118,10 @@ def _spool_parent() -> str | None:
 
 def _make_image_probe(spool_dir: str) -> Callable[[str, IO[bytes], int], FileFacts]:
     """Probe for image layers: hash while spooling, then analyze the spooled ELF file."""
-    from scanner.detect import analyze_elf
 
     def probe(path: str, stream: IO[bytes], size: int) -> FileFacts:
+        from scanner.detect import analyze_elf
+
         hasher = SpoolingHasher(spool_dir, md5=may_be_dpkg_owned(path))
         try:
             hasher.feed(stream, size)
@@ -131,13 +134,14 @@ def _make_image_probe(spool_dir: str) -> Callable[[str, IO[bytes], int], FileFac
 
 
 def _make_located_probe(
-    pool: Executor,
+    pool: Callable[[], Executor],
 ) -> Callable[[str, IO[bytes], int, tuple[str, int]], Callable[[], FileFacts]]:
     """Probe for uncompressed layers stored in a file: hash and analyze the member where it
     lies, on the pool, while the layer stream skips it (two cores instead of one)."""
-    from scanner.detect import analyze_elf_region
 
     def work(path: str, size: int, at: tuple[str, int]) -> FileFacts:
+        from scanner.detect import analyze_elf_region
+
         before = os.stat(at[0])
         digests = hash_region(at[0], at[1], size, md5=may_be_dpkg_owned(path))
         facts = facts_of(digests, lambda: analyze_elf_region(at[0], at[1], size, name=path))
@@ -149,12 +153,12 @@ def _make_located_probe(
     def probe_at(
         path: str, stream: IO[bytes], size: int, at: tuple[str, int]
     ) -> Callable[[], FileFacts]:
-        return pool.submit(work, path, size, at).result
+        return pool().submit(work, path, size, at).result
 
     return probe_at
 
 
-def _selector(spool_dir: str, pool: Executor) -> Selector:
+def _selector(spool_dir: str, pool: Callable[[], Executor]) -> Selector:
     from scanner import catalog, detect
 
     def is_metadata(path: str) -> bool:
@@ -192,14 +196,18 @@ def _owner_of(cand: Candidate, owners: Owners) -> tuple[Package, OwnedFile] | No
     return None
 
 
-def _host_hasher(options: ScanOptions) -> HostHasher:
-    from scanner.detect import analyze_elf
+def _analyze_host_file(host_path: str, path: str) -> ElfFacts:
+    from scanner.detect import analyze_elf  # pyelftools: not for a rescan that reads no file
 
+    return analyze_elf(host_path, name=path)
+
+
+def _host_hasher(options: ScanOptions) -> HostHasher:
     return HostHasher(
         cache_path=options.resolved_cache_dir() / "host-files.json" if options.use_cache else None,
         version=_probe_version(),
         workers=options.workers,
-        analyze=lambda host_path, path: analyze_elf(host_path, name=path),
+        analyze=_analyze_host_file,
         progress=options.progress,
     )
 
@@ -331,11 +339,11 @@ def _read_root(
     """Source stage: the squashed view of the target. Host candidates start hashing as the
     walk finds them; image candidates are hashed and analyzed as their layer streams by."""
     spool_dir = tempfile.mkdtemp(prefix="gpuprov-", dir=_spool_parent())
-    selector = _selector(spool_dir, hasher.pool)
+    selector = _selector(spool_dir, lambda: hasher.pool)
     try:
         view = source.open_view(replace(selector, on_candidate=hasher.early, on_progress=progress))
     except BaseException:
-        hasher.pool.shutdown(wait=True, cancel_futures=True)
+        hasher.shutdown()
         raise
     finally:
         shutil.rmtree(spool_dir, ignore_errors=True)

@@ -8,7 +8,6 @@ lib/header.c format): name, epoch, version, release, arch, file names and per-fi
 
 from __future__ import annotations
 
-import sqlite3
 import stat
 import struct
 import tempfile
@@ -264,6 +263,8 @@ def _read_blobs(data: bytes, wal: bytes | None) -> list[tuple[int, object]]:
     """Rows of the Packages table, read from a private copy of the database and its WAL."""
     if not data.startswith(_SQLITE_MAGIC):
         raise CatalogParseError("not an SQLite database (bad file header); rpm db ignored")
+    import sqlite3  # only for a root with an rpm sqlite database (start-up)
+
     try:
         return _query_blobs(data, wal)
     except sqlite3.Error as e:
@@ -271,6 +272,8 @@ def _read_blobs(data: bytes, wal: bytes | None) -> list[tuple[int, object]]:
 
 
 def _query_blobs(data: bytes, wal: bytes | None) -> list[tuple[int, object]]:
+    import sqlite3
+
     with tempfile.TemporaryDirectory(prefix="gpuprov-rpmdb-") as tmp:
         copy = Path(tmp) / SQLITE_NAME
         copy.write_bytes(data)

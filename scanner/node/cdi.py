@@ -17,10 +17,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import yaml
-
-#: libyaml's safe loader when PyYAML was built with it (a 40-mount spec parses ~10x faster)
-_LOADER: Final = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: The directories CDI reads specs from (SPEC.md, "Spec directories"), in priority order.
 SPEC_DIRS: Final = ("/etc/cdi", "/var/run/cdi")
 SPEC_SUFFIXES: Final = (".yaml", ".yml", ".json")
@@ -108,8 +104,13 @@ def _edits(edits: Any, where: str, device: str, out: Injection) -> None:
 
 def parse_spec(text: str, source: str) -> Injection:
     """One CDI spec (YAML or JSON: JSON is YAML) as what it injects; raises CdiError."""
+    # Imported here: a host without CDI specs never parses one (start-up, docs/benchmarks.md).
+    import yaml
+
+    # libyaml's safe loader when PyYAML was built with it (a 40-mount spec parses ~10x faster)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.load(text, _LOADER)  # noqa: S506 - a safe loader
+        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.load(text, loader)  # noqa: S506 - a safe loader
     except (ValueError, yaml.YAMLError, RecursionError) as e:
         raise CdiError(f"not YAML or JSON: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict):

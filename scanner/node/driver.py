@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Final
-from xml.etree import ElementTree
+from typing import TYPE_CHECKING, Final
 
 from scanner.model import DriverFacts, GpuDevice
 from scanner.node.rootfs import read_small
-from scanner.node.tables import default_compute_capability, default_cuda_drivers
+
+if TYPE_CHECKING:
+    from xml.etree import ElementTree
 
 _NVRM: Final = re.compile(
     r"^NVRM version:\s+(?P<module>NVIDIA UNIX .*?)\s+(?P<version>\d+(?:\.\d+){1,3})"
@@ -87,9 +86,16 @@ def parse_information(text: str, source: str) -> GpuDevice | None:
         uuid=uuid if uuid and not uuid.startswith("GPU-????") else None,
         minor=int(minor) if minor.isdigit() else None,
         vbios=vbios if vbios and "?" not in vbios else None,
-        compute_capability=default_compute_capability().of(model),
+        compute_capability=_compute_capability(model),
         source=source,
     )
+
+
+def _compute_capability(model: str) -> str | None:
+    # The tables are loaded only for a node that shows a GPU or a driver (start-up).
+    from scanner.node.tables import default_compute_capability
+
+    return default_compute_capability().of(model)
 
 
 def _text(el: ElementTree.Element | None, path: str) -> str | None:
@@ -107,6 +113,8 @@ def parse_nvidia_smi(xml: str) -> tuple[str | None, str | None, list[GpuDevice]]
     ``vbios_version``. Raises NvidiaSmiError when it is no such document. The DTD is never
     fetched: ElementTree ignores the DOCTYPE and expands no external entity.
     """
+    from xml.etree import ElementTree  # a node without nvidia-smi output never parses XML
+
     try:
         root = ElementTree.fromstring(xml)
     except ElementTree.ParseError as e:
@@ -130,7 +138,7 @@ def parse_nvidia_smi(xml: str) -> tuple[str | None, str | None, list[GpuDevice]]
                 minor=int(minor) if minor.isdigit() else None,
                 vbios=_text(g, "vbios_version"),
                 architecture=_text(g, "product_architecture"),
-                compute_capability=default_compute_capability().of(model) if model else None,
+                compute_capability=_compute_capability(model) if model else None,
                 source="nvidia-smi",
             )
         )
@@ -163,6 +171,9 @@ def merge_gpus(proc: Iterable[GpuDevice], smi: Iterable[GpuDevice]) -> tuple[Gpu
 def run_nvidia_smi() -> tuple[str | None, str | None]:
     """(XML, None) from the live node's nvidia-smi, or (None, why not); (None, None) when the
     node has no nvidia-smi at all."""
+    import shutil
+    import subprocess
+
     binary = shutil.which("nvidia-smi")
     if binary is None:
         return None, None
@@ -268,6 +279,8 @@ def with_cuda_max(facts: DriverFacts, smi_cuda: str | None, smi_source: str) -> 
     version = facts.version or (facts.libcuda[0] if facts.libcuda else None)
     if version is None:
         return facts
+    from scanner.node.tables import default_cuda_drivers
+
     table = default_cuda_drivers()
     support = table.newest_cuda(version)
     if support is None:

@@ -9,10 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from typing import Any
-
-import yaml
 
 from scanner.errors import ScannerError
 from scanner.versions import version_key
@@ -92,6 +89,11 @@ class ComputeCapabilityTable:
 
 
 def _load(name: str) -> dict[str, Any]:
+    # Imported here: a host without a driver never reads a table (start-up, docs/benchmarks.md).
+    from importlib import resources
+
+    import yaml
+
     text = resources.files("scanner.node").joinpath(f"data/{name}").read_text("utf-8")
     doc = yaml.safe_load(text)
     if not isinstance(doc, dict):

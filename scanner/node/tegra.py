@@ -14,7 +14,6 @@ from typing import Final
 
 from scanner.model import L4tFacts
 from scanner.node.rootfs import Root
-from scanner.node.tables import default_jetpack
 
 _RELEASE: Final = re.compile(
     r"^#\s*R(?P<major>\d+)\s+\((?P<kind>[^)]*)\),\s*REVISION:\s*(?P<rev>\d+(?:\.\d+)?)"
@@ -81,6 +80,8 @@ def read_l4t(root: Root) -> tuple[L4tFacts | None, list[str]]:
             notes.append(f"l4t: /etc/nv_tegra_release says {release}, dpkg {_PACKAGE} {package}")
     if release is None or source is None:
         return None, notes
+    from scanner.node.tables import default_jetpack  # only on a Jetson (start-up)
+
     jp = default_jetpack().by_l4t(release)
     return (
         L4tFacts(

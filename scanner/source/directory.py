@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import stat
 import time
 from collections.abc import Sequence
@@ -404,6 +403,8 @@ class _Walk:
     def info(self) -> AssetInfo:
         hostname = self.small_file("/etc/hostname")
         if hostname is None:
+            import socket  # only for the live root
+
             hostname = socket.gethostname() if self.root == "/" else self.root
         return AssetInfo(
             kind=AssetKind.HOST,
