@@ -4,6 +4,13 @@ Builds (once, cached under ~/.cache/gpuprov-bench) a host tree of 100,000 small 
 real nvidia-cudnn-cu12 9.x and nvidia-cublas-cu12 wheels installed into a site-packages and an
 unowned copy of one cuDNN library, then a 3-layer gzip OCI archive and a docker-archive of it,
 and a second image sharing the base and GPU layers. Targets are in issue 2 / docs/benchmarks.md.
+
+What runs is the installed artifact: gpuprov's wheel, built from the files git tracks (their
+contents in this checkout) and installed, byte-compiled, into a virtualenv of its own under the
+cache (rebuilt when those files change; third-party packages come from this venv through a
+``.pth`` line, as in tests/test_wheel.py). ``--checkout`` runs this venv's console script
+instead (an editable install: its import hook and, unless written before, bytecode compiled
+from source on every run); either way PYTHONDONTWRITEBYTECODE is dropped for the scans.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import time
 import zlib
@@ -39,6 +47,54 @@ SMALL_LIBS = (
 # The console script users run (start-up included), else the module.
 _SCRIPT = Path(sys.executable).parent / "gpuprov"
 GPROV = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "gpuprov"]
+
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+#: What the wheel is built from (as tests/test_wheel.py): a clean clone's build inputs.
+WHEEL_SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "alembic.ini")
+WHEEL_TREES = ("gpuprov", "scanner", "app", "migrations")
+
+
+def installed_gprov() -> list[str]:
+    """The console script of gpuprov's wheel installed in a venv of its own (built once per
+    content of the tracked files it is built from)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--", *WHEEL_SOURCES, *WHEEL_TREES],
+        cwd=CHECKOUT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    names = sorted(n for n in listed.split("\0") if n)
+    digest = hashlib.sha256(sys.version.encode())
+    for name in names:
+        digest.update(name.encode() + b"\0" + (CHECKOUT / name).read_bytes() + b"\0")
+    home = CACHE / f"installed-{digest.hexdigest()[:16]}"
+    script = home / "venv" / "bin" / "gpuprov"
+    if (home / "done").exists():
+        return [str(script)]
+    for old in CACHE.glob("installed-*"):
+        shutil.rmtree(old, ignore_errors=True)
+    src, wheels, venv = home / "src", home / "wheels", home / "venv"
+    for name in names:
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(CHECKOUT / name, src / name)
+    pip = [sys.executable, "-m", "pip"]
+    offline = ["-q", "--no-deps", "--no-index"]
+    sh([*pip, "wheel", *offline, "--no-build-isolation", "-w", str(wheels), str(src)])
+    sh([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    [wheel] = wheels.glob("gpuprov-*.whl")
+    sh([*pip, "--python", str(python), "install", *offline, str(wheel)])
+    site = subprocess.check_output(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True
+    ).strip()
+    # third-party packages from this venv; .pth lines are not followed, so its editable
+    # install of the checkout stays invisible
+    (Path(site) / "zz_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    shutil.rmtree(src)
+    (home / "done").write_text("ok")
+    return [str(script)]
 
 
 def sh(cmd: list[str], **kw: object) -> None:
@@ -234,10 +290,14 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+#: The scans' environment: bytecode is read and written as on an ordinary install.
+SCAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """Run a command; return (wall seconds, peak RSS in MB) of the child."""
     t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env or SCAN_ENV)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     if os.waitstatus_to_exitcode(status) not in (0, 1):
@@ -409,7 +469,13 @@ def main() -> None:
         " the ~7,000-file cold/warm pair (no download), image = the gzip OCI archive against"
         " its inflate-only bound; default: all, plus docker-archive and the second image",
     )
+    parser.add_argument(
+        "--checkout",
+        action="store_true",
+        help="run this venv's console script (the editable checkout), not the installed wheel",
+    )
     args = parser.parse_args()
+    gprov = GPROV if args.checkout else installed_gprov()
     only = set(args.only or ())
     everything = not only
     scratch = CACHE / "scratch"
@@ -427,13 +493,16 @@ def main() -> None:
         if fresh:
             shutil.rmtree(cache, ignore_errors=True)
         out.unlink(missing_ok=True)
-        figures = timed([*GPROV, "scan", target, "--cache-dir", str(cache), "-q", *report])
+        figures = timed([*gprov, "scan", target, "--cache-dir", str(cache), "-q", *report])
         # Exit status 1 is a finding, but a crash exits 1 too: no report, no figure.
         if not out.exists():
             raise SystemExit(f"scan of {target} wrote no report")
         return figures
 
-    res: dict[str, Any] = {"load_average": [round(x, 2) for x in os.getloadavg()]}
+    res: dict[str, Any] = {
+        "gpuprov": "checkout (editable)" if args.checkout else "installed wheel",
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
     if everything or "warm-host" in only:
         res["warm_host_7k"] = bench_warm_host(best, scan, scratch)
     if not (everything or only & {"host", "image"}):
