@@ -1,12 +1,25 @@
 """An asset's SBOM: the report exactly as received, or a CycloneDX 1.6 BOM rebuilt from what the
-service stored (built with cyclonedx-python-lib, purls with packageurl, like the scanner's)."""
+service stored (built with cyclonedx-python-lib, purls with packageurl, like the scanner's).
+
+The library is the encoder of record and costs ~0.6 ms per file of a fresh document (building
+its model objects, sorted sets compared field by field, a quadratic dependency check, two JSON
+passes: docs/benchmarks.md). A rebuilt document is a function of the rows it reads, so each
+process keeps the last documents it encoded (`KEEP_BYTES`), keyed by every column of those
+rows: a request for the same content is answered with the same bytes, and any change of a row
+(labels, a re-verified file, a newer scan) is another key.
+"""
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import pickle
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from cyclonedx.model import HashAlgorithm, HashType, Property
 from cyclonedx.model.bom import Bom
@@ -15,6 +28,7 @@ from cyclonedx.model.dependency import Dependency
 from cyclonedx.output import make_outputter
 from cyclonedx.schema import OutputFormat, SchemaVersion
 from packageurl import PackageURL
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
 from app.domain.inventory.queries import find_asset, find_scan
@@ -39,10 +53,81 @@ def raw_sbom(session: Session, asset_id: int, scan_id: int | None) -> tuple[byte
     return gzip.decompress(raw.gzip_data), raw.media_type
 
 
+#: Bytes of encoded documents a process keeps (least recently used out first).
+KEEP_BYTES = 64 << 20
+
+
+class _Kept:
+    """Encoded documents by content key, bounded by their total size; thread-safe."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._docs: OrderedDict[str, str] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> str | None:
+        with self._lock:
+            doc = self._docs.get(key)
+            if doc is not None:
+                self._docs.move_to_end(key)
+            return doc
+
+    def put(self, key: str, doc: str) -> None:
+        if len(doc) > self.limit:
+            return
+        with self._lock:
+            if key in self._docs:
+                return
+            self._docs[key] = doc
+            self._size += len(doc)
+            while self._size > self.limit:
+                _, old = self._docs.popitem(last=False)
+                self._size -= len(old)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._docs.clear()
+            self._size = 0
+
+
+KEPT = _Kept(KEEP_BYTES)
+
+
 def normalized_sbom(session: Session, asset_id: int, scan_id: int | None) -> str:
     """A CycloneDX 1.6 JSON BOM rebuilt from what the service stored for one scan."""
     asset = find_asset(session, asset_id)
     scan = find_scan(session, asset_id, scan_id)
+    packages = repo.scan_packages(session, scan.id)
+    artifacts = repo.scan_artifacts(session, [scan.id])
+    key = content_key(asset, scan, packages, artifacts)
+    doc = KEPT.get(key)
+    if doc is None:
+        doc = encode_normalized(asset, scan, packages, artifacts)
+        KEPT.put(key, doc)
+    return doc
+
+
+def content_key(
+    asset: Asset, scan: Scan, packages: Sequence[Package], artifacts: Sequence[Artifact]
+) -> str:
+    """SHA-256 of every column of every row the document is built from (and of the version
+    the document names): equal keys, equal documents."""
+    rows = [_columns(asset), _columns(scan), *map(_columns, packages), *map(_columns, artifacts)]
+    digest = hashlib.sha256(f"{__version__}\n".encode())
+    digest.update(pickle.dumps(rows, protocol=5))
+    return digest.hexdigest()
+
+
+def _columns(row: object) -> tuple[str, tuple[Any, ...]]:
+    attrs = sa_inspect(type(row)).column_attrs
+    return type(row).__name__, tuple((a.key, getattr(row, a.key)) for a in attrs)
+
+
+def encode_normalized(
+    asset: Asset, scan: Scan, rows: Sequence[Package], artifacts: Sequence[Artifact]
+) -> str:
+    """The document itself, encoded by the library."""
     bom = Bom(
         serial_number=uuid.uuid5(
             uuid.NAMESPACE_URL, f"gpuprov:normalized:{scan.id}:{scan.content_sha256}"
@@ -59,14 +144,14 @@ def normalized_sbom(session: Session, asset_id: int, scan_id: int | None) -> str
 
     refs: set[str] = set()
     packages: dict[str, Component] = {}
-    for package in repo.scan_packages(session, scan.id):
+    for package in rows:
         ref = package.purl or f"package:{package.id}"
         if ref not in refs:
             refs.add(ref)
             packages[ref] = _package_component(package, ref)
     owned: dict[str, list[Component]] = {}
     unowned: list[Component] = []
-    for artifact in repo.scan_artifacts(session, [scan.id]):
+    for artifact in artifacts:
         if artifact.kind != "file":
             continue
         component = _file_component(artifact, refs)
