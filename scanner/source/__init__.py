@@ -16,7 +16,7 @@ from scanner.imageref import is_registry_target
 from scanner.source.candidates import symlink_loops
 from scanner.source.directory import DirectorySource
 from scanner.source.interface import Node, RootView, Selector, SignatureLayer, Source
-from scanner.source.layerstream import LayerSpec, Limits
+from scanner.source.limits import Limits
 
 if TYPE_CHECKING:
     from scanner.source.image import (
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         image_view,
     )
     from scanner.source.layercache import LayerCache, default_cache_dir
+    from scanner.source.layerstream import LayerSpec
     from scanner.source.registry import RegistryOptions
 
 # Loaded on first use (PEP 562): a host scan never pays for the image readers and their
@@ -38,6 +39,7 @@ _LAZY = {
     "OciLayoutSource": "image",
     "image_view": "image",
     "LayerCache": "layercache",
+    "LayerSpec": "layerstream",
     "default_cache_dir": "layercache",
 }
 

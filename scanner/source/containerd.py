@@ -28,7 +28,8 @@ from scanner.source.bbolt import BoltDB, Bucket, path_get
 from scanner.source.dirlayer import read_dir_layer
 from scanner.source.image import DirStore, ImagePlan, ImageSourceBase, resolve_image
 from scanner.source.interface import Selector
-from scanner.source.layerstream import Budget, LayerSpec, Limits, Readable
+from scanner.source.layerstream import Budget, LayerSpec, Readable
+from scanner.source.limits import Limits
 from scanner.source.oci import Descriptor
 from scanner.source.tarlayer import LayerYield
 

@@ -20,7 +20,8 @@ from typing import IO, cast
 from scanner.errors import SourceError
 from scanner.model import FileFacts, NodeKind, Skipped, Stage
 from scanner.source.interface import Selector
-from scanner.source.layerstream import Budget, LayerSpec, Limits
+from scanner.source.layerstream import Budget, LayerSpec
+from scanner.source.limits import Limits
 from scanner.source.tarlayer import LayerYield
 
 _OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")

@@ -26,7 +26,8 @@ from scanner.imageref import split_digest
 from scanner.model import AssetInfo, AssetKind, Candidate, FileRef, OciDigest, Skipped, Stage
 from scanner.source.candidates import collect_candidates
 from scanner.source.interface import RootView, Selector, SignatureLayer
-from scanner.source.layerstream import LayerSpec, Limits, Readable
+from scanner.source.layerstream import LayerSpec, Readable
+from scanner.source.limits import Limits
 from scanner.source.oci import Descriptor
 from scanner.source.platform import (
     ExpandIndex,

@@ -16,7 +16,8 @@ from typing import Protocol
 
 from scanner.model import FileFacts, NodeKind, OciDigest, Progress, ProgressStage, Skipped, Stage
 from scanner.source.interface import Node, Selector
-from scanner.source.layerstream import Budget, LayerSpec, Limits
+from scanner.source.layerstream import Budget, LayerSpec
+from scanner.source.limits import Limits
 from scanner.source.tarlayer import LayerYield, check_cached, read_layer
 
 

@@ -16,7 +16,8 @@ from typing import IO, Any, cast
 from scanner.errors import SourceError
 from scanner.model import FileFacts, NodeKind, OciDigest, Skipped, Stage
 from scanner.source.interface import Selector
-from scanner.source.layerstream import Budget, CorruptLayer, LayerSpec, LayerStream, Limits, MiB
+from scanner.source.layerstream import Budget, CorruptLayer, LayerSpec, LayerStream
+from scanner.source.limits import Limits, MiB
 
 _CHUNK = MiB
 _BLOCK = 512

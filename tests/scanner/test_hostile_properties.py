@@ -27,7 +27,8 @@ from scanner.catalog import conda, dpkg, pip, rpm
 from scanner.catalog.interface import CatalogParseError, Distro
 from scanner.errors import ScannerError
 from scanner.model import OciDigest
-from scanner.source.layerstream import LayerSpec, Limits
+from scanner.source.layerstream import LayerSpec
+from scanner.source.limits import Limits
 from scanner.source.tarlayer import read_layer
 from scanner.verify.dsse import Envelope
 from scanner.verify.errors import Rejected

@@ -47,3 +47,37 @@ def test_host_scan_does_not_load_image_readers(tmp_path: Path) -> None:
         code, "scanner.source.image", "scanner.source.layercache", "scanner.source.tarlayer"
     )
     assert loaded == []
+
+
+def test_host_rescan_loads_only_what_it_uses(tmp_path: Path) -> None:
+    # A rescan of an unchanged host (the cache holds every file's facts and the CycloneDX
+    # document) reads no file: no ELF reader, hashing pool, YAML, XML, sqlite or encoder library.
+    root = tmp_path / "root"
+    lib = root / "usr" / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libcudnn.so.9.1.0").write_bytes(b"\x7fELF" + b"\0" * 60)
+    (root / "etc").mkdir()
+    (root / "etc" / "hostname").write_text("lazy\n")
+    argv = [str(root), "--cache-dir", str(tmp_path / "c"), "-q", "-f", "cyclonedx"]
+    argv += ["-o", str(tmp_path / "bom.json")]
+    code = (
+        "import sys\n"
+        "from gpuprov.cli import app\n"
+        f"try:\n    app(['scan', *{argv!r}])\nexcept SystemExit:\n    pass\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    loaded = _loaded_after(
+        code,
+        "cyclonedx",
+        "py_serializable",
+        "elftools",
+        "scanner.detect.elf",
+        "scanner.source.layerstream",
+        "scanner.node.tables",
+        "yaml",
+        "xml.etree",
+        "sqlite3",
+        "concurrent.futures",
+    )
+    assert loaded == []
+    assert (tmp_path / "bom.json").read_text().startswith("{")

@@ -13,7 +13,8 @@ from scanner.imageref import ImageReference
 from scanner.model import Skipped, Stage
 from scanner.source.image import ImagePlan, image_view
 from scanner.source.interface import RootView, Selector, SignatureLayer
-from scanner.source.layerstream import LayerSpec, Limits
+from scanner.source.layerstream import LayerSpec
+from scanner.source.limits import Limits
 from scanner.source.platform import check_platform
 from scanner.source.registry.auth import RegistryOptions
 from scanner.source.registry.client import RegistryClient, RegistryImage

@@ -414,7 +414,7 @@ def test_docker_root_hostile_records(tmp_path: Path) -> None:
 
 def test_docker_root_limits(tmp_path: Path) -> None:
     from scanner.errors import UnsafeArchiveError
-    from scanner.source.layerstream import Limits
+    from scanner.source.limits import Limits
 
     root = tmp_path / "docker"
     write_docker_root(root, {"x/y:1": Image([Layer([file("big", b"x" * 4096)])])})

@@ -19,7 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scanner.model import NodeKind, OciDigest
-from scanner.source.layerstream import LayerSpec, Limits
+from scanner.source.layerstream import LayerSpec
+from scanner.source.limits import Limits
 from scanner.source.tarlayer import Entry, read_layer
 from tests.fixtures.images import hashing_selector
 
