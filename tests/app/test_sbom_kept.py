@@ -3,6 +3,7 @@ the rows as they are now: asked again it is the same bytes, and a changed row is
 
 from __future__ import annotations
 
+import gc
 import json
 import uuid
 from collections.abc import Callable
@@ -86,3 +87,20 @@ def test_kept_documents_stay_within_their_bytes() -> None:
     assert (kept.get("a"), kept.get("b"), kept.get("c")) == ("12345", None, "xyz")
     kept.put("d", "0123456789A")  # larger than the whole budget: not kept
     assert kept.get("d") is None and kept.get("a") == "12345"
+
+
+def test_the_collector_resumes_after_the_last_pause() -> None:
+    assert gc.isenabled()
+    with sbom.collector_paused():
+        assert not gc.isenabled()
+        with sbom.collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the outer pause still holds
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with sbom.collector_paused():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
