@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
@@ -17,6 +19,8 @@ import typer
 from scanner.cli_common import StrictCommand, fail, say, split_list, typer_app
 
 if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
     from app.settings import Settings
 
 EXIT_FAILURE = 1
@@ -267,34 +271,22 @@ def token_create(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Create a token and print its secret alone on stdout (shown only once)."""
-    from sqlalchemy.exc import SQLAlchemyError
 
     from app.clock import utcnow
     from app.domain.audit import cli_actor
     from app.domain.tokens import create_token, parse_expiry
     from app.errors import AppError
-    from app.storage.session import Database
 
     scopes = split_list(scope)
     try:
         expires_at = parse_expiry(expires, utcnow()) if expires else None
     except AppError as e:
         raise fail(e.message, EXIT_USAGE) from e
-    settings = _settings(database_url)
-    _require_current_schema(settings)
-    db = Database(settings)
-    try:
-        with db.transaction(write=True) as session:
-            new = create_token(
-                session, name, scopes, asset or [], expires_at=expires_at, actor=cli_actor()
-            )
-            token_id = new.token.id
-    except AppError as e:
-        raise fail(e.message, EXIT_USAGE) from e
-    except SQLAlchemyError as e:
-        raise _database_failure("cannot store the token", e) from e
-    finally:
-        db.dispose()
+    with _transaction(database_url, "cannot store the token", refused=EXIT_USAGE) as session:
+        new = create_token(
+            session, name, scopes, asset or [], expires_at=expires_at, actor=cli_actor()
+        )
+        token_id = new.token.id
     until = f", expires {expires_at.isoformat()}" if expires_at else ""
     say(f"created token {token_id} {name!r} with scopes {', '.join(sorted(set(scopes)))}{until}")
     typer.echo(new.secret)
@@ -303,32 +295,20 @@ def token_create(
 @token_app.command("list", cls=StrictCommand)
 def token_list(database_url: DatabaseUrl = None) -> None:
     """List tokens (never their secrets)."""
-    from sqlalchemy.exc import SQLAlchemyError
 
     from app.clock import utcnow
     from app.domain.tokens import list_tokens
-    from app.storage.session import Database
 
     now = utcnow()
-    settings = _settings(database_url)
-    _require_current_schema(settings)
-    db = Database(settings)
-    try:
-        with db.transaction() as session:
-            lines = []
-            for t in list_tokens(session):
-                state = "revoked" if t.revoked_at else "active"
-                if not t.revoked_at and t.expires_at:
-                    expired = t.expires_at <= now
-                    state = f"{'expired' if expired else 'expires'} {t.expires_at.isoformat()}"
-                assets = f" assets={','.join(t.asset_patterns)}" if t.asset_patterns else ""
-                lines.append(
-                    f"{t.id}\t{t.name}\t{t.prefix}…\t{','.join(t.scopes)}\t{state}{assets}"
-                )
-    except SQLAlchemyError as e:
-        raise _database_failure("cannot list the tokens", e) from e
-    finally:
-        db.dispose()
+    with _transaction(database_url, "cannot list the tokens", write=False) as session:
+        lines = []
+        for t in list_tokens(session):
+            state = "revoked" if t.revoked_at else "active"
+            if not t.revoked_at and t.expires_at:
+                expired = t.expires_at <= now
+                state = f"{'expired' if expired else 'expires'} {t.expires_at.isoformat()}"
+            assets = f" assets={','.join(t.asset_patterns)}" if t.asset_patterns else ""
+            lines.append(f"{t.id}\t{t.name}\t{t.prefix}…\t{','.join(t.scopes)}\t{state}{assets}")
     for line in lines:
         typer.echo(line)
 
@@ -339,25 +319,12 @@ def token_revoke(
     database_url: DatabaseUrl = None,
 ) -> None:
     """Revoke a token."""
-    from sqlalchemy.exc import SQLAlchemyError
 
     from app.domain.audit import cli_actor
     from app.domain.tokens import revoke_token
-    from app.errors import AppError
-    from app.storage.session import Database
 
-    settings = _settings(database_url)
-    _require_current_schema(settings)
-    db = Database(settings)
-    try:
-        with db.transaction(write=True) as session:
-            revoke_token(session, token_id, cli_actor())
-    except AppError as e:
-        raise fail(e.message, EXIT_FAILURE) from e
-    except SQLAlchemyError as e:
-        raise _database_failure("cannot revoke the token", e) from e
-    finally:
-        db.dispose()
+    with _transaction(database_url, "cannot revoke the token") as session:
+        revoke_token(session, token_id, cli_actor())
     say(f"revoked token {token_id}")
 
 
@@ -377,33 +344,46 @@ def token_rotate(
     alone on stdout."""
     from datetime import timedelta
 
-    from sqlalchemy.exc import SQLAlchemyError
-
     from app.domain.audit import cli_actor
     from app.domain.tokens import parse_duration, rotate_token
     from app.errors import AppError
-    from app.storage.session import Database
 
     try:
         period = parse_duration(grace) if grace else timedelta(0)
     except AppError as e:
         raise fail(e.message, EXIT_USAGE) from e
+    with _transaction(database_url, "cannot rotate the token") as session:
+        new = rotate_token(session, token_id, period, cli_actor())
+        new_id = new.token.id
+    old = f"works for {grace} more" if grace else "is revoked"
+    say(f"token {token_id} rotated: the new token is {new_id}; the old secret {old}")
+    typer.echo(new.secret)
+
+
+@contextmanager
+def _transaction(
+    database_url: str | None, what: str, *, write: bool = True, refused: int = EXIT_FAILURE
+) -> Iterator[Session]:
+    """One command's transaction on a database at the current schema: the domain refusing
+    (`AppError`) exits with ``refused`` and its message, a database failure says ``what``
+    could not be done."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.errors import AppError
+    from app.storage.session import Database
+
     settings = _settings(database_url)
     _require_current_schema(settings)
     db = Database(settings)
     try:
-        with db.transaction(write=True) as session:
-            new = rotate_token(session, token_id, period, cli_actor())
-            new_id = new.token.id
+        with db.transaction(write=write) as session:
+            yield session
     except AppError as e:
-        raise fail(e.message, EXIT_FAILURE) from e
+        raise fail(e.message, refused) from e
     except SQLAlchemyError as e:
-        raise _database_failure("cannot rotate the token", e) from e
+        raise _database_failure(what, e) from e
     finally:
         db.dispose()
-    old = f"works for {grace} more" if grace else "is revoked"
-    say(f"token {token_id} rotated: the new token is {new_id}; the old secret {old}")
-    typer.echo(new.secret)
 
 
 def _first_line(e: Exception) -> str:

@@ -68,14 +68,16 @@ def facts_of(digests: Digests, analyze: Callable[[], ElfFacts]) -> FileFacts:
         return FileFacts(digests=digests, error=str(e))
 
 
-def hash_file(path: str, *, md5: bool = False) -> Digests:
-    """Hash a file on this machine in one sequential read."""
+def hash_file(path: str, *, md5: bool = False, follow: bool = False) -> Digests:
+    """Hash a regular file on this machine in one sequential read; a final symlink is refused
+    unless ``follow`` (``/proc/PID/map_files/...`` links must be followed)."""
     sha = hashlib.sha256()
     m = hashlib.md5(usedforsecurity=False) if md5 else None
     size = 0
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         # O_NONBLOCK: a file swapped for a FIFO after the walk must not block the scan.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as e:
         raise HashError(f"{path}: cannot open for hashing: {e.strerror}") from e
     try:

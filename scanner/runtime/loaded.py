@@ -10,27 +10,23 @@ neither way stay unknown, with the reason: never taken to be the disk's.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scanner.errors import HashError
-from scanner.hash import HostFactsCache, facts_of, may_be_dpkg_owned
+from scanner.hash import HostFactsCache, facts_of, hash_file, may_be_dpkg_owned
 from scanner.model import (
     Digests,
     ElfFacts,
     FileFacts,
     LoadedBy,
     LoadedVia,
-    Sha256,
     StatKey,
     stat_key,
 )
 from scanner.runtime.procfs import MappedFile, ProcessMaps, ProcWalk
-
-_CHUNK = 4 * 1024 * 1024
 
 #: The facts the scan already has of a path in the scanned root, with the file's `StatKey`.
 DiskLookup = Callable[[str], tuple[StatKey, FileFacts] | None]
@@ -90,32 +86,6 @@ def _same_bytes(loaded: _Loaded, disk: Digests) -> bool:
     return loaded.facts is not None and loaded.facts.digests.sha256 == disk.sha256
 
 
-def hash_followed(path: str, *, md5: bool) -> Digests:
-    """Hash a file through a link that must be followed (``/proc/PID/map_files/...``)."""
-    sha = hashlib.sha256()
-    m = hashlib.md5(usedforsecurity=False) if md5 else None
-    size = 0
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise HashError(f"{path}: cannot open for hashing: {e.strerror}") from e
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise HashError(f"{path}: not a regular file")
-        buf = bytearray(_CHUNK)
-        view = memoryview(buf)
-        while n := os.readv(fd, [buf]):
-            sha.update(view[:n])
-            if m is not None:
-                m.update(view[:n])
-            size += n
-    except OSError as e:
-        raise HashError(f"{path}: read failed while hashing: {e.strerror}") from e
-    finally:
-        os.close(fd)
-    return Digests(size=size, sha256=Sha256(sha.hexdigest()), md5=m.hexdigest() if m else None)
-
-
 class _Resolver:
     def __init__(
         self,
@@ -144,7 +114,7 @@ class _Resolver:
         cached = self.cache.get(key, self.version, need_md5=md5)
         if cached is not None:
             return key, cached
-        digests = hash_followed(opened, md5=md5)
+        digests = hash_file(opened, md5=md5, follow=True)
         facts = facts_of(digests, lambda: self.analyze(opened, name))
         if stat_key(os.stat(opened)) == key:  # not cached if it changed while being read
             self.cache.put(key, self.version, facts)

@@ -53,6 +53,12 @@ def test_hash_file_refuses_symlink_and_missing(tmp_path: Path) -> None:
         hash_file(str(tmp_path / "link"))
     with pytest.raises(HashError, match="missing"):
         hash_file(str(tmp_path / "missing"))
+    # a link that must be followed (/proc/PID/map_files/...) is, to a regular file only
+    assert hash_file(str(tmp_path / "link"), follow=True).sha256 == hashlib.sha256(b"x").hexdigest()
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(tmp_path / "fifo", tmp_path / "to-fifo")
+    with pytest.raises(HashError, match="not a regular file"):
+        hash_file(str(tmp_path / "to-fifo"), follow=True)
 
 
 def test_spooling_hasher_copies_and_hashes(tmp_path: Path) -> None:
