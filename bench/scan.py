@@ -294,15 +294,15 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 SCAN_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Run a command; return (wall seconds, peak RSS in MB) of the child."""
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, float]:
+    """Run a command; return (wall seconds, peak RSS in MB, CPU seconds) of the child."""
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=env or SCAN_ENV)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     if os.waitstatus_to_exitcode(status) not in (0, 1):
         raise SystemExit(f"command failed ({status}): {' '.join(cmd)}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def host_lower_bound(root: Path) -> float:
@@ -454,6 +454,10 @@ def bench_warm_host(best: Callable[..., Any], scan: Callable[..., Any], scratch:
         "cold_s": round(cold[0], 3),
         "warm_s": round(warm[0], 3),
         "warm_over_cold": round(warm[0] / cold[0], 3),
+        # user + system CPU of the best run (load moves it less than wall time; the cold
+        # scan's hashing threads make its CPU time exceed its wall time)
+        "cold_cpu_s": round(cold[2], 3),
+        "warm_cpu_s": round(warm[2], 3),
         "targets": {"warm_over_cold": 0.25},
     }
 
@@ -489,7 +493,7 @@ def main() -> None:
             (fn() for _ in range(args.repeat)), key=lambda r: r[0] if isinstance(r, tuple) else r
         )
 
-    def scan(target: str, cache: Path, fresh: bool) -> tuple[float, float]:
+    def scan(target: str, cache: Path, fresh: bool) -> tuple[float, float, float]:
         if fresh:
             shutil.rmtree(cache, ignore_errors=True)
         out.unlink(missing_ok=True)
