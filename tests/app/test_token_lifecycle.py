@@ -3,17 +3,30 @@ limit on failed authentications per client."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.domain.tokens import authenticate, parse_duration, parse_expiry
-from app.errors import BadRequest, Unauthorized
+from app.domain import tokens
+from app.domain.audit import Actor, events_page
+from app.domain.tokens import (
+    MAX_LIFETIME,
+    NewToken,
+    authenticate,
+    create_token,
+    hash_secret,
+    parse_duration,
+    parse_expiry,
+    rotate_token,
+    session_principal,
+)
+from app.errors import BadRequest, Conflict, Unauthorized
 from app.http.ratelimit import AuthFailureLimiter
 from app.settings import Settings
+from app.storage.repositories.tokens import by_id
 from app.storage.session import Database
 from tests.app import catalogs
 from tests.app.conftest import Service, auth
@@ -51,6 +64,17 @@ def test_duration_bounds() -> None:
     for bad in ("0s", "1x", "1 d", "3661d"):
         with pytest.raises(BadRequest):
             parse_duration(bad)
+
+
+def test_expiry_bounds_are_inclusive() -> None:
+    assert parse_duration("3660d") == MAX_LIFETIME
+    assert parse_expiry("3660d", NOW) == NOW + MAX_LIFETIME
+    assert parse_expiry((NOW + MAX_LIFETIME).isoformat(), NOW) == NOW + MAX_LIFETIME
+    assert parse_expiry((NOW + timedelta(seconds=1)).isoformat(), NOW) == NOW + timedelta(seconds=1)
+    with pytest.raises(BadRequest, match="days away"):
+        parse_expiry((NOW + MAX_LIFETIME + timedelta(seconds=1)).isoformat(), NOW)
+    with pytest.raises(BadRequest, match="not in the future"):
+        parse_expiry(NOW.isoformat(), NOW)
 
 
 def _admin_get(service: Service, admin: str, path: str, **params: Any) -> Any:
@@ -276,3 +300,177 @@ def test_dashboard_admin_actions_are_audited(service: Service) -> None:
         assert [(e["source"], e["target"]) for e in log] == [("web", f"token:{token_id}")]
     finally:
         client.cookies.clear()
+
+
+# The domain functions on a database of their own (SQLite through the CLI's upgrade), so the
+# instants around an expiry can be given exactly.
+
+
+@pytest.fixture
+def tokens_db(db_url: str) -> Iterator[Database]:  # noqa: F811 - the fixture
+    db = Database(Settings(database_url=db_url))
+    try:
+        yield db
+    finally:
+        db.dispose()
+
+
+def _create(db: Database, name: str, expires_at: datetime | None = None) -> NewToken:
+    with db.transaction(write=True) as session:
+        return create_token(session, name, ["inventory:read"], None, expires_at=expires_at)
+
+
+def test_a_token_stops_working_at_its_expiry_instant(tokens_db: Database) -> None:
+    expires = (datetime.now(UTC) + timedelta(hours=1)).replace(microsecond=0)
+    new = _create(tokens_db, "edge", expires)
+    before, after = expires - timedelta(seconds=1), expires + timedelta(seconds=1)
+    with tokens_db.lookup() as conn:
+        assert authenticate(conn, new.secret, before).name == "edge"
+        for at in (expires, after):
+            with pytest.raises(Unauthorized, match="expired"):
+                authenticate(conn, new.secret, at)
+        live = session_principal(conn, new.token.id, before)
+        assert live is not None
+        assert live[0].name == "edge" and live[1] == hash_secret(new.secret)
+        # a dashboard session ends at the same instant as the token's API access
+        assert session_principal(conn, new.token.id, expires) is None
+        assert session_principal(conn, new.token.id, after) is None
+
+
+def test_a_revoked_or_unknown_token_has_no_dashboard_session(tokens_db: Database) -> None:
+    kept, revoked = _create(tokens_db, "kept"), _create(tokens_db, "revoked")
+    with tokens_db.transaction(write=True) as session:
+        row = by_id(session, revoked.token.id)
+        assert row is not None
+        row.revoked_at = datetime.now(UTC)
+    now = datetime.now(UTC)
+    with tokens_db.lookup() as conn:
+        live = session_principal(conn, kept.token.id, now)
+        assert live is not None and live[0].name == "kept"
+        assert session_principal(conn, revoked.token.id, now) is None
+        assert session_principal(conn, revoked.token.id + 1000, now) is None
+        with pytest.raises(Unauthorized, match="revoked"):
+            authenticate(conn, revoked.secret, now)
+
+
+def test_token_names_are_1_to_128_characters(tokens_db: Database) -> None:
+    assert _create(tokens_db, "n" * 128).token.name == "n" * 128
+    assert _create(tokens_db, "  spaced  ").token.name == "spaced"
+    for bad in ("n" * 129, "", "   "):
+        with pytest.raises(BadRequest, match="1-128 characters"):
+            _create(tokens_db, bad)
+
+
+def test_rotation_without_a_grace_period_revokes_the_old_secret_at_once(
+    tokens_db: Database,
+) -> None:
+    old = _create(tokens_db, "agent")
+    with tokens_db.transaction(write=True) as session:
+        new = rotate_token(session, old.token.id)  # the default: no grace period
+        row = by_id(session, old.token.id)
+        assert row is not None and row.revoked_at is not None and row.expires_at is None
+    with tokens_db.lookup() as conn:
+        assert authenticate(conn, new.secret).name == "agent"
+        with pytest.raises(Unauthorized, match="revoked"):
+            authenticate(conn, old.secret)
+    with tokens_db.transaction(write=True) as session, pytest.raises(Conflict):
+        rotate_token(session, old.token.id)
+
+
+def test_rotation_grace_is_at_most_the_longest_lifetime(tokens_db: Database) -> None:
+    for grace in (MAX_LIFETIME + timedelta(seconds=1), timedelta(seconds=-1)):
+        token = _create(tokens_db, "refused")
+        with tokens_db.transaction(write=True) as session, pytest.raises(BadRequest):
+            rotate_token(session, token.token.id, grace)
+    token = _create(tokens_db, "longest")
+    start = datetime.now(UTC)
+    with tokens_db.transaction(write=True) as session:
+        rotate_token(session, token.token.id, MAX_LIFETIME)
+        row = by_id(session, token.token.id)
+        assert row is not None and row.revoked_at is None and row.expires_at is not None
+        assert start + MAX_LIFETIME <= row.expires_at <= datetime.now(UTC) + MAX_LIFETIME
+
+
+def test_rotation_audit_says_until_when_the_old_secret_works(tokens_db: Database) -> None:
+    actor = Actor("cli", "cli:test")
+    graced, revoked = _create(tokens_db, "graced"), _create(tokens_db, "revoked")
+    with tokens_db.transaction(write=True) as session:
+        rotate_token(session, graced.token.id, timedelta(hours=1), actor)
+        rotate_token(session, revoked.token.id, timedelta(0), actor)
+        graced_row, revoked_row = by_id(session, graced.token.id), by_id(session, revoked.token.id)
+        assert graced_row is not None and graced_row.expires_at is not None
+        assert revoked_row is not None and revoked_row.revoked_at is not None
+        graced_until = graced_row.expires_at.isoformat()
+        revoked_until = revoked_row.revoked_at.isoformat()
+    assert graced_until != revoked_until
+    with tokens_db.transaction() as session:
+        events = events_page(session, 10, 0, action="token.rotate")["items"]
+    until = {e["details"]["replaced"]: e["details"]["replaced_until"] for e in events}
+    # with a grace period: its end (the old token had no expiry); without: now, when revoked
+    assert until == {graced.token.id: graced_until, revoked.token.id: revoked_until}
+
+
+def test_an_expired_token_cannot_be_rotated(tokens_db: Database) -> None:
+    token = _create(tokens_db, "expired", datetime.now(UTC) + timedelta(hours=1))
+    with tokens_db.transaction(write=True) as session:
+        row = by_id(session, token.token.id)
+        assert row is not None
+        row.expires_at = datetime.now(UTC) - timedelta(seconds=1)
+    for grace in (timedelta(0), timedelta(hours=1)):
+        with tokens_db.transaction(write=True) as session:
+            with pytest.raises(Conflict, match="revoked or expired"):
+                rotate_token(session, token.token.id, grace)
+
+
+def test_rotation_keeps_the_lifetime_and_never_extends_the_old_secret(
+    tokens_db: Database,
+) -> None:
+    start = datetime.now(UTC)
+    soon = _create(tokens_db, "soon", start + timedelta(minutes=30))
+    later = _create(tokens_db, "later", start + timedelta(hours=2))
+    with tokens_db.transaction(write=True) as session:
+        soon_new = rotate_token(session, soon.token.id, timedelta(hours=1))
+        later_new = rotate_token(session, later.token.id, timedelta(hours=1))
+        soon_row, later_row = by_id(session, soon.token.id), by_id(session, later.token.id)
+        assert soon_row is not None and later_row is not None
+        # the grace period (1 h) outlasts "soon"'s expiry (30 min): its expiry stays
+        assert soon_row.expires_at == start + timedelta(minutes=30)
+        # and ends before "later"'s (2 h): its expiry is brought forward to the grace's end
+        assert later_row.expires_at is not None
+        assert start + timedelta(hours=1) <= later_row.expires_at
+        assert later_row.expires_at <= datetime.now(UTC) + timedelta(hours=1)
+        assert soon_row.revoked_at is None and later_row.revoked_at is None
+        # the new secrets live as long as the old ones were given, from their own creation
+        for old, new in ((soon, soon_new), (later, later_new)):
+            assert old.token.expires_at is not None and new.token.expires_at is not None
+            lifetime = old.token.expires_at - old.token.created_at
+            assert timedelta(minutes=29) < lifetime <= timedelta(hours=2)
+            assert new.token.expires_at - new.token.created_at == lifetime
+
+
+def test_a_token_must_name_known_scopes(tokens_db: Database) -> None:
+    for scopes in ([], ["bogus"], ["gate", "bogus"]):
+        with tokens_db.transaction(write=True) as session:
+            with pytest.raises(BadRequest, match="unknown or missing scopes"):
+                create_token(session, "x", scopes)
+    with tokens_db.transaction(write=True) as session:
+        assert create_token(session, "x", ["gate", "gate"]).token.scopes == ["gate"]
+
+
+def test_expiry_at_the_current_instant_counts_as_expired(
+    tokens_db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = datetime.now(UTC).replace(microsecond=0)
+    monkeypatch.setattr(tokens, "utcnow", lambda: now)
+    with tokens_db.transaction(write=True) as session:
+        for expiry in (now, now - timedelta(seconds=1)):
+            with pytest.raises(BadRequest, match="not in the future"):
+                create_token(session, "x", ["gate"], expires_at=expiry)
+        token = create_token(session, "x", ["gate"], expires_at=now + timedelta(seconds=1))
+    # a token expiring at this very instant cannot be rotated any more
+    with tokens_db.transaction(write=True) as session:
+        row = by_id(session, token.token.id)
+        assert row is not None
+        row.expires_at = now
+    with tokens_db.transaction(write=True) as session, pytest.raises(Conflict):
+        rotate_token(session, token.token.id)
