@@ -394,20 +394,23 @@ def test_rotation_grace_is_at_most_the_longest_lifetime(tokens_db: Database) -> 
 def test_rotation_audit_says_until_when_the_old_secret_works(tokens_db: Database) -> None:
     actor = Actor("cli", "cli:test")
     graced, revoked = _create(tokens_db, "graced"), _create(tokens_db, "revoked")
+    expiring = _create(tokens_db, "expiring", datetime.now(UTC) + timedelta(days=7))
     with tokens_db.transaction(write=True) as session:
         rotate_token(session, graced.token.id, timedelta(hours=1), actor)
         rotate_token(session, revoked.token.id, timedelta(0), actor)
-        graced_row, revoked_row = by_id(session, graced.token.id), by_id(session, revoked.token.id)
-        assert graced_row is not None and graced_row.expires_at is not None
-        assert revoked_row is not None and revoked_row.revoked_at is not None
-        graced_until = graced_row.expires_at.isoformat()
-        revoked_until = revoked_row.revoked_at.isoformat()
-    assert graced_until != revoked_until
+        rotate_token(session, expiring.token.id, timedelta(0), actor)
+        until: dict[int, str] = {}
+        for token in (graced, revoked, expiring):
+            row = by_id(session, token.token.id)
+            assert row is not None
+            when = row.expires_at if token is graced else row.revoked_at
+            assert when is not None
+            until[token.token.id] = when.isoformat()
     with tokens_db.transaction() as session:
         events = events_page(session, 10, 0, action="token.rotate")["items"]
-    until = {e["details"]["replaced"]: e["details"]["replaced_until"] for e in events}
-    # with a grace period: its end (the old token had no expiry); without: now, when revoked
-    assert until == {graced.token.id: graced_until, revoked.token.id: revoked_until}
+    # with a grace period: its end (the old token had no expiry); without: now, when it was
+    # revoked, even for a token that would have expired later
+    assert {e["details"]["replaced"]: e["details"]["replaced_until"] for e in events} == until
 
 
 def test_an_expired_token_cannot_be_rotated(tokens_db: Database) -> None:
