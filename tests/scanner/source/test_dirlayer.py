@@ -1,0 +1,232 @@
+"""An extracted layer directory (overlay2's ``diff/``) read into the yield its tar would give:
+whiteouts both ways (a 0/0 character device, a ``.wh.`` file), opaque directories both ways
+(the overlay xattr, trusted or rootless, and ``.wh..wh..opq``), hard links, devices, and
+entries that change under the walk."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from scanner.model import NodeKind, OciDigest
+from scanner.source import dirlayer
+from scanner.source.dirlayer import read_dir_layer
+from scanner.source.layerstream import Budget, LayerSpec, Limits
+from scanner.source.tarlayer import LayerYield, read_layer
+from tests.fixtures.images import hashing_selector
+from tests.fixtures.nodestores import overlay_whiteouts_supported
+
+CONTENT = b"\x7fELF not really a library"
+NO_BLOB = OciDigest("sha256:" + "0" * 64)
+
+
+def _no_blob() -> io.BytesIO:
+    raise AssertionError("a layer directory has no blob to open")
+
+
+def _read_dir(root: Path, opaque: frozenset[str] | None = None) -> LayerYield:
+    spec = LayerSpec(NO_BLOB, None, _no_blob)
+    limits = Limits()
+    known = None if opaque is None else (lambda: opaque)
+    return read_dir_layer(str(root), spec, hashing_selector(), limits, Budget(limits), opaque=known)
+
+
+def _read_tar(members: list[tuple[tarfile.TarInfo, bytes | None]]) -> LayerYield:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    blob = buffer.getvalue()
+    spec = LayerSpec(
+        OciDigest("sha256:" + hashlib.sha256(blob).hexdigest()), len(blob), lambda: io.BytesIO(blob)
+    )
+    return read_layer(spec, hashing_selector(), Limits())
+
+
+def _member(name: str, kind: bytes = tarfile.REGTYPE, **fields: object) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
+    for key, value in fields.items():
+        setattr(info, key, value)
+    return info
+
+
+def _shape(layer: LayerYield) -> tuple[object, ...]:
+    return (
+        sorted(layer.entries, key=repr),
+        sorted(layer.whiteouts),
+        sorted(layer.opaque),
+        sorted(layer.candidates),
+        {path: facts.digests for path, facts in layer.facts.items()},
+        layer.skipped,
+    )
+
+
+def _require_overlay_whiteouts(base: Path) -> None:
+    if not overlay_whiteouts_supported(base):
+        if os.environ.get("CI") == "true":
+            pytest.fail("overlay whiteouts (mknod 0/0, trusted.* xattrs) need root")
+        pytest.skip("overlay whiteouts (mknod 0/0, trusted.* xattrs) need root")
+
+
+def test_a_layer_directory_yields_what_its_tar_yields(tmp_path: Path) -> None:
+    """The same layer as a tar and as the directory overlay2 extracts it to: every kind of
+    entry, a hard link of two names (the second one a link to the first, of size 0, as a tar
+    writer stores it), a fifo and a device other than 0/0 (size 0), and whiteouts and opaque
+    markers in both forms, with the ``.wh.`` names that are none."""
+    _require_overlay_whiteouts(tmp_path)
+    tar = _read_tar(
+        [
+            (_member("opt", tarfile.DIRTYPE), None),
+            (_member("opt/.wh."), b""),  # names nothing: no whiteout
+            (_member("opt/.wh..wh.plnk"), b""),  # reserved for the runtime: no whiteout
+            (_member("opt/.wh..hidden"), b""),  # the whiteout of a dot file
+            (_member("opt/.wh.a"), b""),  # the shortest whiteout name
+            (_member("opt/current", tarfile.SYMTYPE, linkname="libcudnn.so.9", mode=0o777), None),
+            (_member("opt/libcudnn.so.9", size=len(CONTENT)), CONTENT),
+            (_member("opt/null", tarfile.CHRTYPE, devmajor=1, devminor=3), None),
+            (_member("opt/pipe", tarfile.FIFOTYPE), None),
+            (_member("opt/zlink", tarfile.LNKTYPE, linkname="opt/libcudnn.so.9"), None),
+            (_member(".wh.gone"), b""),
+            (_member("hidden", tarfile.DIRTYPE), None),
+            (_member("hidden/.wh..wh..opq"), b""),
+            (_member("marked", tarfile.DIRTYPE), None),
+            (_member("marked/.wh..wh..opq"), b""),
+        ]
+    )
+    root = tmp_path / "diff"
+    (root / "opt").mkdir(parents=True)
+    (root / "opt/.wh.").write_bytes(b"")
+    (root / "opt/.wh..wh.plnk").write_bytes(b"")
+    (root / "opt/.wh..hidden").write_bytes(b"")
+    (root / "opt/.wh.a").write_bytes(b"")
+    (root / "opt/current").symlink_to("libcudnn.so.9")
+    (root / "opt/libcudnn.so.9").write_bytes(CONTENT)
+    os.mkfifo(root / "opt/pipe")
+    os.mknod(root / "opt/null", 0o644 | 0o020000, os.makedev(1, 3))  # a device, no whiteout
+    os.link(root / "opt/libcudnn.so.9", root / "opt/zlink")
+    os.mknod(root / "gone", 0o600 | 0o020000, os.makedev(0, 0))  # the overlay whiteout
+    (root / "hidden").mkdir()
+    os.setxattr(root / "hidden", "trusted.overlay.opaque", b"y")  # the overlay opaque marker
+    (root / "marked").mkdir()
+    (root / "marked/.wh..wh..opq").write_bytes(b"")  # the tar form, kept as a file
+    for name in ("opt", "hidden", "marked"):
+        (root / name).chmod(0o755)
+    for name in ("opt/libcudnn.so.9", "opt/pipe"):
+        (root / name).chmod(0o644)
+    directory = _read_dir(root)
+    assert _shape(directory) == _shape(tar)
+    assert sorted(directory.whiteouts) == ["/gone", "/opt/.hidden", "/opt/a"]
+    assert sorted(directory.opaque) == ["/hidden", "/marked"]
+    entries = {e[0]: e[1:] for e in directory.entries}
+    assert entries["/opt/zlink"] == (NodeKind.FILE, 0, 0o644, None, "/opt/libcudnn.so.9")
+    assert entries["/opt/pipe"] == (NodeKind.OTHER, 0, 0o644, None, None)
+    assert entries["/opt/null"] == (NodeKind.OTHER, 0, 0o644, None, None)
+    assert entries["/opt/libcudnn.so.9"] == (NodeKind.FILE, len(CONTENT), 0o644, None, None)
+
+
+def test_only_the_value_y_makes_a_directory_opaque(tmp_path: Path) -> None:
+    """overlayfs hides the lower content of a directory whose opaque xattr is ``y``: the
+    trusted one (as root) or the user one (rootless overlay, where reading trusted.* fails);
+    another value, or none, hides nothing."""
+    _require_overlay_whiteouts(tmp_path)
+    root = tmp_path / "diff"
+    values = {
+        "trusted-y": ("trusted.overlay.opaque", b"y"),
+        "trusted-n": ("trusted.overlay.opaque", b"n"),
+        "trusted-a": ("trusted.overlay.opaque", b"a"),
+        "trusted-yy": ("trusted.overlay.opaque", b"yy"),
+        "user-y": ("user.overlay.opaque", b"y"),
+        "user-n": ("user.overlay.opaque", b"n"),
+    }
+    for name, (xattr, value) in values.items():
+        (root / name).mkdir(parents=True)
+        os.setxattr(root / name, xattr, value)
+    (root / "plain").mkdir()
+    both = root / "user-y-trusted-n"
+    both.mkdir()
+    os.setxattr(both, "trusted.overlay.opaque", b"n")
+    os.setxattr(both, "user.overlay.opaque", b"y")
+    assert sorted(_read_dir(root).opaque) == ["/trusted-y", "/user-y", "/user-y-trusted-n"]
+    # without xattrs, the opaque directories known from the layer's tar-split record
+    assert sorted(_read_dir(root, frozenset({"/plain"})).opaque) == [
+        "/plain",
+        "/trusted-y",
+        "/user-y",
+        "/user-y-trusted-n",
+    ]
+
+
+def _racing(
+    monkeypatch: pytest.MonkeyPatch, name: str, victim: Path, change: Callable[[Path], None]
+) -> None:
+    """Change ``victim`` just before the walk calls ``os.NAME`` on it (a layer directory
+    changing under the walk)."""
+    real = getattr(os, name)
+    changed: list[Path] = []
+
+    def call(path: str, *args: object, **kwargs: object) -> object:
+        if path == str(victim) and not changed:
+            changed.append(victim)
+            change(victim)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(dirlayer.os, name, call)
+
+
+def test_an_entry_removed_before_its_lstat_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "diff"
+    (root / "a/gone").mkdir(parents=True)
+    (root / "a/kept").write_bytes(b"k")
+    _racing(monkeypatch, "lstat", root / "a/gone", Path.rmdir)
+    layer = _read_dir(root)
+    assert [(s.path, s.reason) for s in layer.skipped] == [
+        ("/a/gone", f"layer {NO_BLOB} ({root}): No such file or directory")
+    ]
+    assert [e[0] for e in layer.entries] == ["/a", "/a/kept"]
+
+
+def test_a_link_removed_before_its_readlink_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "diff"
+    root.mkdir()
+    (root / "link").symlink_to("target")
+    (root / "other").symlink_to("elsewhere")
+    _racing(monkeypatch, "readlink", root / "link", Path.unlink)
+    layer = _read_dir(root)
+    assert [(s.path, s.reason) for s in layer.skipped] == [
+        ("/link", f"layer {NO_BLOB} ({root}): No such file or directory")
+    ]
+    assert layer.entries == [("/other", NodeKind.SYMLINK, 0, 0o777, "elsewhere", None)]
+
+
+def test_the_opaque_xattr_is_never_read_through_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory swapped for a link between its lstat and the xattr read: the link's own
+    xattrs are read (it has none), not those of the directory it points to outside the layer."""
+    _require_overlay_whiteouts(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.setxattr(outside, "trusted.overlay.opaque", b"y")
+    root = tmp_path / "diff"
+    (root / "d").mkdir(parents=True)
+
+    def swap(victim: Path) -> None:
+        victim.rmdir()
+        victim.symlink_to(outside)
+
+    _racing(monkeypatch, "getxattr", root / "d", swap)
+    layer = _read_dir(root)
+    assert (root / "d").is_symlink()  # the swap happened
+    assert layer.opaque == []
