@@ -96,3 +96,69 @@ def test_tree_index_stays_exact_through_whiteouts() -> None:
     assert "/nowhere" not in tree.children
     tree.apply(_yield("sha256:" + "4" * 64, ["/top"], whiteouts=["/e/f", "/missing"]))
     assert tree.children["/"] == {"/d", "/e", "/top"} and tree.children["/e"] == set()
+
+
+def test_a_later_entry_replaces_what_lay_at_its_path() -> None:
+    """An upper layer's entry takes its path whatever a lower layer held there: a file over a
+    directory hides everything under it (its files' facts and bytes too), and an entry under
+    a lower file or symlink turns that path into a directory (a link is never followed);
+    directories listed before their content get their child index at once."""
+    dir_, file_, link_ = NodeKind.DIR, NodeKind.FILE, NodeKind.SYMLINK
+    lower_facts = FileFacts(Digests(1, Sha256("1" * 64)))
+    upper_facts = FileFacts(Digests(2, Sha256("2" * 64)))
+    tree = Tree()
+    tree.apply(
+        LayerYield(
+            OciDigest("sha256:" + "1" * 64),
+            [
+                ("/d", dir_, 0, 0o755, None, None),
+                ("/d/x", file_, 1, 0o644, None, None),
+                ("/d/sub", dir_, 0, 0o755, None, None),
+                ("/d/sub/y", file_, 1, 0o644, None, None),
+                ("/f", file_, 1, 0o644, None, None),
+                ("/s", link_, 0, 0o777, "/d", None),
+            ],
+            candidates=["/d/x"],
+            facts={"/d/x": lower_facts},
+            metadata={"/d/sub/y": b"m"},
+        )
+    )
+    assert tree.children == {
+        "/": {"/d", "/f", "/s"},
+        "/d": {"/d/x", "/d/sub"},
+        "/d/sub": {"/d/sub/y"},
+    }
+    assert tree.facts == {"/d/x": lower_facts} and tree.metadata == {"/d/sub/y": b"m"}
+    assert tree.candidates == {"/d/x"}
+    tree.apply(
+        LayerYield(
+            OciDigest("sha256:" + "2" * 64),
+            [
+                ("/d", file_, 2, 0o644, None, None),
+                ("/f/g", file_, 2, 0o644, None, None),
+                ("/s/z", file_, 2, 0o644, None, None),
+                ("/new", dir_, 0, 0o755, None, None),
+                ("/new/n", file_, 2, 0o644, None, None),
+            ],
+            candidates=["/new/n"],
+            facts={"/new/n": upper_facts},
+            metadata={"/new/n": b"n"},
+        )
+    )
+    assert {p: n.kind for p, n in tree.nodes.items()} == {
+        "/d": file_,
+        "/f": dir_,
+        "/f/g": file_,
+        "/s": dir_,
+        "/s/z": file_,
+        "/new": dir_,
+        "/new/n": file_,
+    }
+    assert tree.children == {
+        "/": {"/d", "/f", "/s", "/new"},
+        "/f": {"/f/g"},
+        "/s": {"/s/z"},
+        "/new": {"/new/n"},
+    }
+    assert tree.facts == {"/new/n": upper_facts} and tree.metadata == {"/new/n": b"n"}
+    assert tree.candidates == {"/new/n"}
