@@ -68,7 +68,7 @@ unit: $(STAMP) system-deps wheelhouse
 
 test: lint typecheck unit
 
-# Mutation testing of the verification, integrity, containment and token-binding modules
+# Mutation testing of the verification, integrity, containment, whiteout and token modules
 # (docs/mutation.md); separate from `make test`, never a CI gate. MODULES="tlog dsse" for some.
 MODULES ?=
 mutation: $(STAMP)

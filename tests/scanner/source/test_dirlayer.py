@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from scanner.model import NodeKind, OciDigest
-from scanner.source import dirlayer
 from scanner.source.dirlayer import read_dir_layer
 from scanner.source.layerstream import Budget, LayerSpec, Limits
 from scanner.source.tarlayer import LayerYield, read_layer
@@ -178,7 +177,7 @@ def _racing(
             change(victim)
         return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(dirlayer.os, name, call)
+    monkeypatch.setattr(os, name, call)
 
 
 def test_an_entry_removed_before_its_lstat_is_skipped(
