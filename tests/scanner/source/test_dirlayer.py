@@ -16,7 +16,8 @@ import pytest
 
 from scanner.model import NodeKind, OciDigest
 from scanner.source.dirlayer import read_dir_layer
-from scanner.source.layerstream import Budget, LayerSpec, Limits
+from scanner.source.layerstream import Budget, LayerSpec
+from scanner.source.limits import Limits
 from scanner.source.tarlayer import LayerYield, read_layer
 from tests.fixtures.images import hashing_selector
 from tests.fixtures.nodestores import overlay_whiteouts_supported
