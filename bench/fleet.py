@@ -50,6 +50,7 @@ from app.domain.tokens import create_token  # noqa: E402
 from app.domain.versions import version_key  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage.migrate import upgrade  # noqa: E402
+from app.storage.repositories import fleet  # noqa: E402
 from app.storage.repositories.scans import _bulk_insert  # noqa: E402
 from app.storage.session import Database  # noqa: E402
 from app.storage.tables import (  # noqa: E402
@@ -270,6 +271,9 @@ def seed(url: str, assets: int) -> dict[str, Any]:
         for first in range(0, assets, BATCH):
             with engine.begin() as conn:
                 _seed_batch(conn, first, min(first + BATCH, assets), templates, now)
+        # the fleet-wide counts ingest keeps, from what the bulk load wrote
+        with engine.begin() as conn:
+            fleet.rebuild(conn)
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM ANALYZE"))
             counts = {

@@ -49,6 +49,7 @@ from app.domain.tokens import create_token  # noqa: E402
 from app.domain.versions import version_key  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage.migrate import upgrade  # noqa: E402
+from app.storage.repositories import fleet  # noqa: E402
 from app.storage.session import Database  # noqa: E402
 from app.storage.tables import (  # noqa: E402
     Artifact,
@@ -382,6 +383,9 @@ def grow_fleet(url: str, start: int, total: int, rng: random.Random) -> dict[str
             )
             for a, s in zip(asset_ids, scan_ids, strict=True):
                 conn.execute(update(Asset).where(Asset.id == a).values(latest_scan_id=s))
+    # the fleet-wide counts ingest keeps, from what the bulk load wrote
+    with engine.begin() as conn:
+        fleet.rebuild(conn)
     # what autovacuum does in a running system: statistics, and the visibility map that lets
     # the digest and summary indexes answer without reading the table
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -28,7 +29,7 @@ from app.domain.retention import RetentionPolicy, prune_asset
 from app.domain.tokens import Principal
 from app.domain.versions import version_key
 from app.errors import Conflict, Forbidden
-from app.storage.repositories import assets, containers, gpus, scans
+from app.storage.repositories import assets, containers, fleet, gpus, scans
 from app.storage.tables import Scan
 
 #: beyond the largest clock skew the settings accept: a latest scan dated this far ahead of
@@ -129,15 +130,18 @@ def ingest(
         else None
     )
     latest = previous is None or (scanned_at, scan_id) >= previous or previous[0] > now + _FUTURE
-    _store_contents(session, scan_id, asset.id, report, raw, latest, active)
+    files = _store_contents(session, scan_id, asset.id, report, raw, latest, active)
     if retention is not None:  # under the asset's row lock: no other report of it interleaves
         prune_asset(session, retention, asset.id, now, spare=scan_id)
     if not latest:
         assets.set_latest(session, asset.id, {"last_seen": now})
         return IngestResult(scan_id, asset.id, True, False, len(report.libraries))
     known = asset.latest_scan_id is not None  # a new asset has no current rows to replace
-    if asset.latest_scan_id is not None:
+    retired = (
         scans.retire_current(session, asset.latest_scan_id)
+        if asset.latest_scan_id is not None
+        else []
+    )
     scans.replace_summary(
         session, asset.id, summary_rows(asset.id, spec.kind, report), replace=known
     )
@@ -206,6 +210,8 @@ def ingest(
         values["labels"] = merged
         assets.replace_labels(session, asset.id, merged, replace=known)
     assets.set_latest(session, asset.id, values)
+    # last before the commit: rows other assets' ingests share stay locked the least time
+    fleet.apply_asset_change(session, asset.id, retired, files)
     return IngestResult(scan_id, asset.id, True, True, len(report.libraries))
 
 
@@ -271,7 +277,8 @@ def _store_contents(
     raw: RawReport,
     latest: bool,
     active: ActiveCatalogs | None,
-) -> None:
+) -> list[dict[str, Any]]:
+    """Store the scan's raw BOM, packages and artifacts; returns the artifact rows."""
     packages = [
         {
             "scan_id": scan_id,
@@ -322,6 +329,7 @@ def _store_contents(
         "gzip_data": raw.gzip_data,
     }
     scans.add_contents(session, raw_row, packages, artifacts)
+    return artifacts
 
 
 def summary_rows(asset_id: int, asset_kind: str, report: Report) -> list[dict[str, object]]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.storage.repositories import fleet
 from app.storage.repositories import provenance as repo
 from scanner.model import Sha256
 from scanner.refcatalog.model import CatalogEntry
@@ -233,6 +234,8 @@ def reevaluate_all(session: Session, catalogs: ActiveCatalogs) -> Reevaluation:
     changed = _write(session, changes)
     reason = NO_MATCH if catalogs.catalogs else NO_TRUSTED_CATALOG
     changed += repo.reset_unmatched(session, ids, reason)
+    if changed:  # the overview's verdict shares are kept per asset
+        fleet.refresh_verdicts(session)
     return Reevaluation("full", candidates, changed)
 
 
@@ -256,4 +259,7 @@ def reevaluate_added(session: Session, added: ActiveCatalogs) -> Reevaluation:
             key = _key(verdict)
             if key != _stored(row):
                 changes.append((key, row.id))
-    return Reevaluation("incremental", candidates, _write(session, changes))
+    changed = _write(session, changes)
+    if changed:  # the overview's verdict shares are kept per asset
+        fleet.refresh_verdicts(session)
+    return Reevaluation("incremental", candidates, changed)

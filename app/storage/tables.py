@@ -327,6 +327,64 @@ class AssetLibrary(Base):
     file_count: Mapped[int] = mapped_column(Integer)
 
 
+class LibraryDigest(Base):
+    """Fleet-wide current state, kept at ingest: one row per (family, component, version, CUDA
+    major, arch, digest) of the current files with a digest and a version, with how many assets
+    hold it. Digest conflicts (a library seen with more than one digest) are the groups of more
+    than one row: a few thousand rows instead of every current file. Ingest applies each
+    asset's change (the pairs its new latest scan adds and drops) in key order; rows go at 0."""
+
+    __tablename__ = "library_digest"
+    __table_args__ = (
+        # conflicting groups in index order (no sort), one family's from its range
+        Index("ix_library_digest_group", "family", "component", "version", "cuda_major", "arch"),
+    )
+
+    #: SHA-256 of the row's identity (`app.storage.repositories.fleet.digest_key`): a primary
+    #: key for the upsert, whatever columns are NULL
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    family: Mapped[str] = mapped_column(String(64))
+    component: Mapped[str | None] = mapped_column(String(128))
+    version: Mapped[str] = mapped_column(String(128))
+    cuda_major: Mapped[int | None] = mapped_column(Integer)
+    arch: Mapped[str | None] = mapped_column(String(32))
+    sha256: Mapped[str] = mapped_column(String(64))
+    assets: Mapped[int] = mapped_column(Integer)
+
+
+class LibraryVersion(Base):
+    """Fleet-wide current state, kept at ingest as `LibraryDigest` is: how many assets hold
+    each (family, version) in their latest scan (the summary's distinct assets per family and
+    version): drift's version spread and the overview's version charts."""
+
+    __tablename__ = "library_version"
+    __table_args__ = (Index("ix_library_version_family_version", "family", "version"),)
+
+    #: SHA-256 of (family, version) (`app.storage.repositories.fleet.digest_key`)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    family: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str | None] = mapped_column(String(128))
+    assets: Mapped[int] = mapped_column(Integer)
+
+
+class AssetFileVerdicts(Base):
+    """Current state per asset, kept at ingest and by provenance re-evaluation: the verdict
+    counts of the asset's current library files (``kind = 'file'``). The overview's fleet
+    verdict shares are their sums (one row per asset instead of every current file)."""
+
+    __tablename__ = "asset_file_verdicts"
+
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    files: Mapped[int] = mapped_column(Integer)
+    integrity_verified: Mapped[int] = mapped_column(Integer)
+    provenance_verified: Mapped[int] = mapped_column(Integer)
+    modified: Mapped[int] = mapped_column(Integer)
+    unowned: Mapped[int] = mapped_column(Integer)
+    provenance_conflict: Mapped[int] = mapped_column(Integer)
+
+
 class TrustPolicyVersion(Base):
     """One version of the service's trust policy (YAML as received); the highest is current."""
 

@@ -585,8 +585,9 @@ def test_overview_of_an_empty_fleet(service: Service, client: TestClient) -> Non
 
 
 def test_overview_reads_its_indexes(service: Service) -> None:
-    """The statements the overview runs, explained as run: the verdict shares and digest
-    conflicts read `ix_artifact_current_facts`, the findings `ix_artifact_current_findings`."""
+    """The statements the overview runs, explained as run: only the findings read current
+    files (through `ix_artifact_current_findings`); the verdict shares, digest conflicts and
+    versions read the fleet-wide counts kept at ingest, never every current file."""
     from app.domain.dashboard import overview
 
     statements: list[tuple[str, Any]] = []
@@ -613,11 +614,17 @@ def test_overview_reads_its_indexes(service: Service) -> None:
         name: [s for s, plan in plans.items() if name in plan]
         for name in ("ix_artifact_current_facts", "ix_artifact_current_findings")
     }
-    # shares and digest conflicts on PostgreSQL (an index-only scan); SQLite, without
-    # statistics, reads the shares from the table
-    facts = 2 if service.backend == "postgresql" else 1
-    assert len(found["ix_artifact_current_facts"]) == facts, plans
+    assert found["ix_artifact_current_facts"] == [], plans
     assert len(found["ix_artifact_current_findings"]) == 2, plans  # finding assets, urgent
+    reading = {
+        name: [s for s in plans if f"FROM {name}" in s]
+        for name in ("artifact", "asset_library", "asset_file_verdicts", "library_digest")
+    }
+    assert reading["artifact"] == found["ix_artifact_current_findings"], plans
+    assert reading["asset_library"] == [], plans
+    assert len(reading["asset_file_verdicts"]) == 1, plans  # the verdict shares
+    assert len(reading["library_digest"]) == 1, plans  # the digest conflicts
+    assert any("FROM library_version" in s for s in plans), plans  # the charts
 
 
 def test_every_link_of_the_overview_and_asset_pages_leads_somewhere(

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from sqlalchemy import Row, RowMapping, Select, and_, distinct, exists, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
+from app.storage.repositories import fleet
 from app.storage.tables import (
     Artifact,
     Asset,
@@ -190,17 +191,9 @@ def conflicting_groups(
     session: Session, family: str | None, limit: int
 ) -> Sequence[Row[str, str | None, str | None, int | None, str | None]]:
     """The first ``limit`` (family, component, version, CUDA major, arch) of current files seen
-    with more than one digest. The distinct (group, digest) pairs come first, then the groups
-    with more than one: both steps stream over the covering index of the current files' facts
-    (a count of distinct digests per group would sort each group)."""
-    conds = list(_CONFLICT_FILES)
-    if family:
-        conds.append(Artifact.family == family)
-    pairs = select(*_GROUP, Artifact.sha256).where(*conds).distinct().subquery()
-    columns = [pairs.c[c.key] for c in _GROUP]
-    return session.execute(
-        select(*columns).group_by(*columns).having(func.count() > 1).order_by(*columns).limit(limit)
-    ).all()
+    with more than one digest, from the (library, digest) pairs kept at ingest (reading the
+    current files' covering index instead took 150-300 ms at 20,000 assets)."""
+    return fleet.conflicting_groups(session, family, limit)
 
 
 def conflict_digests(

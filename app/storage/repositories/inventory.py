@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
-from app.storage.repositories import explore
+from app.storage.repositories import explore, fleet
 from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, NodeGpu, Package, Scan
 
 
@@ -427,18 +427,9 @@ def digest_conflicts(
 
 
 def version_spread(session: Session, family: str | None) -> Sequence[Row[str, str | None, int]]:
-    """Assets per (family, version) in current state."""
-    conds = [AssetLibrary.family == family] if family else []
-    # in the order of ix_asset_library_family_version_asset_id: no sort (1.5 s -> 0.4 s at
-    # 20,000 assets, bench/fleet.py)
-    return session.execute(
-        select(
-            AssetLibrary.family, AssetLibrary.version, func.count(distinct(AssetLibrary.asset_id))
-        )
-        .where(*conds)
-        .group_by(AssetLibrary.family, AssetLibrary.version)
-        .order_by(AssetLibrary.family, AssetLibrary.version)
-    ).all()
+    """Assets per (family, version) in current state, by family and version: the counts kept
+    at ingest (grouping the summary read 250,000 index entries at 20,000 assets, 30-110 ms)."""
+    return fleet.version_assets(session, [family] if family else None)
 
 
 def page_asset_ids(session: Session, query: AssetQuery, limit: int, offset: int) -> list[int]:

@@ -1,6 +1,6 @@
 """The dashboard overview's fleet figures, each one aggregate statement: assets per kind, the
-current files' verdicts, digest conflicts, recent gate decisions, versions in use, and the
-current files that are findings (read through `ix_artifact_current_facts` and
+current files' verdicts and digest conflicts (from the counts kept at ingest, `fleet`), recent
+gate decisions, versions in use, and the current files that are findings (read through
 `ix_artifact_current_findings`)."""
 
 from __future__ import annotations
@@ -12,18 +12,13 @@ from typing import Any
 from sqlalchemy import Row, case, distinct, func, select, text
 from sqlalchemy.orm import Session
 
+from app.storage.repositories import fleet
 from app.storage.tables import (
-    CURRENT_FILE,
     FINDING_PREDICATE,
     Artifact,
     Asset,
-    AssetLibrary,
     GateDecision,
 )
-
-#: the partial indexes' predicates, literally (no bound parameter): both planners then know
-#: that the index holds every row a query wants
-_FILE = text(CURRENT_FILE)
 
 
 def asset_kinds(session: Session) -> dict[str, int]:
@@ -32,24 +27,18 @@ def asset_kinds(session: Session) -> dict[str, int]:
     return {kind: int(count) for kind, count in rows}
 
 
-def _count_if(condition: Any) -> Any:
-    return func.coalesce(func.sum(case((condition, 1), else_=0)), 0)
-
-
-def file_verdicts(session: Session) -> Row[int, int, int, int, int, int]:
+def file_verdicts(session: Session) -> tuple[int, int, int, int, int, int]:
     """(files, integrity verified, provenance verified, modified, unowned, provenance conflict)
-    over the current GPU library files."""
-    row = session.execute(
-        select(
-            func.count(),
-            _count_if(Artifact.integrity == "verified"),
-            _count_if(Artifact.provenance == "verified"),
-            _count_if(Artifact.integrity == "modified"),
-            _count_if(Artifact.integrity == "unowned"),
-            _count_if(Artifact.provenance == "conflict"),
-        ).where(Artifact.is_current, _FILE)
-    ).one()
-    return row
+    over the current GPU library files: the sums of the per-asset counts kept at ingest."""
+    totals = fleet.verdict_totals(session)
+    return (
+        totals["files"],
+        totals["integrity_verified"],
+        totals["provenance_verified"],
+        totals["modified"],
+        totals["unowned"],
+        totals["provenance_conflict"],
+    )
 
 
 def _findings() -> Any:
@@ -67,37 +56,10 @@ def finding_assets(session: Session) -> Row[int, int]:
     return row
 
 
-_GROUP = (
-    Artifact.family,
-    Artifact.component,
-    Artifact.version,
-    Artifact.cuda_major,
-    Artifact.arch,
-)
-
-
 def digest_conflict_count(session: Session) -> int:
     """How many (family, component, version, CUDA major, arch) of current files are seen with
-    more than one digest across the fleet: the distinct (library, digest) pairs read in index
-    order (no sort), then counted per library."""
-    pairs = (
-        select(*_GROUP, Artifact.sha256)
-        .distinct()
-        .where(
-            Artifact.is_current,
-            _FILE,
-            Artifact.sha256.is_not(None),
-            Artifact.version.is_not(None),
-        )
-        .subquery()
-    )
-    libraries = (
-        select(pairs.c.family)
-        .group_by(*(pairs.c[column.key] for column in _GROUP))
-        .having(func.count() > 1)
-        .subquery()
-    )
-    return int(session.scalar(select(func.count()).select_from(libraries)) or 0)
+    more than one digest across the fleet (from the pairs kept at ingest)."""
+    return fleet.conflicting_group_count(session)
 
 
 def decisions_since(session: Session, since: datetime) -> dict[str, int]:
@@ -111,13 +73,9 @@ def decisions_since(session: Session, since: datetime) -> dict[str, int]:
 
 
 def versions_in_use(session: Session, families: Sequence[str]) -> Sequence[Row[str, str, int]]:
-    """(family, version, assets) of the families' versions in the latest scans, one pass."""
-    assets = func.count(distinct(AssetLibrary.asset_id)).label("assets")
-    return session.execute(
-        select(AssetLibrary.family, AssetLibrary.version, assets)
-        .where(AssetLibrary.family.in_(families), AssetLibrary.version.is_not(None))
-        .group_by(AssetLibrary.family, AssetLibrary.version)
-    ).all()  # type: ignore[return-value]
+    """(family, version, assets) of the families' known versions in the latest scans (the
+    counts kept at ingest)."""
+    return fleet.version_assets(session, families, with_version=True)  # type: ignore[return-value]
 
 
 #: how urgent a finding is: tampered bytes first, then changed files, then unowned ones

@@ -18,8 +18,8 @@ from sqlalchemy import (
     Connection,
     Delete,
     Insert,
+    RowMapping,
     Table,
-    Update,
     bindparam,
     delete,
     insert,
@@ -29,6 +29,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.dml import ReturningUpdate
 
 from app.storage.base import table
 from app.storage.tables import Artifact, AssetLibrary, Package, RawBom, Scan
@@ -66,10 +67,22 @@ _RAW_INSERT = insert(table(RawBom))
 _PACKAGE_INSERT = insert(table(Package))
 _ARTIFACT_INSERT = insert(table(Artifact))
 _SUMMARY_INSERT = insert(table(AssetLibrary))
-_RETIRE: Update = (
-    update(table(Artifact))
-    .where(table(Artifact).c.scan_id == bindparam("retired_scan_id"), table(Artifact).c.is_current)
+_RETIRED = table(Artifact)
+_RETIRE: ReturningUpdate[Any] = (
+    update(_RETIRED)
+    .where(_RETIRED.c.scan_id == bindparam("retired_scan_id"), _RETIRED.c.is_current)
     .values(is_current=False)
+    .returning(
+        _RETIRED.c.kind,
+        _RETIRED.c.family,
+        _RETIRED.c.component,
+        _RETIRED.c.version,
+        _RETIRED.c.cuda_major,
+        _RETIRED.c.arch,
+        _RETIRED.c.sha256,
+        _RETIRED.c.integrity,
+        _RETIRED.c.provenance,
+    )
 )
 _SUMMARY_DELETE: Delete = delete(table(AssetLibrary)).where(
     table(AssetLibrary).c.asset_id == bindparam("summary_asset_id")
@@ -133,9 +146,10 @@ def _copy_plan(
     return f"COPY {preparer.quote(target.name)} ({names}) FROM STDIN", as_json
 
 
-def retire_current(session: Session, scan_id: int) -> None:
-    """The scan is no longer its asset's latest: drop its artifacts from current state."""
-    _core(session).execute(_RETIRE, {"retired_scan_id": scan_id})
+def retire_current(session: Session, scan_id: int) -> list[RowMapping]:
+    """The scan is no longer its asset's latest: drop its artifacts from current state, and
+    return what the fleet-wide counts need of them (kind, library, digest, verdicts)."""
+    return list(_core(session).execute(_RETIRE, {"retired_scan_id": scan_id}).mappings())
 
 
 def replace_summary(

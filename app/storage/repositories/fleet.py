@@ -1,0 +1,290 @@
+"""Fleet-wide current state kept at ingest, so the drift page and the overview do not read every
+current file or summary row per request: how many assets hold each (library, digest) pair of
+their current files (`LibraryDigest`: digest conflicts) and each (family, version)
+(`LibraryVersion`: version spread and charts), and each asset's file verdict counts
+(`AssetFileVerdicts`: the overview's verdict shares).
+
+Ingest applies an asset's change when a scan becomes its latest: the pairs and versions the new
+scan adds (+1) and drops (-1), one upsert per table in key order (concurrent ingests lock the
+rows they share in the same order), rows at 0 deleted; a rescan that changes neither writes
+none of them. Its verdict counts are replaced. Retention never touches current state; an
+asset's verdict row goes with the asset (cascade). `rebuild` recomputes all three from the
+current files (migration 0013 backfills the same way; benchmarks that seed in bulk call it),
+`refresh_verdicts` the verdicts after a provenance re-evaluation changed them in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, Insert, Row, Table, delete, distinct, func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.storage.base import table
+from app.storage.tables import (
+    Artifact,
+    AssetFileVerdicts,
+    AssetLibrary,
+    LibraryDigest,
+    LibraryVersion,
+)
+
+#: (family, component, version, CUDA major, arch, SHA-256) of a current file
+DigestPair = tuple[str, str | None, str, int | None, str | None, str]
+_PAIR = ("family", "component", "version", "cuda_major", "arch", "sha256")
+_VERSION = ("family", "version")
+
+_GROUP = (
+    LibraryDigest.family,
+    LibraryDigest.component,
+    LibraryDigest.version,
+    LibraryDigest.cuda_major,
+    LibraryDigest.arch,
+)
+#: the current files a digest conflict is judged on
+_CONFLICT_FILES = (
+    Artifact.is_current.expression,
+    Artifact.kind == "file",
+    Artifact.sha256.is_not(None),
+    Artifact.version.is_not(None),
+)
+#: the verdict counts of `AssetFileVerdicts`, by column
+VERDICT_COUNTS = (
+    "files",
+    "integrity_verified",
+    "provenance_verified",
+    "modified",
+    "unowned",
+    "provenance_conflict",
+)
+
+
+def digest_key(identity: Sequence[Any]) -> str:
+    """The primary key of a kept row: SHA-256 of its identity (a pair, or a family and
+    version) as compact JSON, whatever columns are NULL."""
+    return hashlib.sha256(json.dumps(list(identity), separators=(",", ":")).encode()).hexdigest()
+
+
+def digest_pairs(artifacts: Iterable[Mapping[Any, Any]]) -> set[DigestPair]:
+    """The distinct (library, digest) pairs of an asset's current artifact rows that a digest
+    conflict is judged on: files with a digest and a version."""
+    return {
+        (a["family"], a["component"], a["version"], a["cuda_major"], a["arch"], a["sha256"])
+        for a in artifacts
+        if a["kind"] == "file" and a["sha256"] is not None and a["version"] is not None
+    }
+
+
+def versions(artifacts: Iterable[Mapping[Any, Any]]) -> set[tuple[str, str | None]]:
+    """The distinct (family, version) of an asset's current artifact rows (its summary's)."""
+    return {(a["family"], a["version"]) for a in artifacts}
+
+
+def verdict_counts(artifacts: Iterable[Mapping[Any, Any]]) -> dict[str, int]:
+    """An asset's verdict counts over its current artifact rows (files only)."""
+    counts = dict.fromkeys(VERDICT_COUNTS, 0)
+    for a in artifacts:
+        if a["kind"] != "file":
+            continue
+        counts["files"] += 1
+        integrity, provenance = a["integrity"], a["provenance"]
+        counts["integrity_verified"] += integrity == "verified"
+        counts["provenance_verified"] += provenance == "verified"
+        counts["modified"] += integrity == "modified"
+        counts["unowned"] += integrity == "unowned"
+        counts["provenance_conflict"] += provenance == "conflict"
+    return counts
+
+
+@cache
+def _count_upsert(dialect: str, target: Table) -> Insert:
+    module: Any = postgresql if dialect == "postgresql" else sqlite
+    statement = module.insert(target)
+    upsert: Insert = statement.on_conflict_do_update(
+        index_elements=["key"], set_={"assets": target.c.assets + statement.excluded.assets}
+    )
+    return upsert
+
+
+@cache
+def _verdicts_upsert(dialect: str) -> Insert:
+    module: Any = postgresql if dialect == "postgresql" else sqlite
+    statement = module.insert(table(AssetFileVerdicts))
+    upsert: Insert = statement.on_conflict_do_update(
+        index_elements=["asset_id"], set_={c: statement.excluded[c] for c in VERDICT_COUNTS}
+    )
+    return upsert
+
+
+def _count_changes(
+    conn: Connection,
+    target: Table,
+    columns: Sequence[str],
+    before: set[tuple[Any, ...]],
+    after: set[tuple[Any, ...]],
+) -> None:
+    changes = sorted(
+        [(digest_key(i), i, 1) for i in after - before]
+        + [(digest_key(i), i, -1) for i in before - after]
+    )
+    if not changes:
+        return
+    conn.execute(
+        _count_upsert(conn.dialect.name, target),
+        [
+            {"key": key, **dict(zip(columns, identity, strict=True)), "assets": delta}
+            for key, identity, delta in changes
+        ],
+    )
+    dropped = [key for key, _, delta in changes if delta < 0]
+    if dropped:
+        conn.execute(delete(target).where(target.c.key.in_(dropped), target.c.assets <= 0))
+
+
+def apply_asset_change(
+    session: Session,
+    asset_id: int,
+    retired: Sequence[Mapping[Any, Any]],
+    current: Sequence[Mapping[Any, Any]],
+) -> None:
+    """An asset's latest scan changed from one with the artifact rows ``retired`` (none for a
+    new asset) to one with ``current``: count the pairs and versions it adds and drops, and
+    store its verdict counts. Each row needs kind, family, component, version, cuda_major,
+    arch, sha256, integrity and provenance."""
+    conn = session.connection()
+    conn.execute(
+        _verdicts_upsert(conn.dialect.name), {"asset_id": asset_id, **verdict_counts(current)}
+    )
+    _count_changes(
+        conn, table(LibraryDigest), _PAIR, set(digest_pairs(retired)), set(digest_pairs(current))
+    )
+    _count_changes(conn, table(LibraryVersion), _VERSION, versions(retired), versions(current))
+
+
+def rebuild_verdicts(conn: Connection) -> None:
+    """Every asset's verdict counts from its current files."""
+    verdicts = table(AssetFileVerdicts)
+    conn.execute(delete(verdicts))
+
+    def count_if(condition: Any) -> Any:
+        return func.count().filter(condition)
+
+    conn.execute(
+        insert(verdicts).from_select(
+            ["asset_id", *VERDICT_COUNTS],
+            select(
+                Artifact.asset_id,
+                func.count(),
+                count_if(Artifact.integrity == "verified"),
+                count_if(Artifact.provenance == "verified"),
+                count_if(Artifact.integrity == "modified"),
+                count_if(Artifact.integrity == "unowned"),
+                count_if(Artifact.provenance == "conflict"),
+            )
+            .where(Artifact.is_current, Artifact.kind == "file")
+            .group_by(Artifact.asset_id),
+        )
+    )
+
+
+def _rebuild_counts(conn: Connection, target: Table, rows: Sequence[Sequence[Any]]) -> None:
+    conn.execute(delete(target))
+    columns = [c for c in target.c.keys() if c not in ("key", "assets")]
+    if rows:
+        conn.execute(
+            insert(target),
+            [
+                {
+                    "key": digest_key(r[:-1]),
+                    **dict(zip(columns, r[:-1], strict=True)),
+                    "assets": int(r[-1]),
+                }
+                for r in rows
+            ],
+        )
+
+
+def rebuild(conn: Connection) -> None:
+    """All three kept tables from the current files and summary (after a bulk load that
+    bypassed ingest)."""
+    pair = [table(Artifact).c[c] for c in _PAIR]
+    _rebuild_counts(
+        conn,
+        table(LibraryDigest),
+        conn.execute(
+            select(*pair, func.count(distinct(Artifact.asset_id)))
+            .where(*_CONFLICT_FILES)
+            .group_by(*pair)
+        ).all(),
+    )
+    _rebuild_counts(
+        conn,
+        table(LibraryVersion),
+        conn.execute(
+            select(
+                AssetLibrary.family,
+                AssetLibrary.version,
+                func.count(distinct(AssetLibrary.asset_id)),
+            ).group_by(AssetLibrary.family, AssetLibrary.version)
+        ).all(),
+    )
+    rebuild_verdicts(conn)
+
+
+def refresh_verdicts(session: Session) -> None:
+    """Every asset's verdict counts again, after provenance verdicts changed in place."""
+    rebuild_verdicts(session.connection())
+
+
+def conflicting_groups(
+    session: Session, family: str | None, limit: int
+) -> Sequence[Row[str, str | None, str | None, int | None, str | None]]:
+    """The first ``limit`` (family, component, version, CUDA major, arch) of current files
+    seen with more than one digest, in that order."""
+    conds = [LibraryDigest.family == family] if family else []
+    return session.execute(
+        select(*_GROUP)
+        .where(*conds)
+        .group_by(*_GROUP)
+        .having(func.count() > 1)
+        .order_by(*_GROUP)
+        .limit(limit)
+    ).all()
+
+
+def conflicting_group_count(session: Session) -> int:
+    """How many (family, component, version, CUDA major, arch) of current files are seen with
+    more than one digest."""
+    groups = select(LibraryDigest.family).group_by(*_GROUP).having(func.count() > 1).subquery()
+    return int(session.scalar(select(func.count()).select_from(groups)) or 0)
+
+
+def verdict_totals(session: Session) -> dict[str, int]:
+    """The fleet's verdict counts over the current files: the sums of every asset's."""
+    verdicts = table(AssetFileVerdicts)
+    row = session.execute(
+        select(*(func.coalesce(func.sum(verdicts.c[c]), 0) for c in VERDICT_COUNTS))
+    ).one()
+    return {c: int(v) for c, v in zip(VERDICT_COUNTS, row, strict=True)}
+
+
+def version_assets(
+    session: Session, families: Sequence[str] | None, *, with_version: bool = False
+) -> Sequence[Row[str, str | None, int]]:
+    """(family, version, assets) of these families (None: all), by family and version; only
+    known versions with ``with_version``."""
+    conds = []
+    if families is not None:
+        conds.append(LibraryVersion.family.in_(families))
+    if with_version:
+        conds.append(LibraryVersion.version.is_not(None))
+    return session.execute(
+        select(LibraryVersion.family, LibraryVersion.version, LibraryVersion.assets)
+        .where(*conds)
+        .order_by(LibraryVersion.family, LibraryVersion.version)
+    ).all()
