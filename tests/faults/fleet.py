@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from scanner.deliver import Backoff, Client, Delivered, Spool, Target, flush, push
-from tests.app import boms
+from tests.app import boms, fleet_counts
 
 BASE_TIME = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
 
@@ -156,6 +156,8 @@ def check_consistent(dsn: str) -> dict[str, int]:
             )
             == []
         ), "a library summary that differs from the latest scan"
+        # the fleet-wide counts kept at ingest: those of the current state
+        assert fleet_counts.differences(rows) == [], "fleet counts that differ from current state"
         counts = {
             t: int(rows(f"SELECT count(*) FROM {t}")[0][0])
             for t in ("asset", "scan", "raw_bom", "artifact", "asset_library")
