@@ -15,11 +15,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.domain import gate, policies
+from app.domain.inventory import history
 from app.domain.report_parser import check_label
 from app.errors import BadRequest, InvalidReport, NotFound
 from app.storage.repositories import explore as repo
 from app.storage.repositories import inventory as inventory_repo
-from app.storage.tables import Artifact
 from scanner.policy.controls import default_catalog
 
 _SHA256 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
@@ -82,14 +82,6 @@ def parity(
     }
 
 
-def _key(artifact: Artifact) -> tuple[str, str]:
-    return (artifact.kind, artifact.path or f"{artifact.family}:{artifact.name}")
-
-
-def _state(artifact: Artifact) -> dict[str, Any]:
-    return {"version": artifact.version, "sha256": artifact.sha256, "family": artifact.family}
-
-
 def _changes(session: Session, asset_ids: list[int]) -> dict[int, dict[str, Any]]:
     """For each asset with two scans: files added, removed and changed (digest or version)
     from the earlier scan to the latest."""
@@ -98,25 +90,16 @@ def _changes(session: Session, asset_ids: list[int]) -> dict[int, dict[str, Any]
         for a, ids in inventory_repo.last_two_scans(session, asset_ids).items()
         if len(ids) == 2
     }
-    by_scan: dict[int, dict[tuple[str, str], Artifact]] = {}
-    for artifact in inventory_repo.scan_artifacts(
-        session, [i for ids in pairs.values() for i in ids]
-    ):
-        by_scan.setdefault(artifact.scan_id, {})[_key(artifact)] = artifact
-    out = {}
-    for asset_id, (new_id, old_id) in pairs.items():
-        new, old = by_scan.get(new_id, {}), by_scan.get(old_id, {})
-        out[asset_id] = {
+    by_scan = history.by_key(
+        inventory_repo.scan_change_facts(session, [i for ids in pairs.values() for i in ids])
+    )
+    return {
+        asset_id: {
             "from_scan": old_id,
-            "added": [{"path": k[1], **_state(new[k])} for k in sorted(new.keys() - old.keys())],
-            "removed": [{"path": k[1], **_state(old[k])} for k in sorted(old.keys() - new.keys())],
-            "changed": [
-                {"path": k[1], "from": _state(old[k]), "to": _state(new[k])}
-                for k in sorted(new.keys() & old.keys())
-                if (new[k].sha256, new[k].version) != (old[k].sha256, old[k].version)
-            ],
+            **history.compare(by_scan.get(old_id, {}), by_scan.get(new_id, {})),
         }
-    return out
+        for asset_id, (new_id, old_id) in pairs.items()
+    }
 
 
 def recent_changes(session: Session, limit: int, offset: int) -> dict[str, Any]:

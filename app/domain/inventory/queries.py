@@ -244,8 +244,9 @@ def drift(
     asset_ids = repo.page_asset_ids(session, query, limit, offset)
     last_two = repo.last_two_scans(session, asset_ids)
     pairs = {a: ids for a, ids in last_two.items() if len(ids) == 2}
-    artifacts = repo.scan_artifacts(session, [i for ids in pairs.values() for i in ids])
-    by_scan = history.by_key(artifacts)
+    by_scan = history.by_key(
+        repo.scan_change_facts(session, [i for ids in pairs.values() for i in ids])
+    )
     changes = []
     for asset_id in asset_ids:
         if asset_id not in pairs:
