@@ -14,6 +14,7 @@ from sqlalchemy import text
 
 from app.clock import utcnow
 from app.domain.dashboard import overview
+from app.http.schemas import Drift
 from app.storage.migrate import alembic_config, upgrade
 from tests.app import boms
 from tests.app.catalogs import YAML, policy_yaml, signed
@@ -65,7 +66,10 @@ def _post(post_report: Callable[..., Any], bom: dict[str, Any], status: int = 20
 def _drift(service: Service, token: str, **params: Any) -> Any:
     answer = service.client.get("/api/v1/drift", params=params, headers=auth(token))
     assert answer.status_code == 200, answer.text
-    return answer.json()
+    body = answer.json()
+    # the answer is its documented model exactly (the route skips re-validating it)
+    assert Drift.model_validate(body).model_dump(mode="json", by_alias=True) == body
+    return body
 
 
 def _figures(service: Service) -> dict[str, Any]:
