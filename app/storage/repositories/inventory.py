@@ -245,7 +245,8 @@ def scan_change_facts(
     ~150 ms at 20,000 assets, bench/fleet.py)."""
     if not scan_ids:
         return []
-    return session.execute(
+    # Core on the session's connection: plain rows without the ORM execution layer
+    return session.connection().execute(
         select(
             Artifact.scan_id,
             Artifact.kind,
