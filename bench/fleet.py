@@ -143,6 +143,15 @@ def artifact_rows(report: Report, scan_id: int, asset_id: int) -> list[dict[str,
     ]
 
 
+def new_scan(i: int, rng: random.Random) -> bytes:
+    """A new scan of fleet asset i, dated now: it becomes the asset's latest (current state,
+    the summary and the fleet counts change), as an agent's next report does. The reports'
+    own date is older than the seeded scans (they then only joined the history)."""
+    bom = json.loads(report_for(i, rng))
+    bom["metadata"]["timestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return json.dumps(bom, separators=(",", ":")).encode()
+
+
 def _seed_batch(
     conn: Connection,
     first: int,
@@ -508,7 +517,7 @@ def main() -> None:
                 # new scans of existing fleet assets, distinct per run
                 indices = [(offset + k * 7) % args.assets for k in range(args.reports)]
                 offset += 1
-                bodies = [gzip.compress(report_for(i, rng), 6) for i in indices]
+                bodies = [gzip.compress(new_scan(i, rng), 6) for i in indices]
                 before = machine()
                 ingest = run_agents(bodies, args.agents, server, tokens["writer"])
                 ingest["load_average_before"] = before["load_average"]

@@ -328,21 +328,33 @@ class AssetLibrary(Base):
 
 
 class LibraryDigest(Base):
-    """Fleet-wide current state, kept at ingest: one row per (family, component, version, CUDA
-    major, arch, digest) of the current files with a digest and a version, with how many assets
-    hold it. Digest conflicts (a library seen with more than one digest) are the groups of more
-    than one row: a few thousand rows instead of every current file. Ingest applies each
-    asset's change (the pairs its new latest scan adds and drops) in key order; rows go at 0."""
+    """Fleet-wide current state, kept at ingest: per (family, component, version, CUDA major,
+    arch, digest) of the current files with a digest and a version, how many assets hold it,
+    in ``fleet.STRIPES`` rows by asset id (an asset counts in the row of its id modulo
+    STRIPES), so that concurrent ingests of assets sharing libraries seldom wait on one row.
+    Digest conflicts (a library seen with more than one digest) are the groups with more than
+    one digest: a few thousand rows instead of every current file. Ingest applies each asset's
+    change (the pairs its new latest scan adds and drops) in key order; rows go at 0."""
 
     __tablename__ = "library_digest"
     __table_args__ = (
-        # conflicting groups in index order (no sort), one family's from its range
-        Index("ix_library_digest_group", "family", "component", "version", "cuda_major", "arch"),
+        # the distinct (library, digest) pairs in index order (no sort), one family's from
+        # its range
+        Index(
+            "ix_library_digest_group",
+            "family",
+            "component",
+            "version",
+            "cuda_major",
+            "arch",
+            "sha256",
+        ),
     )
 
     #: SHA-256 of the row's identity (`app.storage.repositories.fleet.digest_key`): a primary
     #: key for the upsert, whatever columns are NULL
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    stripe: Mapped[int] = mapped_column(Integer, primary_key=True)
     family: Mapped[str] = mapped_column(String(64))
     component: Mapped[str | None] = mapped_column(String(128))
     version: Mapped[str] = mapped_column(String(128))
@@ -353,15 +365,16 @@ class LibraryDigest(Base):
 
 
 class LibraryVersion(Base):
-    """Fleet-wide current state, kept at ingest as `LibraryDigest` is: how many assets hold
-    each (family, version) in their latest scan (the summary's distinct assets per family and
-    version): drift's version spread and the overview's version charts."""
+    """Fleet-wide current state, kept at ingest as `LibraryDigest` is (striped the same way):
+    how many assets hold each (family, version) in their latest scan (the summary's distinct
+    assets per family and version): drift's version spread and the overview's version charts."""
 
     __tablename__ = "library_version"
-    __table_args__ = (Index("ix_library_version_family_version", "family", "version"),)
+    __table_args__ = (Index("ix_library_version_family_version", "family", "version", "assets"),)
 
     #: SHA-256 of (family, version) (`app.storage.repositories.fleet.digest_key`)
     key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    stripe: Mapped[int] = mapped_column(Integer, primary_key=True)
     family: Mapped[str] = mapped_column(String(64))
     version: Mapped[str | None] = mapped_column(String(128))
     assets: Mapped[int] = mapped_column(Integer)

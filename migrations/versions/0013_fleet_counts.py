@@ -21,6 +21,8 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 _GROUP = ("family", "component", "version", "cuda_major", "arch", "sha256")
+#: as app.storage.repositories.fleet.STRIPES: an asset counts in the row of asset_id % 16
+_STRIPES = 16
 
 
 def _key(pair: Sequence[object]) -> str:
@@ -32,6 +34,7 @@ def upgrade() -> None:
     digests = op.create_table(
         "library_digest",
         sa.Column("key", sa.String(length=64), nullable=False),
+        sa.Column("stripe", sa.Integer(), nullable=False),
         sa.Column("family", sa.String(length=64), nullable=False),
         sa.Column("component", sa.String(length=128), nullable=True),
         sa.Column("version", sa.String(length=128), nullable=False),
@@ -39,22 +42,25 @@ def upgrade() -> None:
         sa.Column("arch", sa.String(length=32), nullable=True),
         sa.Column("sha256", sa.String(length=64), nullable=False),
         sa.Column("assets", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("key", name=op.f("pk_library_digest")),
+        sa.PrimaryKeyConstraint("key", "stripe", name=op.f("pk_library_digest")),
     )
     op.create_index(
         "ix_library_digest_group",
         "library_digest",
-        ["family", "component", "version", "cuda_major", "arch"],
+        ["family", "component", "version", "cuda_major", "arch", "sha256"],
     )
     versions = op.create_table(
         "library_version",
         sa.Column("key", sa.String(length=64), nullable=False),
+        sa.Column("stripe", sa.Integer(), nullable=False),
         sa.Column("family", sa.String(length=64), nullable=False),
         sa.Column("version", sa.String(length=128), nullable=True),
         sa.Column("assets", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("key", name=op.f("pk_library_version")),
+        sa.PrimaryKeyConstraint("key", "stripe", name=op.f("pk_library_version")),
     )
-    op.create_index("ix_library_version_family_version", "library_version", ["family", "version"])
+    op.create_index(
+        "ix_library_version_family_version", "library_version", ["family", "version", "assets"]
+    )
     op.create_table(
         "asset_file_verdicts",
         sa.Column(
@@ -79,29 +85,37 @@ def upgrade() -> None:
     columns = ", ".join(_GROUP)
     rows = conn.execute(
         sa.text(
-            f"SELECT {columns}, count(DISTINCT asset_id) FROM artifact "
+            f"SELECT {columns}, asset_id % {_STRIPES}, count(DISTINCT asset_id) FROM artifact "
             "WHERE is_current AND kind = 'file' AND sha256 IS NOT NULL AND version IS NOT NULL "
-            f"GROUP BY {columns}"
+            f"GROUP BY {columns}, asset_id % {_STRIPES}"
         )
     ).all()
     if rows:
         op.bulk_insert(
             digests,
             [
-                {"key": _key(r[:6]), **dict(zip(_GROUP, r[:6], strict=True)), "assets": r[6]}
+                {
+                    "key": _key(r[:6]),
+                    "stripe": r[6],
+                    **dict(zip(_GROUP, r[:6], strict=True)),
+                    "assets": r[7],
+                }
                 for r in rows
             ],
         )
     rows = conn.execute(
         sa.text(
-            "SELECT family, version, count(DISTINCT asset_id) FROM asset_library "
-            "GROUP BY family, version"
+            f"SELECT family, version, asset_id % {_STRIPES}, count(DISTINCT asset_id) "
+            f"FROM asset_library GROUP BY family, version, asset_id % {_STRIPES}"
         )
     ).all()
     if rows:
         op.bulk_insert(
             versions,
-            [{"key": _key(r[:2]), "family": r[0], "version": r[1], "assets": r[2]} for r in rows],
+            [
+                {"key": _key(r[:2]), "stripe": r[2], "family": r[0], "version": r[1], "assets": r[3]}
+                for r in rows
+            ],
         )
     op.execute(
         "INSERT INTO asset_file_verdicts (asset_id, files, integrity_verified, "

@@ -246,19 +246,23 @@ def scan_change_facts(
     if not scan_ids:
         return []
     # Core on the session's connection: plain rows without the ORM execution layer
-    return session.connection().execute(
-        select(
-            Artifact.scan_id,
-            Artifact.kind,
-            Artifact.path,
-            Artifact.family,
-            Artifact.name,
-            Artifact.version,
-            Artifact.sha256,
+    return (
+        session.connection()
+        .execute(
+            select(
+                Artifact.scan_id,
+                Artifact.kind,
+                Artifact.path,
+                Artifact.family,
+                Artifact.name,
+                Artifact.version,
+                Artifact.sha256,
+            )
+            .where(Artifact.scan_id.in_(scan_ids))
+            .order_by(Artifact.id)
         )
-        .where(Artifact.scan_id.in_(scan_ids))
-        .order_by(Artifact.id)
-    ).all()
+        .all()
+    )
 
 
 def scan_packages(session: Session, scan_id: int) -> Sequence[Package]:
