@@ -31,11 +31,13 @@ from sqlalchemy import (
     Row,
     Subquery,
     Table,
+    TextClause,
     delete,
     distinct,
     func,
     insert,
     select,
+    text,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
@@ -121,6 +123,7 @@ def verdict_counts(artifacts: Iterable[Mapping[Any, Any]]) -> dict[str, int]:
 
 @cache
 def _count_upsert(dialect: str, target: Table) -> Insert:
+    """The upsert of count changes, one row per execution (SQLite)."""
     module: Any = postgresql if dialect == "postgresql" else sqlite
     statement = module.insert(target)
     upsert: Insert = statement.on_conflict_do_update(
@@ -128,6 +131,28 @@ def _count_upsert(dialect: str, target: Table) -> Insert:
         set_={"assets": target.c.assets + statement.excluded.assets},
     )
     return upsert
+
+
+#: PostgreSQL types of the kept columns, for json_to_recordset
+_PG_TYPES = {"cuda_major": "integer", "stripe": "integer", "assets": "integer"}
+
+
+@cache
+def _pg_count_upsert(target: Table) -> TextClause:
+    """The upsert of all of an asset's count changes in one statement on PostgreSQL (one JSON
+    parameter, rows in key order: the order their locks are taken), returning the new counts.
+    An executemany made it one statement per row: 2-5 ms more per report."""
+    columns = list(target.c.keys())
+    names = ", ".join(columns)
+    record = ", ".join(f"{c} {_PG_TYPES.get(c, 'text')}" for c in columns)
+    return text(
+        f"INSERT INTO {target.name} ({names}) "
+        f"SELECT {names} FROM json_to_recordset(CAST(:rows AS json)) AS x({record}) "
+        "ORDER BY key "
+        "ON CONFLICT (key, stripe) DO UPDATE "
+        f"SET assets = {target.name}.assets + excluded.assets "
+        "RETURNING key, assets"
+    )
 
 
 @cache
@@ -154,19 +179,16 @@ def _count_changes(
     )
     if not changes:
         return
-    conn.execute(
-        _count_upsert(conn.dialect.name, target),
-        [
-            {
-                "key": key,
-                "stripe": stripe,
-                **dict(zip(columns, identity, strict=True)),
-                "assets": delta,
-            }
-            for key, identity, delta in changes
-        ],
-    )
-    dropped = [key for key, _, delta in changes if delta < 0]
+    rows = [
+        {"key": key, "stripe": stripe, **dict(zip(columns, identity, strict=True)), "assets": delta}
+        for key, identity, delta in changes
+    ]
+    if conn.dialect.name == "postgresql":
+        counts = conn.execute(_pg_count_upsert(target), {"rows": json.dumps(rows)}).all()
+        dropped = [key for key, assets in counts if assets <= 0]
+    else:
+        conn.execute(_count_upsert(conn.dialect.name, target), rows)
+        dropped = [key for key, _, delta in changes if delta < 0]
     if dropped:
         conn.execute(
             delete(target).where(
