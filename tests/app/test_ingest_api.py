@@ -46,6 +46,10 @@ def test_report_is_stored(service: Service, post_report: Callable[..., Any]) -> 
         "package": 4,
         "raw_bom": 1,
         "asset_library": 5,
+        # the fleet counts: twelve (library, digest) pairs, five (family, version), one asset
+        "library_digest": 12,
+        "library_version": 5,
+        "asset_file_verdicts": 1,
         "node_container": 0,
         "node_gpu": 0,
         "node_injected": 0,
