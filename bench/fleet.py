@@ -62,6 +62,7 @@ from app.storage.tables import (  # noqa: E402
     RawBom,
     Scan,
 )
+from bench import cpu  # noqa: E402
 from bench.dashboard_pages import login  # noqa: E402
 from bench.ingest import (  # noqa: E402
     COMPLIANCE_POLICY,
@@ -519,7 +520,9 @@ def main() -> None:
                 offset += 1
                 bodies = [gzip.compress(new_scan(i, rng), 6) for i in indices]
                 before = machine()
+                counters = cpu.snapshot()
                 ingest = run_agents(bodies, args.agents, server, tokens["writer"])
+                ingest["cpu"] = cpu.usage(counters, cpu.snapshot(), ingest["seconds"])
                 ingest["load_average_before"] = before["load_average"]
                 ingest["load_average_after"] = machine()["load_average"]
                 runs[str(workers)] = {

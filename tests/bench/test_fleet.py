@@ -33,6 +33,10 @@ def test_fleet_bench_tiny() -> None:
     assert out["policy_store"]["assets_evaluated"] == 20
     ingest = out["processes"]["1"]["ingest"]
     assert ingest["statuses"] == {"201": 6}
+    # where the ingest's CPU went: the service it started did work, so did PostgreSQL
+    used = ingest["cpu"]["cores_used"]
+    assert used["service"] > 0 and used["postgres"] > 0 and used["clients"] > 0
+    assert 0 < ingest["cpu"]["machine_busy_share"] <= 1
     # the agents' reports landed on the seeded assets: seeding gave them ingest's identities
     assert out["assets_after"] == 20
     reads = out["processes"]["1"]["reads"]
