@@ -185,7 +185,8 @@ def scan(
     wide: Annotated[
         bool,
         typer.Option(
-            "--wide", help="Table: full SHA-256 digests, one line per library, any width."
+            "--wide",
+            help="Table (implies -f table): full SHA-256 digests, one line per library, any width.",
         ),
     ] = False,
     cache_dir: Annotated[
@@ -380,7 +381,11 @@ def scan(
             extra_cdi=tuple(str(p) for p in cdi_spec or ()),
         ),
     )
-    chosen = fmt or (Format.TABLE if sys.stdout.isatty() and output is None else Format.CYCLONEDX)
+    if wide and fmt not in (None, Format.TABLE):
+        usage_error(f"only applies to -f table, not -f {fmt.value}", "--wide")
+    # Asking for a wide table asks for a table, on a terminal or not.
+    tty_default = Format.TABLE if sys.stdout.isatty() and output is None else Format.CYCLONEDX
+    chosen = fmt or (Format.TABLE if wide else tty_default)
     result = _run(target, options, quiet=quiet)
     _require_included(include or [], result)
     kept = options.resolved_cache_dir() if options.use_cache else None

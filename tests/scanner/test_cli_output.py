@@ -298,3 +298,17 @@ def test_no_progress_off_a_terminal(world: sc.World) -> None:
     assert "walking files" not in done.stderr and "hashing" not in done.stderr
     assert "\x1b" not in done.stderr
     assert all(line.startswith("skipped: ") for line in done.stderr.splitlines())
+
+
+def test_wide_without_format_is_a_table_off_a_terminal(world: sc.World) -> None:
+    # Not a terminal: without --wide the default is CycloneDX, but --wide asks for a table.
+    result = invoke("scan", world.root, "--no-cache", "--wide", "-q")
+    assert result.exit_code == 0, result.output
+    assert _header(result.stdout).split()[:3] == ["path", "family", "library"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "cyclonedx"])
+def test_wide_with_another_format_is_a_usage_error(world: sc.World, fmt: str) -> None:
+    result = invoke("scan", world.root, "--no-cache", "--wide", "-f", fmt)
+    assert result.exit_code == 2
+    assert f"--wide: only applies to -f table, not -f {fmt}" in result.stderr
