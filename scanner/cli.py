@@ -341,7 +341,7 @@ def scan(
         },
     )
     if proc is not None and not runtime:
-        usage_error("--proc goes with --runtime", "--proc")
+        usage_error("--proc only applies with --runtime")
     trust_inputs = TrustInputs(
         trust=trust,
         trust_key=trust_key,

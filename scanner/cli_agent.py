@@ -342,7 +342,7 @@ def agent_command(
     if runtime and no_runtime:
         usage_error("--runtime and --no-runtime exclude each other")
     if proc is not None and no_runtime:
-        usage_error("--proc goes with --runtime", "--proc")
+        usage_error("--proc does not apply with --no-runtime")
     live = _runtime_default(root, True if runtime else False if no_runtime else None, proc)
     client, spool = _setup(server, token_file, spool_dir)
     stop = threading.Event()

@@ -56,7 +56,10 @@ def test_runtime_options_where_they_do_not_apply(tmp_path: Path) -> None:
     code, err = invoke("scan", f"oci:{tmp_path}", "--runtime")
     assert code == 2 and "--runtime only applies to host directory targets" in err
     code, err = invoke("scan", str(tmp_path), "--proc", "/proc")
-    assert code == 2 and "--proc goes with --runtime" in err
+    # one message naming the option once, worded as every option the scan would ignore
+    assert code == 2 and "gpuprov: error: --proc only applies with --runtime\n" in err
+    code, err = invoke("agent", "--root", str(tmp_path), "--no-runtime", "--proc", "/proc")
+    assert code == 2 and "gpuprov: error: --proc does not apply with --no-runtime\n" in err
     for kind in ("loaded-unowned", "loaded-deleted", "loaded-differs-from-disk"):
         code, err = invoke("scan", str(tmp_path), "--fail-on", kind)
         assert code == 2 and f"{kind} needs --runtime" in err
