@@ -74,9 +74,11 @@ FAIL_ON_KINDS = tuple(kind.value for kind in FindingKind)
 #: is a usage error: an ignored option is a silent pass.
 _APPLIES_ONLY: dict[str, tuple[str, ...]] = {
     "to registry: targets": ("username", "password_stdin", "ca_file", "insecure"),
-    "to image targets": ("attestation", "max_ratio", "max_layer_size", "max_size"),
+    "to image targets": ("attestation", "max_ratio", "max_layer_size", "max_size", "platform"),
     "with --push": ("server", "token_file", "label"),
     "to host directory targets": (
+        "include",
+        "all_filesystems",
         "runtime",
         "proc",
         "nvidia_smi_xml",

@@ -248,7 +248,7 @@ def test_fail_on_without_a_match_exits_0(world: sc.World, tmp_path: Path) -> Non
         (["--format", "xml"], "xml"),
         (["--max-size", "lots"], "not a size"),
         (["--no-such-option"], "no-such-option"),
-        (["--platform", "linux/arm64"], "--platform applies to images"),
+        (["--platform", "linux/arm64"], "--platform only applies to image targets"),
     ],
 )
 def test_usage_errors_exit_2(world: sc.World, args: list[str], message: str) -> None:
@@ -261,7 +261,7 @@ def test_target_usage_errors_exit_2(world: sc.World, tmp_path: Path) -> None:
     target, _ = world.image_target("oci")
     cases = [
         ([], "missing argument 'target'"),
-        ([target, "--include", "/usr"], "--include and --all-filesystems apply to host"),
+        ([target, "--include", "/usr"], "--include only applies to host directory targets"),
         ([str(tmp_path / "nope")], f"{tmp_path / 'nope'}: no such file or directory"),
         (["bogus:thing"], "unsupported target type 'bogus'"),
         ([f"oci:{world.root}"], "not an OCI image layout"),

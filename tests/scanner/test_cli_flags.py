@@ -139,6 +139,30 @@ def test_options_this_scan_would_ignore_are_refused(
     assert f"gpuprov: error: {message}" in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--include", "/usr"], "--include only applies to host directory targets"),
+        (["--all-filesystems"], "--all-filesystems only applies to host directory targets"),
+    ],
+)
+def test_host_options_on_an_image_are_usage_errors(
+    world: sc.World, args: list[str], message: str
+) -> None:
+    target, _ = world.image_target("oci")
+    result = invoke("scan", target, "--no-cache", "-f", "json", *args)
+    assert result.exit_code == 2
+    assert "Usage: gpuprov scan" in result.stderr  # a usage error, shown as every other one
+    assert f"gpuprov: error: {message}" in result.stderr
+
+
+def test_platform_on_a_host_directory_is_a_usage_error(world: sc.World) -> None:
+    result = invoke("scan", world.root, "--no-cache", "-f", "json", "--platform", "linux/amd64")
+    assert result.exit_code == 2
+    assert "Usage: gpuprov scan" in result.stderr
+    assert "gpuprov: error: --platform only applies to image targets" in result.stderr
+
+
 # --- every repeatable option accumulates ------------------------------------------------------
 
 
