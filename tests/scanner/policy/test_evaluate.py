@@ -157,6 +157,16 @@ def test_versions_allow_deny_minimum(clean_facts: AssetFacts, pairing_facts: Ass
     assert_not_applicable(clean_facts, "versions", {"minimum": {"nccl": "2.18"}}, "none of")
 
 
+def test_versions_pass_names_the_families_the_asset_holds(clean_facts: AssetFacts) -> None:
+    # The rule names nccl too, but the asset holds none: the message must not claim it does.
+    families = {f.family for f in clean_facts.files if f.family in ("cudnn", "nccl")}
+    assert families == {"cudnn"}
+    result = assert_allow(
+        clean_facts, "versions", {"allow": {"cudnn": ">=9.1,<10"}, "minimum": {"nccl": "2.18"}}
+    )
+    assert result.message.endswith(" of cudnn within the allowed versions"), result.message
+
+
 # -- cuda_pairing ------------------------------------------------------------------------------
 
 
