@@ -10,6 +10,7 @@ the loaded-* kinds too).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -35,6 +36,17 @@ Owners = dict[str, tuple[Package, OwnedFile]]
 _LOADED_KINDS = (FindingKind.LOADED_UNOWNED, FindingKind.LOADED_DELETED, FindingKind.LOADED_DIFFERS)
 #: what reading another process's mappings takes, for the messages that say it was missing
 _NEEDS = "run as root (CAP_SYS_ADMIN or CAP_CHECKPOINT_RESTORE, and ptrace access)"
+#: ... when the scan already runs as root: something else denies it
+_NEEDS_AS_ROOT = (
+    "this scan runs as root, so something else denies it: grant CAP_SYS_ADMIN or "
+    "CAP_CHECKPOINT_RESTORE and ptrace access (a container's dropped capabilities, seccomp, "
+    "AppArmor/SELinux, Yama ptrace_scope 3, or a process of another user namespace)"
+)
+
+
+def _needs() -> str:
+    """What to do about mappings that could not be read, said to this scanner's user."""
+    return _NEEDS_AS_ROOT if os.geteuid() == 0 else _NEEDS
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -192,7 +204,7 @@ def _findings(
             Finding(
                 FindingKind.UNREADABLE,
                 f"the bytes {_pids(copy)} loaded from {copy.path} could not be read "
-                f"({copy.error}); whether they are the file on disk is unknown: {_NEEDS}",
+                f"({copy.error}); whether they are the file on disk is unknown: {_needs()}",
                 (copy.path,),
                 (FindingKind.LOADED_DIFFERS,),
             )
@@ -205,7 +217,7 @@ def _findings(
                 FindingKind.UNREADABLE,
                 f"the memory maps of {_plural(len(walk.unreadable), 'process', 'processes')} "
                 f"under {walk.proc} could not be read: {pids}{more}; the GPU libraries they "
-                f"load are unknown: {_NEEDS}",
+                f"load are unknown: {_needs()}",
                 (),
                 _LOADED_KINDS,
             )
