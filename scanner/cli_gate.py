@@ -54,6 +54,18 @@ def _read(path: Path, what: str) -> bytes:
     return data
 
 
+def _target_or_bom(bom: Path | None, scan_args: list[str]) -> None:
+    """Exactly one of a TARGET (with scan options) and --bom FILE, said as what to change."""
+    if bom is None and not scan_args:
+        raise fail("give a TARGET to scan (with any scan option) or --bom FILE", EXIT_ERROR)
+    if bom is not None and scan_args:
+        raise fail(
+            f"--bom FILE is gated as it is, without a scan: drop the TARGET and scan options "
+            f"({' '.join(scan_args)}), or drop --bom to scan the TARGET",
+            EXIT_ERROR,
+        )
+
+
 def _scan_to_bom(ctx: click.Context, args: list[str]) -> bytes:
     """Run `gpuprov scan ARGS` into a temporary CycloneDX file and return its bytes."""
     refused = [a for a in args if a.split("=", 1)[0] in _REFUSED]
@@ -151,9 +163,16 @@ def gate(
             )
         _remote(ctx, policy, bom, server, token_file, fmt, output, vsa_out)
         return
-    if server is not None or token_file is not None:
-        raise fail("--server and --token-file apply to --policy NAME only", EXIT_ERROR)
-    _local(ctx, policy_file, bom, fmt, output, baseline, policy_uri, vsa_key, vsa_out)
+    push = [
+        *(["--server", server] if server is not None else []),
+        *(["--token-file", str(token_file)] if token_file is not None else []),
+    ]
+    if push and "--push" not in ctx.args:
+        raise fail(
+            "--server and --token-file apply to --policy NAME, or to the scan's --push",
+            EXIT_ERROR,
+        )
+    _local(ctx, policy_file, bom, fmt, output, baseline, policy_uri, vsa_key, vsa_out, push)
 
 
 def _local(
@@ -166,8 +185,10 @@ def _local(
     policy_uri: str | None,
     vsa_key: Path | None,
     vsa_out: Path | None,
+    push: list[str],
 ) -> None:
-    """Scan (or read the BOM) and evaluate the policy file here."""
+    """Scan (or read the BOM) and evaluate the policy file here; ``push``: the --server and
+    --token-file the gate took, for the scan's --push."""
     from scanner.policy.bom_facts import facts_from_bom
     from scanner.policy.controls import default_catalog
     from scanner.policy.document import load_policy
@@ -177,12 +198,11 @@ def _local(
     if (vsa_key is None) != (vsa_out is None):
         raise fail("give --vsa-key and --vsa-out together", EXIT_ERROR)
     scan_args = list(ctx.args)
-    if (bom is None) == (not scan_args):
-        raise fail("give a TARGET to scan (with any scan option) or --bom FILE", EXIT_ERROR)
+    _target_or_bom(bom, scan_args)
     assert policy_file is not None
     try:
         loaded = load_policy(_read(policy_file, "policy"))
-        raw = _read(bom, "BOM") if bom is not None else _scan_to_bom(ctx, scan_args)
+        raw = _read(bom, "BOM") if bom is not None else _scan_to_bom(ctx, [*scan_args, *push])
         facts = facts_from_bom(raw)
         rule = loaded.policy.rules.parity
         fleet = None
@@ -229,8 +249,7 @@ def _remote(
     from scanner.policy.evaluate import Decision, evaluation_from_json
 
     scan_args = list(ctx.args)
-    if (bom is None) == (not scan_args):
-        raise fail("give a TARGET to scan (with any scan option) or --bom FILE", EXIT_ERROR)
+    _target_or_bom(bom, scan_args)
     try:
         target = Target.resolve(server, token_file)
         raw = _read(bom, "BOM") if bom is not None else _scan_to_bom(ctx, scan_args)

@@ -186,3 +186,55 @@ def test_remote_and_local_options_do_not_mix(app: typer.Typer, tmp_path: Path) -
         env={"GPUPROV_TOKEN": "t"},
     )
     assert down.exit_code == 2 and "cannot reach the service" in down.stderr
+
+
+def test_local_gate_pushes_its_scan_with_server_and_token_file(
+    app: typer.Typer,
+    service: Service,
+    host_root: Path,
+    tmp_path: Path,  # noqa: F811
+) -> None:
+    # docs/policy.md: the gate takes every scan option, `--push ...` included; --server and
+    # --token-file then go to the scan's delivery (they were refused: "--policy NAME only").
+    token = tmp_path / "agent.token"
+    token.write_text(service.token("report:write", name="agent"))
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    port = free_port()
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "GPUPROV_SPOOL": str(tmp_path / "spool")}
+    with LiveServer(service.settings, port):
+        answer = run(
+            app,
+            "gate",
+            host_root,
+            "--no-cache",
+            "--policy-file",
+            policy,
+            "--push",
+            "--server",
+            f"http://127.0.0.1:{port}",
+            "--token-file",
+            token,
+            "-f",
+            "json",
+            env=env,
+        )
+    assert answer.exit_code == 0, answer.output
+    assert json.loads(answer.stdout)["subject"]["kind"] == "host"
+    assert service.count("scan") == 1 and service.count("gate_decision") == 0
+    # without --push they still belong to --policy NAME only
+    refused = run(app, "gate", host_root, "--policy-file", policy, "--token-file", token)
+    assert refused.exit_code == 2 and "or to the scan's --push" in refused.stderr
+
+
+def test_a_bom_with_scan_options_says_what_to_drop(app: typer.Typer, tmp_path: Path) -> None:
+    bom = tmp_path / "b.json"
+    bom.write_bytes(boms.encode(image_bom("x/y:1")))
+    policy = tmp_path / "p.yaml"
+    policy.write_text(POLICY)
+    result = run(app, "gate", "--bom", bom, "--policy-file", policy, "-q")
+    assert result.exit_code == 2
+    assert (
+        "--bom FILE is gated as it is, without a scan: drop the TARGET and scan options (-q)"
+        in (result.stderr)
+    )
