@@ -122,6 +122,9 @@ curl -fsS -o /dev/null "${admin[@]}" -H 'Content-Type: application/json' \
   -d "{\"policy\": \"demo\", \"image\": \"$digest\"}" "$GPUPROV_SERVER/api/v1/gate"
 
 q() { printf '%q' "$1"; }
+# `make stop` finds this run only where make run keeps it by default.
+stop_make="make stop"
+[ -z "${GPUPROV_RUN_DIR:-}" ] || stop_make="GPUPROV_RUN_DIR=$(q "$RUN") make stop"
 cat >&2 <<MSG
 
 Reports:      $OUT/host.cdx.json, $OUT/demo-image.cdx.json (CycloneDX 1.6)
@@ -137,6 +140,6 @@ Then, for example:
   curl -H "Authorization: Bearer \$(cat $(q "$RUN/admin.token"))" '$GPUPROV_SERVER/api/v1/where-used?family=cudart'
   gpuprov token list
   gpuprov push $(q "$OUT/host.cdx.json") --token-file $(q "$RUN/agent.token")
-Stop (the service and its workers; \`make stop\` does the same):
+Stop (the service and its workers; \`$stop_make\` in $(q "$ROOT") does the same):
   kill \$(cat $(q "$RUN/server.pid"))
 MSG

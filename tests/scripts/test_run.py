@@ -198,6 +198,8 @@ def test_make_run_on_a_free_port_and_its_printed_commands(tmp_path: Path) -> Non
         assert re.search(r"\d+\trun-admin-\d+\tgpv_", shell.stdout), shell.stdout
         assert "already stored" in shell.stderr
         pid = int((run_dir / "server.pid").read_text())
+        # a plain `make stop` would look in the default run directory, not this one
+        assert f"`GPUPROV_RUN_DIR={run_dir} make stop` in {ROOT} does the same" in message
         stop = subprocess.run(["bash", "-c", commands[-1]], cwd=tmp_path, timeout=30)
         assert stop.returncode == 0
         for _ in range(100):
