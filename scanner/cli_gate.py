@@ -148,7 +148,13 @@ def gate(
     """Decide whether TARGET (scanned with any `gpuprov scan` option) or --bom FILE may be
     promoted under --policy-file, or ask the service under its stored --policy NAME.
     Exit 0 allow or warn, 1 deny, 2 error."""
-    if (policy_file is None) == (policy is None):
+    if policy_file is not None and policy is not None:
+        raise fail(
+            "--policy-file FILE (decide here) and --policy NAME (the service decides) exclude "
+            "each other: give one",
+            EXIT_ERROR,
+        )
+    if policy_file is None and policy is None:
         raise fail(
             "give --policy-file FILE (decide here) or --policy NAME with --server (the service "
             "decides)",

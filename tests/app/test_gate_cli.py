@@ -174,6 +174,10 @@ def test_remote_and_local_options_do_not_mix(app: typer.Typer, tmp_path: Path) -
     ):
         result = run(app, "gate", *args, env={"GPUPROV_TOKEN": "t"})
         assert result.exit_code == 2, (args, result.output)
+    both = run(app, "gate", "--bom", bom, "--policy", "prod", "--policy-file", policy)
+    assert "--policy-file FILE (decide here) and --policy NAME (the service decides) exclude" in (
+        both.stderr
+    )
     down = run(
         app,
         "gate",
