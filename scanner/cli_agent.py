@@ -84,8 +84,10 @@ _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 def parse_interval(text: str) -> float:
     """``90s``, ``30m``, ``6h``, ``1d`` (or bare seconds) to seconds."""
     match = _INTERVAL.match(text.strip().lower())
-    if not match or float(match.group(1)) <= 0:
+    if not match:
         raise typer.BadParameter(f"{text!r} is not a duration like 30m, 6h or 1d")
+    if float(match.group(1)) <= 0:
+        raise typer.BadParameter(f"{text!r}: the time between scans must be more than 0 (30m, 6h)")
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 

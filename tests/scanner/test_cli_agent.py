@@ -50,6 +50,16 @@ def test_intervals(text: str, seconds: float) -> None:
     assert cli_agent.parse_interval(text) == seconds
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("0s", "must be more than 0"), ("0", "must be more than 0"), ("6x", "is not a duration")],
+)
+def test_bad_intervals_say_what_is_wrong(text: str, why: str) -> None:
+    # '0s' is a duration: "not a duration like 30m" sent users looking for a syntax error
+    with pytest.raises(typer.BadParameter, match=why):
+        cli_agent.parse_interval(text)
+
+
 def test_push_report_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GPUPROV_SERVER", raising=False)
     assert cli_agent.push_report(b"{}") == cli_agent.EXIT_USAGE
