@@ -4,13 +4,19 @@ Docker's overlay2 driver (and containerd's overlayfs snapshotter) keep each imag
 directory ``diff/``. Whiteouts are written the overlay way, a character device 0/0 in place of
 the deleted path and the xattr ``trusted.overlay.opaque=y`` (``user.overlay.opaque`` when
 rootless) on a directory whose lower content is hidden; ``.wh.`` files (the tar form) are read
-too. Nothing is followed: entries are taken with ``lstat``, files opened with ``O_NOFOLLOW``,
-symlink targets kept as stored (the tree resolves them inside the root). The scan's limits apply
-as to a tar layer: entries, file size, expanded bytes of the layer and of the image.
+too. Nothing is followed: the walk holds a descriptor for each directory it is in (opened
+``O_NOFOLLOW|O_DIRECTORY`` relative to its parent's and checked against the entry's ``lstat``),
+lists it through that descriptor and takes every entry relative to it (``lstat``, ``readlink``,
+files opened with ``O_NOFOLLOW``, the opaque xattr read through the directory's own descriptor),
+so a directory or an intermediate component swapped for a symlink while the layer is read
+never leads outside it; symlink targets are kept as stored (the tree resolves them inside the
+root). The scan's limits apply as to a tar layer: entries, file size, expanded bytes of the
+layer and of the image; directories nested deeper than `MAX_LAYER_DIR_DEPTH` are not entered.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import stat
@@ -21,7 +27,7 @@ from scanner.errors import SourceError
 from scanner.model import FileFacts, NodeKind, Skipped, Stage
 from scanner.source.interface import Selector
 from scanner.source.layerstream import Budget, LayerSpec
-from scanner.source.limits import Limits
+from scanner.source.limits import MAX_LAYER_DIR_DEPTH, Limits
 from scanner.source.tarlayer import LayerYield
 
 _OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
@@ -40,16 +46,26 @@ _OPEN_FLAGS = (
     | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
+_DIR_FLAGS = (
+    os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 
 
-def _opaque(path: str) -> bool:
+def _opaque(fd: int) -> bool:
+    """Whether the directory open as ``fd`` carries an overlay opaque xattr of value ``y``."""
     for name in _OPAQUE_XATTRS:
         try:
-            if os.getxattr(path, name, follow_symlinks=False) == b"y":
+            if os.getxattr(fd, name) == b"y":
                 return True
         except OSError:
             continue
     return False
+
+
+def _same(fd: int, st: os.stat_result) -> bool:
+    """Whether ``fd`` is open on the inode ``st`` was taken of."""
+    now = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
 
 class _Walker:
@@ -71,31 +87,45 @@ class _Walker:
             raise SourceError(f"{self.label}: cannot read ({e.strerror or e})") from e
         if not stat.S_ISDIR(top.st_mode):
             raise SourceError(f"{self.label}: not a directory")
+        try:
+            fd = os.open(self.directory, _DIR_FLAGS)
+        except OSError as e:
+            raise SourceError(f"{self.label}: cannot read ({e.strerror or e})") from e
         # Depth first in byte order, a directory's content right after it: the order a tar
         # writer walking the directory (Docker's, containerd's) lists entries, so a hard
-        # link's first path is the one the archive stores as the file.
-        stack = [("/", self._names("/"))]
-        while stack:
-            directory, names = stack[-1]
-            if not names:
-                stack.pop()
-                continue
-            name = names.pop()
-            path = directory.rstrip("/") + "/" + name
-            if self._entry(path, name, self._host(path)):
-                stack.append((path, self._names(path)))
+        # link's first path is the one the archive stores as the file. Each directory on the
+        # stack holds its descriptor until the walk leaves it.
+        names: list[str] = []
+        stack = [("/", fd, names)]
+        try:
+            if not _same(fd, top):
+                raise SourceError(f"{self.label}: changed while read")
+            names.extend(self._names("/", fd))
+            while stack:
+                directory, dir_fd, names = stack[-1]
+                if not names:
+                    stack.pop()
+                    os.close(dir_fd)
+                    continue
+                name = names.pop()
+                path = directory.rstrip("/") + "/" + name
+                sub = self._entry(path, name, dir_fd, len(stack))
+                if sub is not None:
+                    names = []
+                    stack.append((path, sub, names))
+                    names.extend(self._names(path, sub))
+        finally:
+            for _directory, dir_fd, _names in stack:
+                os.close(dir_fd)
         out = self.out
         out.tar_entries = len(out.entries) + len(out.whiteouts) + len(out.opaque)
         return out
 
-    def _host(self, path: str) -> str:
-        return self.directory + path
-
-    def _names(self, directory: str) -> list[str]:
-        """The directory's names, last first (popped in order); [] when unreadable."""
-        host = self.directory + (directory if directory != "/" else "")
+    def _names(self, directory: str, fd: int) -> list[str]:
+        """The names in ``directory`` (open as ``fd``), last first (popped in order); [] when
+        unreadable."""
         try:
-            with os.scandir(host) as it:
+            with os.scandir(fd) as it:
                 names = [entry.name for entry in it]
         except OSError as e:
             self.out.skipped.append(
@@ -108,14 +138,15 @@ class _Walker:
     def _count(self) -> None:
         self.budget.count_entries(1, self.label)
 
-    def _entry(self, path: str, name: str, host: str) -> bool:
-        """Record one entry; True when it is a directory to descend into."""
+    def _entry(self, path: str, name: str, dir_fd: int, depth: int) -> int | None:
+        """Record the entry ``name`` of the directory open as ``dir_fd``; for a directory to
+        descend into, a descriptor of it (the caller closes it)."""
         out = self.out
         try:
-            st = os.lstat(host)
+            st = os.lstat(name, dir_fd=dir_fd)
         except OSError as e:
             out.skipped.append(Skipped(path, f"{self.label}: {e.strerror}", Stage.SOURCE))
-            return False
+            return None
         self._count()
         parent = path.rpartition("/")[0] or "/"
         mode = st.st_mode & 0o7777
@@ -124,26 +155,23 @@ class _Walker:
                 out.opaque.append(parent)
             elif not name.startswith(".wh..wh.") and len(name) > 4:
                 out.whiteouts.append(parent.rstrip("/") + "/" + name[4:])
-            return False
+            return None
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
             out.whiteouts.append(path)
-            return False
+            return None
         if stat.S_ISDIR(st.st_mode):
-            if path in self.known_opaque or _opaque(host):
-                out.opaque.append(path)
-            out.entries.append((path, NodeKind.DIR, 0, mode, None, None))
-            return True
+            return self._directory(path, name, dir_fd, depth, st)
         if stat.S_ISLNK(st.st_mode):
             try:
-                link = os.readlink(host)
+                link = os.readlink(name, dir_fd=dir_fd)
             except OSError as e:
                 out.skipped.append(Skipped(path, f"{self.label}: {e.strerror}", Stage.SOURCE))
-                return False
+                return None
             out.entries.append((path, NodeKind.SYMLINK, 0, mode, link, None))
-            return False
+            return None
         if not stat.S_ISREG(st.st_mode):
             out.entries.append((path, NodeKind.OTHER, 0, mode, None, None))
-            return False
+            return None
         key = (st.st_dev, st.st_ino)
         if st.st_nlink > 1:
             first = self.inodes.get(key)
@@ -151,7 +179,7 @@ class _Walker:
                 out.entries.append((path, NodeKind.FILE, 0, mode, None, first))
                 if self.selector.is_candidate(path):
                     out.candidates.append(path)
-                return False
+                return None
             self.inodes[key] = path
         size = st.st_size
         self.limits.check_file(self.label, path, size)
@@ -164,10 +192,52 @@ class _Walker:
         if candidate:
             out.candidates.append(path)
         if candidate or self.selector.is_metadata(path):
-            self._content(path, host, size, candidate)
-        return False
+            self._content(path, name, dir_fd, size, candidate)
+        return None
 
-    def _content(self, path: str, host: str, size: int, candidate: bool) -> None:
+    def _directory(
+        self, path: str, name: str, dir_fd: int, depth: int, st: os.stat_result
+    ) -> int | None:
+        """Record the directory ``name`` of ``dir_fd`` (lstat ``st``), ``depth`` levels below
+        the layer's root; a descriptor of it when it is to be entered."""
+        try:
+            fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        except OSError as e:
+            # ELOOP, ENOTDIR: no longer a directory (a symlink, a file) since its lstat
+            changed = e.errno in (errno.ELOOP, errno.ENOTDIR)
+            self._unlisted(path, st, "changed while read" if changed else e.strerror or str(e))
+            return None
+        kept = False
+        try:
+            if not _same(fd, st):  # another directory put in its place
+                self._unlisted(path, st, "changed while read")
+                return None
+            out = self.out
+            if path in self.known_opaque or _opaque(fd):
+                out.opaque.append(path)
+            out.entries.append((path, NodeKind.DIR, 0, st.st_mode & 0o7777, None, None))
+            if depth > MAX_LAYER_DIR_DEPTH:
+                reason = (
+                    f"{self.label}: not read: nested deeper than {MAX_LAYER_DIR_DEPTH} "
+                    "directories (limit)"
+                )
+                out.skipped.append(Skipped(path, reason, Stage.SOURCE))
+                return None
+            kept = True
+            return fd
+        finally:
+            if not kept:
+                os.close(fd)
+
+    def _unlisted(self, path: str, st: os.stat_result, reason: str) -> None:
+        """Record the directory of lstat ``st`` whose content cannot be read."""
+        out = self.out
+        if path in self.known_opaque:
+            out.opaque.append(path)
+        out.entries.append((path, NodeKind.DIR, 0, st.st_mode & 0o7777, None, None))
+        out.skipped.append(Skipped(path, f"{self.label}: cannot list ({reason})", Stage.SOURCE))
+
+    def _content(self, path: str, name: str, dir_fd: int, size: int, candidate: bool) -> None:
         out, selector = self.out, self.selector
         metadata = selector.is_metadata(path)
         if metadata and size > selector.max_metadata_bytes:
@@ -183,7 +253,7 @@ class _Walker:
         if not metadata and not candidate:
             return
         try:
-            fd = os.open(host, _OPEN_FLAGS)
+            fd = os.open(name, _OPEN_FLAGS, dir_fd=dir_fd)
         except OSError as e:
             self._unread(path, e)
             return

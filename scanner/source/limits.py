@@ -11,6 +11,11 @@ MiB = 1 << 20
 GiB = 1 << 30
 #: Tar's block: the smallest extended header a limit may allow.
 _BLOCK = 512
+#: Directories nested in an extracted layer directory (`scanner.source.dirlayer`) that a scan
+#: enters: the walk holds a descriptor for each directory above the entry it reads, so this
+#: bounds its open descriptors (a tar layer holds none: its depth is bounded by the path's
+#: length, ``max_header_bytes``). A deeper directory is recorded but not entered (``skipped``).
+MAX_LAYER_DIR_DEPTH = 512
 
 
 @dataclass(frozen=True, slots=True)

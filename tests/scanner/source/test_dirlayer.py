@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from scanner.errors import UnsafeArchiveError
 from scanner.model import NodeKind, OciDigest
 from scanner.source.dirlayer import read_dir_layer
 from scanner.source.layerstream import Budget, LayerSpec
-from scanner.source.limits import Limits
+from scanner.source.limits import MAX_LAYER_DIR_DEPTH, Limits
 from scanner.source.tarlayer import LayerYield, read_layer
 from tests.fixtures.images import hashing_selector
 from tests.fixtures.nodestores import overlay_whiteouts_supported
@@ -164,21 +165,68 @@ def test_only_the_value_y_makes_a_directory_opaque(tmp_path: Path) -> None:
     ]
 
 
+_READLINK = os.readlink
+
+
+def _named(path: object, dir_fd: object) -> str:
+    """The path a call of ``os`` names: ``path`` itself, a descriptor (through its /proc link),
+    or a name relative to ``dir_fd``."""
+    if isinstance(path, int):
+        return _READLINK(f"/proc/self/fd/{path}")
+    if isinstance(dir_fd, int):
+        return os.path.join(_READLINK(f"/proc/self/fd/{dir_fd}"), str(path))
+    return str(path)
+
+
 def _racing(
-    monkeypatch: pytest.MonkeyPatch, name: str, victim: Path, change: Callable[[Path], None]
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    victim: Path,
+    change: Callable[[Path], None],
+    *,
+    after: bool = False,
 ) -> None:
-    """Change ``victim`` just before the walk calls ``os.NAME`` on it (a layer directory
-    changing under the walk)."""
+    """Change ``victim`` just before (``after``: just after) the walk calls ``os.NAME`` on it
+    (a layer directory changing under the walk)."""
     real = getattr(os, name)
     changed: list[Path] = []
 
     def call(path: str, *args: object, **kwargs: object) -> object:
-        if path == str(victim) and not changed:
+        hit = not changed and _named(path, kwargs.get("dir_fd")) == str(victim)
+        if hit and not after:
             changed.append(victim)
             change(victim)
-        return real(path, *args, **kwargs)
+        result = real(path, *args, **kwargs)
+        if hit and after:
+            changed.append(victim)
+            change(victim)
+        return result
 
     monkeypatch.setattr(os, name, call)
+
+
+def _watch(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths the walk lists and opens, taken from the descriptors once open (so a path
+    followed through a link is named by where it led)."""
+    seen: list[str] = []
+    scandir, open_ = os.scandir, os.open
+
+    def listing(path: object) -> object:
+        seen.append(os.path.realpath(path) if isinstance(path, str) else _named(path, None))
+        return scandir(path)  # type: ignore[call-overload]
+
+    def opening(path: str, flags: int, *args: object, **kwargs: object) -> int:
+        fd = open_(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+        seen.append(_named(fd, None))
+        return fd
+
+    monkeypatch.setattr(os, "scandir", listing)
+    monkeypatch.setattr(os, "open", opening)
+    return seen
+
+
+def _open_fds() -> list[str]:
+    return sorted(os.listdir("/proc/self/fd"))
 
 
 def test_an_entry_removed_before_its_lstat_is_skipped(
@@ -230,3 +278,160 @@ def test_the_opaque_xattr_is_never_read_through_a_link(
     layer = _read_dir(root)
     assert (root / "d").is_symlink()  # the swap happened
     assert layer.opaque == []
+
+
+def _swap_for_link(target: Path) -> Callable[[Path], None]:
+    def swap(victim: Path) -> None:
+        victim.rename(victim.with_name(victim.name + ".moved"))
+        victim.symlink_to(target)
+
+    return swap
+
+
+def _outside(tmp_path: Path) -> Path:
+    """A directory outside the layer holding a candidate file and a subdirectory."""
+    outside = tmp_path / "outside"
+    (outside / "c/deeper").mkdir(parents=True)
+    (outside / "libnccl.so.outside1").write_bytes(b"outside the layer")
+    (outside / "c/libnccl.so.outside2").write_bytes(b"outside the layer")
+    return outside
+
+
+def test_a_directory_swapped_for_a_link_after_its_lstat_is_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory swapped for a symlink to a directory outside the layer between its lstat
+    and its listing: the walk does not follow it (it was listed through the link when the
+    walk read the layer path by path). The directory is recorded as its lstat found it, a
+    `skipped` entry names it, the walk goes on, and no descriptor stays open."""
+    outside = _outside(tmp_path)
+    root = tmp_path / "diff"
+    (root / "a/d").mkdir(parents=True)
+    (root / "a/d/libcudart.so.12").write_bytes(CONTENT)
+    (root / "a/z").write_bytes(b"z")
+    (root / "a/d").chmod(0o755)
+    _racing(monkeypatch, "lstat", root / "a/d", _swap_for_link(outside), after=True)
+    seen = _watch(monkeypatch)
+    before = _open_fds()
+    layer = _read_dir(root)
+    assert _open_fds() == before
+    assert (root / "a/d").is_symlink()  # the swap happened
+    assert not [p for p in seen if p.startswith(str(outside))]
+    assert [e[:2] for e in layer.entries] == [
+        ("/a", NodeKind.DIR),
+        ("/a/d", NodeKind.DIR),
+        ("/a/z", NodeKind.FILE),
+    ]
+    assert layer.candidates == [] and layer.facts == {}
+    assert [(s.path, s.reason) for s in layer.skipped] == [
+        ("/a/d", f"layer {NO_BLOB} ({root}): cannot list (changed while read)")
+    ]
+
+
+def test_a_directory_swapped_for_another_after_its_lstat_is_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another directory moved into the place of one between its lstat and its opening: the
+    directory opened is not the one the lstat recorded (device and inode differ), so it is
+    not listed."""
+    outside = _outside(tmp_path)
+    root = tmp_path / "diff"
+    (root / "d").mkdir(parents=True)
+    (root / "d/libcudart.so.12").write_bytes(CONTENT)
+
+    def swap(victim: Path) -> None:
+        victim.rename(victim.with_name("d.moved"))
+        outside.rename(victim)
+
+    _racing(monkeypatch, "lstat", root / "d", swap, after=True)
+    layer = _read_dir(root)
+    assert (root / "d/libnccl.so.outside1").exists()  # the swap happened
+    assert [e[0] for e in layer.entries] == ["/d"]
+    assert layer.facts == {}
+    assert [(s.path, s.reason) for s in layer.skipped] == [
+        ("/d", f"layer {NO_BLOB} ({root}): cannot list (changed while read)")
+    ]
+
+
+def test_an_intermediate_directory_swapped_for_a_link_is_never_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``/a`` swapped for a link to a directory outside the layer while the walk is in
+    ``/a/b`` with entries pending there and in ``/a``: the rest of the walk reads the
+    directories it holds open, never a path through the link, so it yields the layer as it
+    was before the swap."""
+    outside = _outside(tmp_path)
+    (outside / "b/c").mkdir(parents=True)
+    (outside / "b/c/libnccl.so.outside3").write_bytes(b"outside the layer")
+    root = tmp_path / "diff"
+    (root / "a/b/c").mkdir(parents=True)
+    (root / "a/b/d").mkdir()
+    (root / "a/b/c/libcudart.so.12").write_bytes(CONTENT)
+    (root / "a/b/d/libcudnn.so.9").write_bytes(CONTENT)
+    (root / "a/e").write_bytes(b"e")
+    untouched = _read_dir(root)
+    swap = _swap_for_link(outside)
+    _racing(monkeypatch, "lstat", root / "a/b/c", lambda _victim: swap(root / "a"))
+    seen = _watch(monkeypatch)
+    before = _open_fds()
+    layer = _read_dir(root)
+    assert _open_fds() == before
+    assert (root / "a").is_symlink()  # the swap happened
+    assert not [p for p in seen if p.startswith(str(outside))]
+    assert layer.entries == untouched.entries
+    assert [e[0] for e in layer.entries] == [
+        "/a",
+        "/a/b",
+        "/a/b/c",
+        "/a/b/c/libcudart.so.12",
+        "/a/b/d",
+        "/a/b/d/libcudnn.so.9",
+        "/a/e",
+    ]
+    assert sorted(layer.facts) == ["/a/b/c/libcudart.so.12", "/a/b/d/libcudnn.so.9"]
+    assert _shape(layer) == _shape(untouched)
+
+
+def test_directories_nested_past_the_limit_are_not_entered(tmp_path: Path) -> None:
+    """The walk holds a descriptor for each directory above the entry it reads: past
+    `MAX_LAYER_DIR_DEPTH` levels a directory is recorded but not entered, a `skipped` entry
+    says so, and every descriptor is closed again."""
+    root = tmp_path / "diff"
+    deepest = root.joinpath(*["d"] * (MAX_LAYER_DIR_DEPTH + 1))
+    (deepest / "e").mkdir(parents=True)
+    (deepest.parent / "libcudart.so.12").write_bytes(CONTENT)  # at the last level entered
+    (deepest / "libcudnn.so.9").write_bytes(CONTENT)  # in the directory not entered
+    (root / "z").write_bytes(b"z")  # after the deep branch
+    before = _open_fds()
+    layer = _read_dir(root)
+    assert _open_fds() == before
+    paths = [e[0] for e in layer.entries]
+    deep = "/d" * (MAX_LAYER_DIR_DEPTH + 1)
+    assert paths[MAX_LAYER_DIR_DEPTH - 1 :] == [
+        "/d" * MAX_LAYER_DIR_DEPTH,
+        deep,
+        "/d" * MAX_LAYER_DIR_DEPTH + "/libcudart.so.12",
+        "/z",
+    ]
+    assert sorted(layer.facts) == ["/d" * MAX_LAYER_DIR_DEPTH + "/libcudart.so.12"]
+    assert [(s.path, s.reason) for s in layer.skipped] == [
+        (
+            deep,
+            f"layer {NO_BLOB} ({root}): not read: nested deeper than {MAX_LAYER_DIR_DEPTH} "
+            "directories (limit)",
+        )
+    ]
+
+
+def test_a_walk_stopped_by_a_limit_closes_its_descriptors(tmp_path: Path) -> None:
+    """A limit refusing the layer deep in the walk: the descriptors of the directories the
+    walk was in are closed as the error leaves it."""
+    root = tmp_path / "diff"
+    (root / "a/b/c").mkdir(parents=True)
+    (root / "a/b/c/big").write_bytes(b"x" * 1024)
+    limits = Limits(max_file_bytes=1023)
+    spec = LayerSpec(NO_BLOB, None, _no_blob)
+    before = _open_fds()
+    with pytest.raises(UnsafeArchiveError, match="max_file_bytes"):
+        read_dir_layer(str(root), spec, hashing_selector(), limits, Budget(limits))
+    assert _open_fds() == before

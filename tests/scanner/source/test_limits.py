@@ -18,6 +18,7 @@ from scanner.source import Limits, open_source
 from scanner.source.interface import RootView
 from scanner.source.layercache import LayerCache
 from scanner.source.layerstream import Budget, LayerSpec
+from scanner.source.limits import MAX_LAYER_DIR_DEPTH
 from scanner.source.squash import squash
 from scanner.source.tarlayer import read_layer
 from tests.fixtures.images import (
@@ -235,6 +236,7 @@ def test_defaults_are_documented_values() -> None:
     limits = Limits()
     assert (limits.max_ratio, limits.ratio_allowance_bytes) == (100, 64 * MiB)
     assert (limits.max_layer_bytes, limits.max_image_bytes) == (16 << 30, 32 << 30)
+    assert MAX_LAYER_DIR_DEPTH == 512
     text = (Path(__file__).parents[3] / "docs" / "cli.md").read_text()
-    for needle in ("100", "64 MiB", "16 GiB", "32 GiB", "--max-layer-size"):
+    for needle in ("100", "64 MiB", "16 GiB", "32 GiB", "--max-layer-size", "| 512 levels |"):
         assert needle in text
