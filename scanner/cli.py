@@ -388,6 +388,13 @@ def scan(
     # Asking for a wide table asks for a table, on a terminal or not.
     tty_default = Format.TABLE if sys.stdout.isatty() and output is None else Format.CYCLONEDX
     chosen = fmt or (Format.TABLE if wide else tty_default)
+    spec_given = ctx.get_parameter_source("spec_version") is ParameterSource.COMMANDLINE
+    if spec_given and chosen is not Format.CYCLONEDX and not push:
+        usage_error(
+            f"only applies to the CycloneDX report (-f cyclonedx, or --push), not -f "
+            f"{chosen.value}",
+            "--spec-version",
+        )
     result = _run(target, options, quiet=quiet)
     _require_included(include or [], result)
     kept = options.resolved_cache_dir() if options.use_cache else None

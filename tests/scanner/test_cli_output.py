@@ -312,3 +312,14 @@ def test_wide_with_another_format_is_a_usage_error(world: sc.World, fmt: str) ->
     result = invoke("scan", world.root, "--no-cache", "--wide", "-f", fmt)
     assert result.exit_code == 2
     assert f"--wide: only applies to -f table, not -f {fmt}" in result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "table"])
+def test_spec_version_without_a_cyclonedx_report_is_a_usage_error(
+    world: sc.World, fmt: str
+) -> None:
+    result = invoke("scan", world.root, "--no-cache", "-f", fmt, "--spec-version", "1.7")
+    assert result.exit_code == 2
+    assert "--spec-version: only applies to the CycloneDX report" in result.stderr
+    cdx = invoke("scan", world.root, "--no-cache", "-q", "-f", "cyclonedx", "--spec-version", "1.7")
+    assert cdx.exit_code == 0 and json.loads(cdx.stdout)["specVersion"] == "1.7"
