@@ -344,6 +344,8 @@ def scan(
     )
     if proc is not None and not runtime:
         usage_error("--proc only applies with --runtime")
+    if no_cache and ctx.get_parameter_source("cache_dir") is ParameterSource.COMMANDLINE:
+        usage_error("--cache-dir does not apply with --no-cache (no cache is read or written)")
     trust_inputs = TrustInputs(
         trust=trust,
         trust_key=trust_key,

@@ -156,6 +156,13 @@ def test_host_options_on_an_image_are_usage_errors(
     assert f"gpuprov: error: {message}" in result.stderr
 
 
+def test_cache_dir_with_no_cache_is_a_usage_error(world: sc.World, tmp_path: Path) -> None:
+    result = invoke("scan", world.root, "--no-cache", "--cache-dir", tmp_path / "c", "-f", "json")
+    assert result.exit_code == 2
+    assert "gpuprov: error: --cache-dir does not apply with --no-cache" in result.stderr
+    assert not (tmp_path / "c").exists()
+
+
 def test_platform_on_a_host_directory_is_a_usage_error(world: sc.World) -> None:
     result = invoke("scan", world.root, "--no-cache", "-f", "json", "--platform", "linux/amd64")
     assert result.exit_code == 2
