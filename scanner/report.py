@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from dataclasses import asdict
 from typing import Any, TextIO
 
@@ -193,6 +194,20 @@ def _layout(
     return {c: widths[c] for c in _ORDER if c in widths}
 
 
+def _wrap_dir(path: str, width: int) -> str:
+    """A directory row's path in lines of at most ``width``, broken after a ``/`` where one
+    fits (``/usr/local/cuda-13.0/`` + ``lib/``, not ``/usr/local/cuda-13.0/lib`` + ``/``); a
+    single name longer than ``width`` is still folded by the table."""
+    lines: list[str] = []
+    line = ""
+    for piece in re.findall(r"[^/]*/|[^/]+$", path):
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        line += piece
+    return "\n".join([*lines, line])
+
+
 def table_width(out: TextIO) -> int:
     """``$COLUMNS`` when set, else the width of the terminal ``out`` is, else 80.
 
@@ -265,7 +280,8 @@ def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = F
         parent = lib.ref.path.rpartition("/")[0] + "/"
         if not wide and parent != directory:
             directory = parent
-            table.add_row(cell(parent, "bold"))
+            shown = _wrap_dir(printable(parent), table.columns[0].width or console.width)
+            table.add_row(Text(shown, style="bold"))
         table.add_row(*(Text(*row[name]) for name in columns))
     console.print(table)
     image_line = _image_line(result)

@@ -323,3 +323,15 @@ def test_spec_version_without_a_cyclonedx_report_is_a_usage_error(
     assert "--spec-version: only applies to the CycloneDX report" in result.stderr
     cdx = invoke("scan", world.root, "--no-cache", "-q", "-f", "cyclonedx", "--spec-version", "1.7")
     assert cdx.exit_code == 0 and json.loads(cdx.stdout)["specVersion"] == "1.7"
+
+
+def test_a_directory_too_long_for_its_column_breaks_after_a_slash(world: sc.World) -> None:
+    # At 80 columns `/usr/local/cuda-13.0/lib/` came out as `/usr/local/cuda-13.0/lib` and a
+    # row holding only `/`: directory rows now break after a `/` where one fits.
+    result = invoke("scan", world.root, "-f", "table", "--no-cache", columns=60)
+    assert result.exit_code == 0, result.output
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    at = lines.index("/opt/conda/")
+    assert lines[at + 1] == "lib/"
+    assert "/" not in lines
+    assert max(widths(result.stdout)) <= 60
