@@ -209,10 +209,10 @@ def push_command(
     retries: Retries = 2,
 ) -> None:
     """Deliver a saved report (and anything spooled) to the gpuprov service."""
+    if requeue and not spool_only:
+        usage_error("--requeue goes with --spool (gpuprov push --spool --requeue)")
     if (report is None) != spool_only:
         usage_error("give either a REPORT file or --spool")
-    if requeue and not spool_only:
-        usage_error("--requeue goes with --spool")
     try:
         labels = labels_from(label or [])
         data = report.read_bytes() if report is not None else b""

@@ -63,3 +63,9 @@ def test_bad_intervals_say_what_is_wrong(text: str, why: str) -> None:
 def test_push_report_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GPUPROV_SERVER", raising=False)
     assert cli_agent.push_report(b"{}") == cli_agent.EXIT_USAGE
+
+
+def test_requeue_alone_says_it_goes_with_spool() -> None:
+    code, output = _run("push", "--requeue")
+    assert code == cli_agent.EXIT_USAGE
+    assert "--requeue goes with --spool" in output and "REPORT file" not in output
