@@ -180,6 +180,7 @@ def _summary(token: ApiToken) -> dict[str, Any]:
         "scopes": list(token.scopes),
         "assets": list(token.asset_patterns),
         "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+        "replaced_by": token.replaced_by_id,
     }
 
 
@@ -250,12 +251,19 @@ def rotate_token(
     now = utcnow()
     if old.revoked_at is not None or (old.expires_at is not None and old.expires_at <= now):
         raise Conflict(f"token {token_id} is revoked or expired; create a new one instead")
+    if old.replaced_by_id is not None:
+        # in its grace period: its expiry is the grace's end, no longer its lifetime
+        raise Conflict(
+            f"token {token_id} was rotated already: token {old.replaced_by_id} replaces it;"
+            " rotate that one"
+        )
     if grace < timedelta(0) or grace > MAX_LIFETIME:
         raise BadRequest(f"the grace period must be between 0 and {MAX_LIFETIME.days} days")
     expires_at = None
     if old.expires_at is not None:
         expires_at = now + (old.expires_at - old.created_at)
     new = _new_token(session, old.name, list(old.scopes), list(old.asset_patterns), now, expires_at)
+    old.replaced_by_id = new.token.id
     if grace:
         end = now + grace
         old.expires_at = end if old.expires_at is None else min(old.expires_at, end)
@@ -296,4 +304,5 @@ def token_dict(token: ApiToken) -> dict[str, Any]:
         "last_used_at": token.last_used_at.isoformat() if token.last_used_at else None,
         "revoked_at": token.revoked_at.isoformat() if token.revoked_at else None,
         "expires_at": token.expires_at.isoformat() if token.expires_at else None,
+        "replaced_by": token.replaced_by_id,
     }

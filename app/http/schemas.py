@@ -381,6 +381,9 @@ class TokenOut(BaseModel):
     last_used_at: str | None
     revoked_at: str | None
     expires_at: str | None
+    replaced_by: int | None = Field(
+        default=None, description="the token that replaced this one when it was rotated"
+    )
 
 
 class NewTokenOut(TokenOut):

@@ -63,6 +63,10 @@ class ApiToken(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: after this time the token no longer authenticates (None: never expires)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: the token that replaced this one when it was rotated (it cannot be rotated again)
+    replaced_by_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("api_token.id", ondelete="SET NULL")
+    )
 
 
 class AuditEvent(Base):

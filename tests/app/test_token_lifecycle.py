@@ -22,6 +22,7 @@ from app.domain.tokens import (
     parse_expiry,
     rotate_token,
     session_principal,
+    token_dict,
 )
 from app.errors import BadRequest, Conflict, Unauthorized
 from app.http.ratelimit import AuthFailureLimiter
@@ -411,6 +412,28 @@ def test_rotation_audit_says_until_when_the_old_secret_works(tokens_db: Database
     # with a grace period: its end (the old token had no expiry); without: now, when it was
     # revoked, even for a token that would have expired later
     assert {e["details"]["replaced"]: e["details"]["replaced_until"] for e in events} == until
+
+
+def test_a_token_in_its_grace_period_cannot_be_rotated_again(tokens_db: Database) -> None:
+    """Its expiry is the grace's end, no longer its lifetime: rotating it again gave a
+    never-expiring token's successor an expiry within the grace (found trying the CLI)."""
+    forever = _create(tokens_db, "forever")
+    with tokens_db.transaction(write=True) as session:
+        first = rotate_token(session, forever.token.id, timedelta(hours=1))
+        row = by_id(session, forever.token.id)
+        assert row is not None and row.replaced_by_id == first.token.id
+        assert first.token.expires_at is None  # the lifetime carried over: never
+    with tokens_db.transaction(write=True) as session:
+        with pytest.raises(Conflict, match=f"token {first.token.id} replaces it"):
+            rotate_token(session, forever.token.id, timedelta(hours=1))
+    with tokens_db.transaction(write=True) as session:
+        second = rotate_token(session, first.token.id, timedelta(hours=1))  # the successor can
+        assert second.token.expires_at is None
+        replaced = by_id(session, first.token.id)
+        assert replaced is not None and token_dict(replaced)["replaced_by"] == second.token.id
+    with tokens_db.lookup() as conn:  # both graced secrets work until their grace ends
+        assert authenticate(conn, forever.secret).name == "forever"
+        assert authenticate(conn, first.secret).name == "forever"
 
 
 def test_an_expired_token_cannot_be_rotated(tokens_db: Database) -> None:
