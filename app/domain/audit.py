@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.clock import utcnow
+from app.errors import BadRequest
 from app.logs import REQUEST_ID
 from app.storage.repositories import audit as repo
 from app.storage.tables import AuditEvent
@@ -125,7 +126,13 @@ def events_page(
     since: datetime | None = None,
     until: datetime | None = None,
 ) -> dict[str, Any]:
-    """A page of the log, newest first."""
+    """A page of the log, newest first; a filter that no event can match (an unknown action, a
+    window that ends before it starts) is a 400, not an empty page that reads as "nothing
+    happened"."""
+    if action is not None and action not in ACTIONS:
+        raise BadRequest(f"action must be one of {', '.join(ACTIONS)}")
+    if since is not None and until is not None and since >= until:
+        raise BadRequest("since must be before until (events at or after since, before until)")
     rows, total = repo.page(
         session, limit, offset, action=action, actor=actor, target=target, since=since, until=until
     )

@@ -167,8 +167,16 @@ def test_api_expiry_rotation_and_audit(service: Service) -> None:
     assert _admin_get(service, admin, "/api/v1/audit", until=future)["total"] == 4
     reader = service.token("inventory:read")
     assert client.get("/api/v1/audit", headers=auth(reader)).status_code == 403
-    for bad in ("limit=0", "since=yesterday", "action=", "bogus=1"):
+    for bad in ("limit=0", "since=yesterday", "action=", "bogus=1", "action=token.delete"):
         assert client.get(f"/api/v1/audit?{bad}", headers=auth(admin)).status_code == 400, bad
+    # a window that ends before it starts matches nothing: refused, not an empty page
+    past = (datetime.now(UTC) - timedelta(hours=1)).isoformat()
+    for since, until in ((future, past), (past, past)):
+        answer = client.get(
+            "/api/v1/audit", params={"since": since, "until": until}, headers=auth(admin)
+        )
+        assert answer.status_code == 400 and "before until" in answer.text, answer.text
+    assert _admin_get(service, admin, "/api/v1/audit", since=past, until=future)["total"] == 4
 
 
 def test_policy_and_catalog_changes_are_audited(
