@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from scanner.errors import UnsafeArchiveError
+from scanner.errors import SourceError, UnsafeArchiveError
 from scanner.model import NodeKind, OciDigest
 from scanner.source.dirlayer import read_dir_layer
 from scanner.source.layerstream import Budget, LayerSpec
@@ -435,3 +435,107 @@ def test_a_walk_stopped_by_a_limit_closes_its_descriptors(tmp_path: Path) -> Non
     with pytest.raises(UnsafeArchiveError, match="max_file_bytes"):
         read_dir_layer(str(root), spec, hashing_selector(), limits, Budget(limits))
     assert _open_fds() == before
+
+
+def test_the_layer_root_itself_must_be_a_directory_read_as_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The layer's own directory: missing, a symlink, swapped for a link or for another
+    directory between its lstat and its opening are each a clear error naming the layer."""
+    label = f"layer {NO_BLOB}"
+    with pytest.raises(SourceError) as missing:
+        _read_dir(tmp_path / "none")
+    assert (
+        str(missing.value)
+        == f"{label} ({tmp_path / 'none'}): cannot read (No such file or directory)"
+    )
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(SourceError) as linked:
+        _read_dir(tmp_path / "link")
+    assert str(linked.value) == f"{label} ({tmp_path / 'link'}): not a directory"
+    root = tmp_path / "diff"
+    root.mkdir()
+    _racing(monkeypatch, "lstat", root, _swap_for_link(real), after=True)
+    with pytest.raises(SourceError) as swapped:
+        _read_dir(root)
+    assert str(swapped.value) == (f"{label} ({root}): cannot read (Not a directory)")
+    monkeypatch.undo()
+    other = tmp_path / "diff2"
+    other.mkdir()
+
+    def replace(victim: Path) -> None:
+        victim.rename(victim.with_name("diff2.moved"))
+        real.rename(victim)
+
+    _racing(monkeypatch, "lstat", other, replace, after=True)
+    with pytest.raises(SourceError) as replaced:
+        _read_dir(other)
+    assert str(replaced.value) == f"{label} ({other}): changed while read"
+
+
+@pytest.mark.parametrize("opaque", [False, True])
+def test_a_directory_not_listed_keeps_its_mode_and_known_opaque_mark(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opaque: bool
+) -> None:
+    """A directory removed between its lstat and its opening is recorded as the lstat found
+    it (mode), opaque when the layer's tar-split record says so, and the reason is the
+    system's own words."""
+    root = tmp_path / "diff"
+    (root / "d").mkdir(parents=True)
+    (root / "d").chmod(0o751)
+    _racing(monkeypatch, "lstat", root / "d", Path.rmdir, after=True)
+    layer = _read_dir(root, frozenset({"/d"}) if opaque else frozenset())
+    assert layer.entries == [("/d", NodeKind.DIR, 0, 0o751, None, None)]
+    assert layer.opaque == (["/d"] if opaque else [])
+    assert [(s.path, s.reason) for s in layer.skipped] == [
+        ("/d", f"layer {NO_BLOB} ({root}): cannot list (No such file or directory)")
+    ]
+    assert layer.tar_entries == (2 if opaque else 1)
+
+
+def test_the_entry_count_is_what_the_tar_would_count(tmp_path: Path) -> None:
+    """`tar_entries`, the layer's entry count as a tar of it would have: entries, whiteouts
+    and opaque markers (here 4, 2 and 1, so a sum no other arithmetic gives)."""
+    _require_overlay_whiteouts(tmp_path)
+    root = tmp_path / "diff"
+    (root / "a").mkdir(parents=True)
+    (root / "a/f").write_bytes(b"f")
+    (root / "a/g").write_bytes(b"g")
+    (root / "o").mkdir()
+    os.setxattr(root / "o", "trusted.overlay.opaque", b"y")
+    os.mknod(root / "gone", 0o600 | 0o020000, os.makedev(0, 0))
+    (root / ".wh.also").write_bytes(b"")
+    layer = _read_dir(root)
+    assert (len(layer.entries), len(layer.whiteouts), len(layer.opaque)) == (4, 2, 1)
+    assert layer.tar_entries == 7
+
+
+@pytest.mark.parametrize("newer", [False, True])
+def test_a_directory_swapped_for_an_older_or_newer_one_is_not_listed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, newer: bool
+) -> None:
+    """The inode check is equality: a replacement directory made before the original (a lower
+    inode number here) or after it (a higher one) is refused alike."""
+    older = tmp_path / "older"
+    older.mkdir()
+    root = tmp_path / "diff"
+    (root / "d").mkdir(parents=True)
+    younger = tmp_path / "younger"
+    younger.mkdir()
+    original = os.lstat(root / "d").st_ino
+    replacement = younger if newer else older
+    assert (os.lstat(replacement).st_ino > original) is newer  # the case this run is about
+    (replacement / "libnccl.so.outside").write_bytes(b"outside the layer")
+
+    def swap(victim: Path) -> None:
+        victim.rename(victim.with_name("d.moved"))
+        replacement.rename(victim)
+
+    _racing(monkeypatch, "lstat", root / "d", swap, after=True)
+    layer = _read_dir(root)
+    assert [e[0] for e in layer.entries] == ["/d"] and layer.facts == {}
+    assert [(s.path, s.reason) for s in layer.skipped] == [
+        ("/d", f"layer {NO_BLOB} ({root}): cannot list (changed while read)")
+    ]
