@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Playwright drives Debian's chromium (tests/browser): never download a browser of its own
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: run stop test lint typecheck unit system-deps bench clean mutation lock sbom wheelhouse
+.PHONY: run stop test lint typecheck unit system-deps bench clean mutation lock sbom wheelhouse image-check
 
 # The service's dependencies come at the versions requirements.lock pins (what the image ships),
 # given to pip as constraints without their hashes (an editable install cannot be hashed).
@@ -71,6 +71,10 @@ test: lint typecheck unit
 # Mutation testing of the verification, integrity, containment, whiteout and token modules
 # (docs/mutation.md); separate from `make test`, never a CI gate. MODULES="tlog dsse" for some.
 MODULES ?=
+# Builds the service image and runs it as deployed; needs a Docker daemon (exit 2 without one).
+image-check: $(STAMP)
+	$(BIN)/python scripts/image_check.py
+
 mutation: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,mutation]'
 	$(BIN)/python scripts/mutation.py $(MODULES)

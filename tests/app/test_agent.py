@@ -19,8 +19,6 @@ from tests.app import boms
 from tests.app.conftest import LiveServer, Service, auth, free_port
 from tests.scanner.test_deliver import ProgrammedService
 
-pytest.importorskip("scanner.pipeline")
-
 
 @pytest.fixture(scope="module")
 def host_root(tmp_path_factory: pytest.TempPathFactory) -> Path:

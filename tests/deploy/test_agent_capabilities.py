@@ -19,10 +19,11 @@ import yaml
 
 from tests.deploy.dockerfile import CHECKOUT
 
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("setpriv") is None,
-    reason="needs root and util-linux setpriv to lower the capability bounding set",
-)
+
+@pytest.fixture(autouse=True)
+def _root_and_setpriv() -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.fail("needs root and util-linux setpriv to lower the capability bounding set")
 
 
 def _granted() -> list[str]:

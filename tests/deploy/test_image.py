@@ -104,9 +104,7 @@ def _run_build_stage(stage: Stage, root: Path, env: dict[str, str]) -> None:
 def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
     if not list(WHEELHOUSE.glob("*.whl")):
         message = "build/wheelhouse is empty: `make wheelhouse` downloads the locks' wheels"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        pytest.fail(message)
     dockerfile = parse()
     build, final = dockerfile.stages[0], dockerfile.stages[-1]
     tmp = tmp_path_factory.mktemp("image")

@@ -60,7 +60,12 @@ def _verify_case(case: Path) -> str:
     return result.identity
 
 
-@pytest.mark.skipif(not CASES.is_dir(), reason="../shared/fixtures is absent")
+def test_the_conformance_fixtures_are_present() -> None:
+    """The cases below come from ../shared/fixtures: without it they would not run at all."""
+    assert CASES.is_dir() and _cases(), f"{CASES} is absent or empty"
+    assert REAL.is_dir(), f"{REAL} is absent"
+
+
 @pytest.mark.parametrize("case", _cases(), ids=lambda p: p.name)
 def test_conformance_case(case: Path) -> None:
     if case.name.endswith("_fail"):
@@ -71,7 +76,6 @@ def test_conformance_case(case: Path) -> None:
         assert _verify_case(case)
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason="../shared/fixtures is absent")
 def test_real_release_wheel_bundle() -> None:
     wheel = (REAL / "bundle_v3_github.whl").read_bytes()
     bundle = (REAL / "bundle_v3_github.whl.sigstore").read_bytes()
