@@ -44,10 +44,9 @@ from sqlalchemy.engine import Connection
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.domain.ingest import summary_rows  # noqa: E402
+from app.domain.ingest import artifact_rows, summary_rows  # noqa: E402
 from app.domain.report_parser import Report, parse_report  # noqa: E402
 from app.domain.tokens import create_token  # noqa: E402
-from app.domain.versions import version_key  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage.migrate import upgrade  # noqa: E402
 from app.storage.repositories import fleet  # noqa: E402
@@ -103,45 +102,6 @@ def asset_spec(i: int) -> tuple[str, str, str, dict[str, str]]:
         return kind, digest, name, {"reference": name, "digest": digest, "platform": "linux/amd64"}
     machine_id = boms.digest_of("machine", name)[:32]
     return kind, machine_id, name, {"hostname": name, "machine_id": machine_id}
-
-
-def artifact_rows(report: Report, scan_id: int, asset_id: int) -> list[dict[str, Any]]:
-    """The file rows `app.domain.ingest` stores for a report (no catalogs)."""
-    return [
-        {
-            "scan_id": scan_id,
-            "asset_id": asset_id,
-            "is_current": True,
-            "kind": lib.kind,
-            "name": lib.name,
-            "path": lib.path,
-            "family": lib.family,
-            "component": lib.component,
-            "version": lib.version,
-            "version_key": version_key(lib.version),
-            "cuda_major": lib.cuda_major,
-            "arch": lib.arch,
-            "sha256": lib.sha256,
-            "integrity": lib.integrity,
-            "integrity_reason": lib.integrity_reason,
-            "provenance": lib.provenance,
-            "provenance_signer": lib.provenance_signer,
-            "provenance_catalog": lib.provenance_catalog,
-            "provenance_reason": lib.provenance_reason,
-            "layer": lib.layer,
-            "owner_purl": lib.owner_purl,
-            "soname": lib.soname,
-            "aliases": list(lib.aliases),
-            "notes": list(lib.notes),
-            "loaded_processes": lib.loaded_processes,
-            "loaded_containers": lib.loaded_containers,
-            "loaded_deleted": lib.loaded_deleted,
-            "loaded_copy": lib.loaded_copy,
-            "disk_sha256": lib.disk_sha256,
-            "loaded_by": [dict(p) for p in lib.loaded_by],
-        }
-        for lib in report.libraries
-    ]
 
 
 def new_scan(i: int, rng: random.Random) -> bytes:
@@ -239,7 +199,9 @@ def _seed_batch(
         ],
     )
     _bulk_insert(
-        conn, insert(Artifact), [row for a, s, (r, _, _) in rows for row in artifact_rows(r, s, a)]
+        conn,
+        insert(Artifact),
+        [row for a, s, (r, _, _) in rows for row in artifact_rows(r, s, a, True, None)],
     )
     _bulk_insert(
         conn,

@@ -290,7 +290,23 @@ def _store_contents(
         }
         for p in report.packages
     ]
-    artifacts = [
+    artifacts = artifact_rows(report, scan_id, asset_id, latest, active)
+    raw_row = {
+        "scan_id": scan_id,
+        "media_type": raw.media_type,
+        "size": raw.size,
+        "gzip_data": raw.gzip_data,
+    }
+    scans.add_contents(session, raw_row, packages, artifacts)
+    return artifacts
+
+
+def artifact_rows(
+    report: Report, scan_id: int, asset_id: int, latest: bool, active: ActiveCatalogs | None
+) -> list[dict[str, Any]]:
+    """The file rows a report's scan stores (current when it is the asset's latest), each
+    file's provenance judged against the ``active`` catalogs when there are any."""
+    return [
         {
             "scan_id": scan_id,
             "asset_id": asset_id,
@@ -322,14 +338,6 @@ def _store_contents(
         }
         for lib in report.libraries
     ]
-    raw_row = {
-        "scan_id": scan_id,
-        "media_type": raw.media_type,
-        "size": raw.size,
-        "gzip_data": raw.gzip_data,
-    }
-    scans.add_contents(session, raw_row, packages, artifacts)
-    return artifacts
 
 
 def summary_rows(asset_id: int, asset_kind: str, report: Report) -> list[dict[str, object]]:

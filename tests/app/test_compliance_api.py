@@ -188,13 +188,13 @@ def test_controls_catalog_is_listed(service: Service) -> None:
     assert service.client.get("/api/v1/controls").status_code == 401
 
 
-def test_a_catalog_import_updates_compliance(
+def _catalog_fleet(
     service: Service, post_report: Callable[..., Any]
-) -> None:
-    """Provenance verdicts change without a report (a catalog is imported): the stored
-    compliance follows them."""
+) -> tuple[dict[str, str], dict[str, str]]:
+    """A trust policy trusting NVIDIA, a provenance policy, and two images, one with a graph
+    library a cuDNN catalog contradicts; returns the admin and reader headers."""
     from tests.app import catalogs
-    from tests.app.test_provenance_api import NVIDIA, golden_cudnn, tampered_graph
+    from tests.app.test_provenance_api import NVIDIA, tampered_graph
 
     admin = auth(service.token("admin"))
     trust = catalogs.policy_yaml(("nvidia", NVIDIA))
@@ -210,6 +210,18 @@ def test_a_catalog_import_updates_compliance(
     )
     post_report(boms.encode(image_bom("reg.example/p:2")))
     reader = auth(service.token("inventory:read"))
+    return admin, reader
+
+
+def test_a_catalog_import_updates_compliance(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    """Provenance verdicts change without a report (a catalog is imported): the stored
+    compliance follows them."""
+    from tests.app import catalogs
+    from tests.app.test_provenance_api import NVIDIA, golden_cudnn
+
+    admin, reader = _catalog_fleet(service, post_report)
     assert _counts(service, reader)["GV.SC-09"]["fail"] == 0  # nothing contradicts them yet
     answer = service.client.post(
         "/api/v1/catalogs",
@@ -234,22 +246,9 @@ def test_a_catalog_import_on_a_large_fleet_evaluates_compliance_after_the_answer
     again once it commits; a run cut short leaves the rest not evaluated, and a trust policy
     change starts it again."""
     from tests.app import catalogs
-    from tests.app.test_provenance_api import NVIDIA, OTHER, golden_cudnn, tampered_graph
+    from tests.app.test_provenance_api import NVIDIA, OTHER, golden_cudnn
 
-    admin = auth(service.token("admin"))
-    trust = catalogs.policy_yaml(("nvidia", NVIDIA))
-    put = service.client.put(
-        "/api/v1/trust-policy", content=trust, headers={**admin, **catalogs.YAML}
-    )
-    assert put.status_code == 201, put.text
-    put_policy(service, HEAD + "rules:\n  provenance: {}\n")
-    wheel = boms.cudnn_wheel()
-    wheel.libs = [lib for lib in wheel.libs if "graph" not in lib.path]
-    post_report(
-        boms.encode(image_bom("reg.example/p:1", owners=[wheel], extra_libs=[tampered_graph()]))
-    )
-    post_report(boms.encode(image_bom("reg.example/p:2")))
-    reader = auth(service.token("inventory:read"))
+    admin, reader = _catalog_fleet(service, post_report)
     assert _counts(service, reader)["GV.SC-09"]["fail"] == 0
     monkeypatch.setattr(compliance, "SYNC_ASSETS", 1)  # the fleet of 2 is "large"
     monkeypatch.setattr(compliance, "PENDING_BATCH", 1)
