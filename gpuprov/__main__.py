@@ -1,5 +1,5 @@
 """``python -m gpuprov``: the same command line as the installed ``gpuprov`` script."""
 
-from gpuprov.cli import main
+from gpuprov import main
 
 main()

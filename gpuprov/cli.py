@@ -17,7 +17,7 @@ import typer
 import typer.main
 
 from scanner import __version__
-from scanner.cli_common import Group, typer_app
+from scanner.cli_common import Group, code_loaded, typer_app
 
 #: Every command, in the order `gpuprov --help` lists them, and the module that registers it.
 COMMANDS: dict[str, str] = {
@@ -95,6 +95,7 @@ def _root(
     ] = False,
 ) -> None:
     """gpuprov: which GPU libraries run where, are they the vendor's bytes, may this ship?"""
+    code_loaded()
 
 
 def main() -> None:

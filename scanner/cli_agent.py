@@ -269,7 +269,7 @@ def _scan_node(root: str, runtime: bool, proc: Path | None) -> list[tuple[str, b
     """The host report, its running containers linked to their images, then one report per
     image digest of the node's containerd and Docker stores: (what, report or None if its
     scan failed; the failure was told on stderr)."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     from scanner.bom.cyclonedx import to_json
     from scanner.nodestores import discover, node_platform

@@ -10,6 +10,7 @@ afford it.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import os
 import sys
@@ -47,6 +48,14 @@ def _keep_argument_help() -> None:
 
 
 _keep_argument_help()
+
+
+def code_loaded() -> None:
+    """A command's code is loaded: resume the cyclic collector if the entry paused it for
+    start-up, leaving what exists now (it lives until exit) out of every collection."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def out(message: str) -> None:

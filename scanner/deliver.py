@@ -32,12 +32,15 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
+from msgspec import Struct
+from msgspec.structs import replace
 
 from scanner.errors import ScannerError, UsageError
 from scanner.fsutil import atomic_write
@@ -132,8 +135,7 @@ def default_spool_dir() -> Path:
     return Path(base) / "gpuprov" / "spool"
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(Struct, frozen=True):
     """Where and as whom reports are delivered."""
 
     server: str
@@ -160,8 +162,7 @@ class Target:
         return cls(server.rstrip("/"), token)
 
 
-@dataclass(frozen=True, slots=True)
-class Delivered:
+class Delivered(Struct, frozen=True):
     """The service's answer to a delivered report."""
 
     scan_id: int
@@ -270,8 +271,7 @@ def retry_after(value: str | None, now: Callable[[], float] = time.time) -> floa
     return min(max(when.timestamp() - now(), 0.0), MAX_RETRY_AFTER)
 
 
-@dataclass(frozen=True, slots=True)
-class SpoolEntry:
+class SpoolEntry(Struct, frozen=True):
     """One spooled report: the gzip file, its labels and its history of server errors."""
 
     path: Path
@@ -505,13 +505,14 @@ class Halt(StrEnum):
     SERVER_ERRORS = "server-errors"  # two reports in a row answered a plain 5xx
 
 
-@dataclass
-class FlushResult:
+class FlushResult(Struct):
     """What a flush of the spool did."""
 
-    delivered: list[Delivered] = field(default_factory=list)
-    rejected: list[tuple[Path, str]] = field(default_factory=list)  # set aside by this flush
-    deferred: list[tuple[Path, str]] = field(default_factory=list)  # a server error: retry later
+    delivered: list[Delivered] = msgspec.field(default_factory=list)
+    #: set aside by this flush
+    rejected: list[tuple[Path, str]] = msgspec.field(default_factory=list)
+    #: a server error: retry later
+    deferred: list[tuple[Path, str]] = msgspec.field(default_factory=list)
     remaining: int = 0  # reports still in the queue
     error: str | None = None  # why delivery stopped, when it did
     halt: Halt | None = None
@@ -602,8 +603,7 @@ def _record_server_error(
         result.deferred.append((entry.path, error))
 
 
-@dataclass(frozen=True, slots=True)
-class PushOutcome:
+class PushOutcome(Struct, frozen=True):
     """The fate of one pushed report, and of the spool flushed before it."""
 
     delivered: Delivered | None

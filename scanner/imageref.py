@@ -7,8 +7,9 @@ I/O: the CLI, the sources, the pipeline, the BOM encoder and the service share t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from msgspec import Struct
 
 from scanner.errors import SourceError, UsageError
 from scanner.model import OciDigest
@@ -100,8 +101,7 @@ def oci_purl(reference: str, digest: str | None, platform: str | None = None) ->
     )
 
 
-@dataclass(frozen=True, slots=True)
-class ImageReference:
+class ImageReference(Struct, frozen=True):
     """A parsed image reference: registry (``host[:port]``), repository, tag and/or digest."""
 
     registry: str

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NewType
+
+from msgspec import Struct, field
 
 #: Lowercase hexadecimal SHA-256 digest (64 chars), without an algorithm prefix.
 Sha256 = NewType("Sha256", str)
@@ -122,8 +123,7 @@ class FindingKind(StrEnum):
     LOADED_DIFFERS = "loaded-differs-from-disk"
 
 
-@dataclass(frozen=True, slots=True)
-class Skipped:
+class Skipped(Struct, frozen=True):
     """Something the scan could not handle, kept as data so every output shows it."""
 
     path: str
@@ -131,8 +131,7 @@ class Skipped:
     stage: Stage
 
 
-@dataclass(frozen=True, slots=True)
-class AssetInfo:
+class AssetInfo(Struct, frozen=True):
     """What is being scanned: a host root or an image."""
 
     kind: AssetKind
@@ -153,8 +152,7 @@ class AssetInfo:
         return dict(self.labels)
 
 
-@dataclass(frozen=True, slots=True)
-class Digests:
+class Digests(Struct, frozen=True):
     """Digests of one file's bytes, computed in a single read."""
 
     size: int
@@ -162,8 +160,7 @@ class Digests:
     md5: str | None = None  # only computed when an owner may have recorded MD5 (dpkg)
 
 
-@dataclass(frozen=True, slots=True)
-class ElfFacts:
+class ElfFacts(Struct, frozen=True):
     """What static ELF analysis found in a shared library."""
 
     machine: str  # "x86_64", "aarch64", ...
@@ -181,8 +178,7 @@ class ElfFacts:
     referenced_cuda_majors: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class FileFacts:
+class FileFacts(Struct, frozen=True):
     """Content-derived facts of one candidate file (cached per layer or per inode)."""
 
     digests: Digests
@@ -193,16 +189,14 @@ class FileFacts:
     not_elf: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class FileRef:
+class FileRef(Struct, frozen=True):
     """A file's identity: its real absolute path inside the root and the layer it came from."""
 
     path: str
     layer: OciDigest | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
+class Candidate(Struct, frozen=True):
     """A file whose name looks like a GPU library, with every alias that resolves to it."""
 
     ref: FileRef
@@ -213,8 +207,7 @@ class Candidate:
     stat_key: StatKey | None = None  # file state, the key of the host digest cache
 
 
-@dataclass(frozen=True, slots=True)
-class OwnedFile:
+class OwnedFile(Struct, frozen=True):
     """One file as an owner package recorded it."""
 
     path: str  # absolute path inside the root
@@ -222,8 +215,7 @@ class OwnedFile:
     digest: str | None  # lowercase hex
 
 
-@dataclass(frozen=True, slots=True)
-class Package:
+class Package(Struct, frozen=True):
     """An owner package from a package database inside the root."""
 
     manager: PackageManager
@@ -241,8 +233,7 @@ class Package:
         return self.purl
 
 
-@dataclass(frozen=True, slots=True)
-class Evidence:
+class Evidence(Struct, frozen=True):
     """One piece of identification evidence (maps to CycloneDX evidence.identity)."""
 
     field: EvidenceField
@@ -252,8 +243,7 @@ class Evidence:
     confidence: Confidence
 
 
-@dataclass(frozen=True, slots=True)
-class Identification:
+class Identification(Struct, frozen=True):
     """What the detect stage concluded about one library file."""
 
     family: str  # "cudnn", "cudart", "cublas", ...
@@ -276,8 +266,7 @@ class LoadedVia(StrEnum):
     NONE = "none"
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedBy:
+class LoadedBy(Struct, frozen=True):
     """A live process that has a GPU library file mapped (``--runtime``)."""
 
     pid: int
@@ -290,8 +279,7 @@ class LoadedBy:
     via: LoadedVia = LoadedVia.NONE
 
 
-@dataclass(frozen=True, slots=True)
-class RuntimeScan:
+class RuntimeScan(Struct, frozen=True):
     """What the ``--runtime`` walk of live processes covered."""
 
     proc: str  # the proc directory read
@@ -302,8 +290,7 @@ class RuntimeScan:
     unreadable_mappings: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class GpuLibrary:
+class GpuLibrary(Struct, frozen=True):
     """One GPU library file with its identification, owner and verdicts."""
 
     ref: FileRef
@@ -335,8 +322,7 @@ class GpuLibrary:
     loaded_copy: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class ImageTrust:
+class ImageTrust(Struct, frozen=True):
     """What the image's signatures and attestations establish under the trust policy."""
 
     signed: bool
@@ -348,8 +334,7 @@ class ImageTrust:
     rejected: tuple[str, ...] = ()  # one reason per rejected layer
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(Struct, frozen=True):
     """A scan-level finding that a `--fail-on` rule can match."""
 
     kind: FindingKind
@@ -360,8 +345,7 @@ class Finding:
     also: tuple[FindingKind, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerLink:
+class ContainerLink(Struct, frozen=True):
     """A container running on a host, linked to the image it runs (found in the node's
     containerd or Docker store): the image's report is keyed by ``image_digest`` (its manifest
     digest) or, for a Docker data root that keeps no manifest, by ``image_config``."""
@@ -374,8 +358,7 @@ class ContainerLink:
     image_config: OciDigest | None
 
 
-@dataclass(frozen=True, slots=True)
-class GpuDevice:
+class GpuDevice(Struct, frozen=True):
     """One GPU of a node, as the driver lists it (CycloneDX ``device`` component)."""
 
     bus_id: str  # PCI location, "0000:17:00.0" (nvidia-smi's "00000000:17:00.0" shortened)
@@ -388,8 +371,7 @@ class GpuDevice:
     source: str = ""  # the file (or "nvidia-smi") it was read from
 
 
-@dataclass(frozen=True, slots=True)
-class DriverFacts:
+class DriverFacts(Struct, frozen=True):
     """The node's NVIDIA driver: the loaded kernel module and its user-space libraries."""
 
     version: str | None  # the loaded kernel module's version ("535.129.03")
@@ -405,8 +387,7 @@ class DriverFacts:
     cuda_max_at_least: bool = False  # the driver is newer than the table's newest row
 
 
-@dataclass(frozen=True, slots=True)
-class InjectedFile:
+class InjectedFile(Struct, frozen=True):
     """A host file the NVIDIA Container Toolkit puts into containers (CDI or legacy list)."""
 
     host_path: str  # absolute, inside the scanned root
@@ -420,8 +401,7 @@ class InjectedFile:
     error: str | None = None  # why it could not be hashed (missing, not a regular file)
 
 
-@dataclass(frozen=True, slots=True)
-class L4tFacts:
+class L4tFacts(Struct, frozen=True):
     """A Jetson's Linux for Tegra release and the JetPack it belongs to."""
 
     release: str  # "36.4.0"
@@ -431,8 +411,7 @@ class L4tFacts:
     cuda: str | None = None  # JetPack's CUDA
 
 
-@dataclass(frozen=True, slots=True)
-class NodeFacts:
+class NodeFacts(Struct, frozen=True):
     """What a GPU node says beyond its files: driver, GPUs, injected files, Jetson release."""
 
     driver: DriverFacts | None = None
@@ -450,8 +429,7 @@ class NodeFacts:
         )
 
 
-@dataclass(frozen=True)
-class ScanResult:
+class ScanResult(Struct, frozen=True):
     """Everything a scan produced; input of every output format."""
 
     asset: AssetInfo
@@ -481,8 +459,7 @@ class ProgressStage(StrEnum):
     VERIFY = "verify"
 
 
-@dataclass(frozen=True, slots=True)
-class Progress:
+class Progress(Struct, frozen=True):
     """How far a scan has got, for a progress display (the stages themselves never print);
     ``total`` is None while unknown."""
 

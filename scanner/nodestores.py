@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from scanner.errors import ScannerError
 from scanner.model import ContainerLink, NodeKind, OciDigest
@@ -31,8 +32,7 @@ _INDEX_TYPES = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class NodeImage:
+class NodeImage(Struct, frozen=True):
     """One image to scan: its target and the digest its report is keyed by."""
 
     target: str
@@ -41,8 +41,7 @@ class NodeImage:
     platform: str | None = None  # the index entry scanned, for a multi-platform image
 
 
-@dataclass
-class NodeInventory:
+class NodeInventory(Struct):
     """The images (one per key) and running containers of a node, and what could not be read."""
 
     images: list[NodeImage] = field(default_factory=list)
@@ -146,8 +145,7 @@ def node_platform() -> str | None:
     return f"linux/{arch}" if arch else None
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(Struct, frozen=True):
     kind: NodeKind
     link: str | None
 

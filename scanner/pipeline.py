@@ -12,10 +12,12 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
+
+from msgspec.structs import replace
 
 from scanner import __version__
 from scanner.errors import SourceError, UsageError

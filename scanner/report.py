@@ -10,8 +10,9 @@ import io
 import json
 import os
 import re
-from dataclasses import asdict
 from typing import Any, TextIO
+
+import msgspec
 
 from scanner.model import GpuLibrary, ScanResult
 from scanner.terminal import printable
@@ -19,8 +20,7 @@ from scanner.terminal import printable
 
 def to_dict(result: ScanResult) -> dict[str, Any]:
     """A JSON-ready dict with every field of the result (enums as their values)."""
-    data = asdict(result)
-    return json.loads(json.dumps(data, default=str))  # type: ignore[no-any-return]
+    return msgspec.to_builtins(result, enc_hook=str)  # type: ignore[no-any-return]
 
 
 def to_json(result: ScanResult) -> str:

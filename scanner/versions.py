@@ -9,8 +9,9 @@ length sort the same in every collation, so range queries are plain index-backed
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
+
+from msgspec import Struct
 
 _PARTS = 4
 _WIDTH = 6
@@ -78,8 +79,7 @@ def _after_prefix(parts: list[int]) -> str:
     return _encode(bumped)
 
 
-@dataclass(frozen=True, slots=True)
-class VersionFilter:
+class VersionFilter(Struct, frozen=True):
     """Keys in ``[lower, upper)``, or an exact string for versions without a numeric prefix."""
 
     lower: str | None = None

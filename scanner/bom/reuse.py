@@ -20,7 +20,6 @@ import hashlib
 import json
 import os
 import pickle
-from dataclasses import fields
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
@@ -83,7 +82,7 @@ def _fill(template: str, serial: UUID, timestamp: datetime) -> str:
 
 
 def _key(result: ScanResult, spec_version: str) -> str:
-    content = tuple(getattr(result, f.name) for f in fields(ScanResult) if f.name not in VOLATILE)
+    content = tuple(getattr(result, f) for f in ScanResult.__struct_fields__ if f not in VOLATILE)
     digest = hashlib.sha256(f"{FORMAT}\n{spec_version}\n{_encoder()}\n".encode())
     digest.update(pickle.dumps(content, protocol=5))
     return digest.hexdigest()

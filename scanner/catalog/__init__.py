@@ -9,7 +9,8 @@ to a few string comparisons.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from scanner.catalog import conda, dpkg, pip, rpm
 from scanner.catalog.interface import (

@@ -8,7 +8,8 @@ files and ``info/NAME[:ARCH].md5sums`` for their MD5 digests; conffile digests c
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from scanner.catalog.interface import Distro, Found, is_hex_digest, purl, root_path, skipped
 from scanner.model import NodeKind, OwnedFile, Package, PackageManager, Skipped
@@ -27,14 +28,12 @@ _ON_DISK = frozenset(
 _MAX_SKIPS_PER_FILE = 20
 
 
-@dataclass(frozen=True, slots=True)
-class _Stanza:
+class _Stanza(Struct, frozen=True):
     line: int  # 1-based line where the stanza starts
     fields: dict[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class _BadStanza:
+class _BadStanza(Struct, frozen=True):
     line: int
     reason: str
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from urllib.parse import quote
+
+from msgspec import Struct
 
 from scanner.errors import CatalogError
 from scanner.model import OwnedFile, Package, Skipped, Stage
@@ -37,8 +38,7 @@ class CatalogParseError(CatalogError):
     `Skipped` entry with this message (for the record, or for the whole database)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Distro:
+class Distro(Struct, frozen=True):
     """The operating system of the root, from os-release (empty strings when unknown)."""
 
     id: str = ""  # os-release ID, lowercased ("debian", "ubuntu", "rhel", "fedora")
@@ -77,8 +77,7 @@ class Distro:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(Struct, frozen=True):
     """What one cataloger found: its packages and what it had to skip."""
 
     packages: tuple[Package, ...] = ()
@@ -89,8 +88,7 @@ class Found:
 Cataloger = Callable[[RootView, Distro], Found]
 
 
-@dataclass(frozen=True)
-class CatalogResult:
+class CatalogResult(Struct, frozen=True):
     """Owner packages of a root and, for each owned path, its owner and recorded digest.
 
     ``owners`` keys are normalized absolute paths as recorded, plus the real path when a

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
+
+from msgspec import Struct
 
 
 class CudaRule(StrEnum):
@@ -38,8 +39,7 @@ class ContentSearch(StrEnum):
     DRIVER = "driver"
 
 
-@dataclass(frozen=True, slots=True)
-class Classifier:
+class Classifier(Struct, frozen=True):
     """One family of GPU libraries."""
 
     family: str
@@ -237,8 +237,7 @@ DETECT_VERSION: Final = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class NameMatch:
+class NameMatch(Struct, frozen=True):
     """A file name (or SONAME) matched against the table."""
 
     classifier: Classifier

@@ -7,10 +7,11 @@ one its siblings agree on, and `fill_from_identical` the one of byte-identical f
 
 from __future__ import annotations
 
-import dataclasses
 import posixpath
 import re
 from collections.abc import Sequence
+
+from msgspec.structs import replace
 
 from scanner.model import (
     Confidence,
@@ -117,9 +118,7 @@ def fill_from_siblings(libs: Sequence[tuple[str, Identification]]) -> list[Ident
             out.append(ident)
         else:
             out.append(
-                dataclasses.replace(
-                    ident, version=version, cuda_major=cuda_major, evidence=tuple(evidence)
-                )
+                replace(ident, version=version, cuda_major=cuda_major, evidence=tuple(evidence))
             )
     return out
 
@@ -163,7 +162,7 @@ def fill_from_identical(
             ),
         )
         out.append(
-            dataclasses.replace(
+            replace(
                 ident,
                 version=other.version,
                 cuda_major=ident.cuda_major if ident.cuda_major is not None else other.cuda_major,

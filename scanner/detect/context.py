@@ -12,8 +12,9 @@ import json
 import posixpath
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Final
+
+from msgspec import Struct, field
 
 from scanner.model import AssetInfo, Package, Skipped, Stage
 from scanner.versions import dotted_prefix
@@ -26,8 +27,7 @@ _DEFINE_RE: Final = re.compile(
 _VERSION_TXT_RE: Final = re.compile(rb"CUDA Version (\d+(?:\.\d+)+)")
 
 
-@dataclass(frozen=True, slots=True)
-class HeaderVersion:
+class HeaderVersion(Struct, frozen=True):
     """A cuDNN version header and the install tree it describes."""
 
     path: str
@@ -35,8 +35,7 @@ class HeaderVersion:
     version: str  # "9.1.0" (headers carry no build number)
 
 
-@dataclass(frozen=True, slots=True)
-class ToolkitVersion:
+class ToolkitVersion(Struct, frozen=True):
     """A CUDA toolkit's version.json / version.txt and the directory it describes."""
 
     path: str
@@ -45,8 +44,7 @@ class ToolkitVersion:
     components: tuple[tuple[str, str], ...]  # version.json key -> version ("cuda_cudart", ...)
 
 
-@dataclass(frozen=True, slots=True)
-class DigestRecord:
+class DigestRecord(Struct, frozen=True):
     """Another record of a file's exact bytes, wherever the file lies: a package database row
     (a wheel's RECORD copied along with a relocated CUDA toolkit tree) or a signed catalog
     entry. Same SHA-256, same bytes: its version is the file's version."""
@@ -60,8 +58,7 @@ class DigestRecord:
     cuda_major: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class DetectContext:
+class DetectContext(Struct, frozen=True):
     """What the scan's metadata says, for every `identify` call of that scan."""
 
     cudnn_headers: tuple[HeaderVersion, ...] = ()

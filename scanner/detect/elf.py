@@ -13,8 +13,9 @@ import re
 import stat
 import struct
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, Final
+
+from msgspec import Struct
 
 from scanner.detect.classifiers import ContentSearch, classify_name
 from scanner.errors import DetectError, NotElfError
@@ -63,8 +64,7 @@ _DRIVER_RE: Final = re.compile(rb"\x00([2-9]\d{2}\.\d{2,3}(?:\.\d{2})?)(?=\x00)"
 _DRIVER_NAME_RE: Final = re.compile(r"\.so\.([2-9]\d{2}\.\d{2,3}(?:\.\d{2})?)$")
 
 
-@dataclass(frozen=True, slots=True)
-class _Segment:
+class _Segment(Struct, frozen=True):
     ptype: str | int
     flags: int
     offset: int
@@ -72,8 +72,7 @@ class _Segment:
     filesz: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Section:
+class _Section(Struct, frozen=True):
     name: str
     stype: str | int
     flags: int

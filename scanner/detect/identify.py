@@ -10,8 +10,9 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Final
+
+from msgspec import Struct
 
 from scanner.detect.classifiers import (
     Classifier,
@@ -72,16 +73,14 @@ _C_BUILD, _C_REFS, _C_OWN, _C_OWNER, _C_JSON, _C_PATH, _C_MAP, _C_CONFIG = range
 _LIB_DIRS: Final = ("lib", "lib64", "lib32", "libx32")
 
 
-@dataclass(frozen=True, slots=True)
-class _Claim:
+class _Claim(Struct, frozen=True):
     parts: tuple[int, ...]
     value: str
     confidence: Confidence
     rank: int
 
 
-@dataclass(frozen=True, slots=True)
-class _MajorClaim:
+class _MajorClaim(Struct, frozen=True):
     major: int
     confidence: Confidence
     rank: int

@@ -14,8 +14,9 @@ Parsing is pure; errors are `CdiError` with the reason.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any, Final
+
+from msgspec import Struct, field
 
 #: The directories CDI reads specs from (SPEC.md, "Spec directories"), in priority order.
 SPEC_DIRS: Final = ("/etc/cdi", "/var/run/cdi")
@@ -27,8 +28,7 @@ class CdiError(ValueError):
     """A CDI spec or list that cannot be read; the message says why."""
 
 
-@dataclass
-class Injection:
+class Injection(Struct):
     """What one spec (or list) gives containers, before the host files are hashed."""
 
     source: str

@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Final
+
+from msgspec.structs import replace
 
 from scanner.model import DriverFacts, GpuDevice
 from scanner.node.rootfs import read_small

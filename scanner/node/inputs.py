@@ -3,11 +3,10 @@ scan options without loading the readers."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 
-@dataclass(frozen=True)
-class NodeInputs:
+class NodeInputs(Struct, frozen=True):
     """Where a host scan reads node facts; None: the scanned root's own (``ROOT/proc``)."""
 
     enabled: bool = True

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from scanner.detect.classifiers import classify_name
 from scanner.errors import HashError, UsageError

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from scanner.model import NodeKind
 from scanner.source.containment import Outcome, normalize, resolve
@@ -17,8 +18,7 @@ from scanner.source.containment import Outcome, normalize, resolve
 MAX_SMALL = 4 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(Struct, frozen=True):
     kind: NodeKind
     link: str | None
 

@@ -7,9 +7,10 @@ Pure lookups over packaged data; the policy's driver rule uses `default_cuda_dri
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
+
+from msgspec import Struct
 
 from scanner.errors import ScannerError
 from scanner.versions import version_key
@@ -19,8 +20,7 @@ class TableError(ScannerError):
     """A packaged data table that does not hold what its loader expects."""
 
 
-@dataclass(frozen=True, slots=True)
-class Source:
+class Source(Struct, frozen=True):
     name: str
     url: str
 
@@ -28,8 +28,7 @@ class Source:
         return f"{self.name} <{self.url}>"
 
 
-@dataclass(frozen=True, slots=True)
-class CudaSupport:
+class CudaSupport(Struct, frozen=True):
     """What the table says of one driver: the newest CUDA it runs, from which row."""
 
     cuda: str  # "12.2"
@@ -38,8 +37,7 @@ class CudaSupport:
     at_least: bool
 
 
-@dataclass(frozen=True, slots=True)
-class CudaDriverTable:
+class CudaDriverTable(Struct, frozen=True):
     source: Source
     #: (CUDA "X.Y", toolkit release, minimum Linux driver), newest first
     releases: tuple[tuple[str, str, str], ...]
@@ -59,15 +57,13 @@ class CudaDriverTable:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class JetPack:
+class JetPack(Struct, frozen=True):
     l4t: str
     jetpack: str
     cuda: str
 
 
-@dataclass(frozen=True, slots=True)
-class JetPackTable:
+class JetPackTable(Struct, frozen=True):
     source: Source
     releases: tuple[JetPack, ...]
 
@@ -78,8 +74,7 @@ class JetPackTable:
         return next((r for r in self.releases if r.l4t == full), None)
 
 
-@dataclass(frozen=True, slots=True)
-class ComputeCapabilityTable:
+class ComputeCapabilityTable(Struct, frozen=True):
     source: Source
     models: tuple[tuple[re.Pattern[str], str], ...]
 

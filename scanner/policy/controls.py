@@ -7,12 +7,12 @@ PR.DS-10 is data-in-use, PR.PS-03 is hardware) can never be cited.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import yaml
+from msgspec import Struct
 
 from scanner.policy.document import RULE_IDS, PolicyError
 
@@ -20,15 +20,13 @@ from scanner.policy.document import RULE_IDS, PolicyError
 FORBIDDEN_CONTROLS = frozenset({"PR.DS-10", "PR.PS-03"})
 
 
-@dataclass(frozen=True, slots=True)
-class Framework:
+class Framework(Struct, frozen=True):
     id: str  # "nist-csf-2.0", "cis-v8", "slsa-v1.2"
     title: str
     source: str
 
 
-@dataclass(frozen=True, slots=True)
-class Control:
+class Control(Struct, frozen=True):
     id: str  # official ID: "ID.RA-09", "CIS-2.6", "SLSA_BUILD_LEVEL_2"
     title: str
     framework: str
@@ -37,8 +35,7 @@ class Control:
     level: int | None = None  # SLSA Build level only
 
 
-@dataclass(frozen=True, slots=True)
-class ControlsCatalog:
+class ControlsCatalog(Struct, frozen=True):
     frameworks: tuple[Framework, ...]
     controls: dict[str, Control]
     rules: dict[str, tuple[str, ...]]  # rule id -> control ids it evidences

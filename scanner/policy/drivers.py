@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from typing import Any
 
 import yaml
+from msgspec import Struct
 
 from scanner.policy.document import PolicyError
 from scanner.versions import version_key
 
 
-@dataclass(frozen=True, slots=True)
-class DriverTable:
+class DriverTable(Struct, frozen=True):
     source_name: str
     source_url: str
     minimum: dict[int, str]  # CUDA major -> minimum driver version ("525.60.13")

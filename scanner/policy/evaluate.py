@@ -7,10 +7,11 @@ failing rule's action is deny, warn when only warn rules fail, else allow.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
+
+from msgspec import Struct
 
 from scanner.policy.controls import ControlsCatalog, default_catalog
 from scanner.policy.document import RULE_IDS, Action, PromotionPolicy
@@ -25,8 +26,7 @@ class Decision(StrEnum):
     DENY = "deny"
 
 
-@dataclass(frozen=True, slots=True)
-class RuleResult:
+class RuleResult(Struct, frozen=True):
     rule: str
     action: Action
     status: Status
@@ -63,8 +63,7 @@ class RuleResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class Evaluation:
+class Evaluation(Struct, frozen=True):
     decision: Decision
     results: tuple[RuleResult, ...]  # one per rule the policy sets, in RULE_IDS order
     controls: dict[str, Status]  # every control a rule of the policy cites

@@ -8,8 +8,9 @@ of passing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
+
+from msgspec import Struct
 
 from scanner.model import AssetKind, ScanResult
 
@@ -17,8 +18,7 @@ from scanner.model import AssetKind, ScanResult
 DRIVER_FAMILIES = ("libcuda", "nvidia-ml")
 
 
-@dataclass(frozen=True, slots=True)
-class FileFact:
+class FileFact(Struct, frozen=True):
     path: str
     family: str
     component: str
@@ -55,8 +55,7 @@ class FileFact:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class ImageTrustFacts:
+class ImageTrustFacts(Struct, frozen=True):
     """What the image's signatures established; absent when no trust policy was applied."""
 
     signer: str | None
@@ -65,8 +64,7 @@ class ImageTrustFacts:
     rejected: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class AssetFacts:
+class AssetFacts(Struct, frozen=True):
     kind: AssetKind
     name: str
     digest: str | None

@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any
+
+from msgspec import Struct, field
 
 from scanner.model import AssetKind
 from scanner.policy import document as D
@@ -29,8 +30,7 @@ class Status(StrEnum):
     NOT_APPLICABLE = "not_applicable"
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(Struct, frozen=True):
     status: Status
     message: str
     files: tuple[FileFact, ...] = ()
@@ -39,8 +39,7 @@ class Outcome:
     missing_input: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class FleetBaseline:
+class FleetBaseline(Struct, frozen=True):
     """The versions that assets labelled ``label=value`` run (the parity rule's fleet context)."""
 
     label: str
@@ -61,8 +60,7 @@ def baseline_of(label: str, value: str, assets: Iterable[AssetFacts]) -> FleetBa
     return FleetBaseline(label, value, {k: frozenset(v) for k, v in versions.items()}, count)
 
 
-@dataclass(frozen=True, slots=True)
-class Context:
+class Context(Struct, frozen=True):
     facts: AssetFacts
     now: datetime
     drivers: DriverTable

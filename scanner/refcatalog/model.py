@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 import scanner
 from scanner.detect.classifiers import classify_name
@@ -51,8 +52,7 @@ def sha256_file(path: Path) -> str:
         return hash_reader(f).sha256
 
 
-@dataclass(frozen=True, slots=True)
-class CatalogSource:
+class CatalogSource(Struct, frozen=True):
     """Where entries came from: a wheel, a redistrib archive, a golden scan."""
 
     kind: str  # "wheel" | "redist" | "scan"
@@ -61,8 +61,7 @@ class CatalogSource:
     detail: str = ""  # e.g. the redistrib release label, the scanned asset
 
 
-@dataclass(frozen=True, slots=True)
-class CatalogEntry:
+class CatalogEntry(Struct, frozen=True):
     """One known-good file."""
 
     name: str  # path as shipped: relative in a wheel or archive, absolute in a scan
@@ -121,8 +120,7 @@ def _opt_str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-@dataclass(frozen=True)
-class Catalog:
+class Catalog(Struct, frozen=True):
     """An unsigned reference catalog."""
 
     name: str

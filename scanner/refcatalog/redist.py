@@ -13,9 +13,10 @@ import re
 import tarfile
 import zipfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+from msgspec import Struct
 
 from scanner.catalog.interface import purl
 from scanner.hash import hash_reader
@@ -40,8 +41,7 @@ _PLATFORM_ARCH = {
 _VARIANT = re.compile(r"cuda(\d+)$")
 
 
-@dataclass(frozen=True, slots=True)
-class ManifestArchive:
+class ManifestArchive(Struct, frozen=True):
     package: str  # manifest key, e.g. "cudnn" or "cuda_cudart"
     version: str
     platform: str

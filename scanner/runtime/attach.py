@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from scanner.detect.context import DetectContext
 from scanner.detect.identify import identify

@@ -8,8 +8,9 @@ and tested in tests/scanner/runtime/test_cgroup.py. Nothing here reads a file.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Final
+
+from msgspec import Struct
 
 #: ``<engine>-<id>.scope`` (systemd driver) or ``<engine>-<id>`` (podman's cgroupfs parent).
 _SCOPE: Final = re.compile(
@@ -33,8 +34,7 @@ _ENGINES: Final = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class ContainerRef:
+class ContainerRef(Struct, frozen=True):
     """Where a process runs: its container (None on the host) and Kubernetes pod."""
 
     container_id: str | None = None

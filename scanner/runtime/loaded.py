@@ -13,7 +13,8 @@ import contextlib
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from scanner.errors import HashError
 from scanner.hash import HostFactsCache, facts_of, hash_file, may_be_dpkg_owned
@@ -43,8 +44,7 @@ class DiskState:
     UNREADABLE = "unreadable"  # something that could not be read
 
 
-@dataclass(frozen=True, slots=True)
-class LoadedCopy:
+class LoadedCopy(Struct, frozen=True):
     """The bytes some processes have mapped from one path, with what is at that path now."""
 
     path: str
@@ -64,16 +64,14 @@ class LoadedCopy:
         return any(p.deleted for p in self.loaders)
 
 
-@dataclass
-class _Loaded:
+class _Loaded(Struct):
     facts: FileFacts | None
     via: LoadedVia
     error: str | None
     scanned_path: str | None = None
 
 
-@dataclass
-class _Group:
+class _Group(Struct):
     path: str
     same_root: bool
     loaded: _Loaded

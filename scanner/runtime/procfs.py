@@ -13,8 +13,9 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Final
+
+from msgspec import Struct, field
 
 from scanner.detect.classifiers import CLASSIFIERS
 from scanner.runtime.cgroup import ContainerRef, parse_cgroup
@@ -28,8 +29,7 @@ _GPU_NAME: Final = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class MappedFile:
+class MappedFile(Struct, frozen=True):
     """One file a process has mapped (its first mapping; the others are the same file)."""
 
     path: str  # as the process sees it, without the " (deleted)" mark
@@ -39,8 +39,7 @@ class MappedFile:
     range: str  # "7f3c1a200000-7f3c1a201000": its name under /proc/PID/map_files/
 
 
-@dataclass(frozen=True, slots=True)
-class ProcessMaps:
+class ProcessMaps(Struct, frozen=True):
     """A live process that maps at least one GPU library."""
 
     pid: int
@@ -51,8 +50,7 @@ class ProcessMaps:
     files: tuple[MappedFile, ...]
 
 
-@dataclass
-class ProcWalk:
+class ProcWalk(Struct):
     """What the walk of one proc directory found."""
 
     proc: str

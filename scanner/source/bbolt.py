@@ -16,7 +16,8 @@ import os
 import stat
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from scanner.errors import SourceError
 
@@ -36,8 +37,7 @@ def _fnv1a64(data: bytes) -> int:
     return h
 
 
-@dataclass(frozen=True, slots=True)
-class _Meta:
+class _Meta(Struct, frozen=True):
     page_size: int
     root: int
     high_water: int

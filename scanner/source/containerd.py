@@ -18,8 +18,9 @@ import json
 import os
 import re
 import stat
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from scanner.errors import SourceError, UsageError
 from scanner.imageref import split_digest
@@ -49,8 +50,7 @@ _MAX_NAME = 4096
 _MAX_SNIFF = 4 * 1024 * 1024  # content blobs larger than this are layers, not manifests
 
 
-@dataclass(frozen=True, slots=True)
-class StoredImage:
+class StoredImage(Struct, frozen=True):
     """An image record of a containerd namespace: its name and target (index or manifest)."""
 
     namespace: str
@@ -58,8 +58,7 @@ class StoredImage:
     target: Descriptor
 
 
-@dataclass(frozen=True, slots=True)
-class StoredContainer:
+class StoredContainer(Struct, frozen=True):
     """A container record: the image it was created from, and whether its task runs."""
 
     namespace: str

@@ -9,9 +9,10 @@ link can lead out of the root.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
+
+from msgspec import Struct
 
 from scanner.model import NodeKind
 
@@ -48,8 +49,7 @@ class Outcome(StrEnum):
     ESCAPES = "escapes"
 
 
-@dataclass(frozen=True, slots=True)
-class Resolution:
+class Resolution(Struct, frozen=True):
     outcome: Outcome
     #: The resolved in-root path when the entry was reached (RESOLVED, ESCAPES), else None.
     path: str | None = None

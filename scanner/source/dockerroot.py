@@ -21,8 +21,9 @@ import os
 import posixpath
 import re
 import stat
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from scanner.errors import SourceError, UsageError
 from scanner.model import OciDigest
@@ -40,16 +41,14 @@ _DRIVER = "overlay2"
 _TAR_SPLIT_LIMIT = 1 << 30
 
 
-@dataclass(frozen=True, slots=True)
-class DockerImage:
+class DockerImage(Struct, frozen=True):
     """An image of the data root: its ID (config digest) and the names pointing at it."""
 
     id: OciDigest
     names: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class DockerContainer:
+class DockerContainer(Struct, frozen=True):
     """A container of the data root: the image ID it runs and whether it is running."""
 
     id: str

@@ -17,9 +17,10 @@ import re
 import stat
 import tarfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from msgspec import Struct
 
 from scanner.errors import SourceError, UsageError
 from scanner.imageref import split_digest
@@ -249,8 +250,7 @@ def _read_desc(store: _Store, desc: Descriptor, what: str) -> bytes:
     return data
 
 
-@dataclass(frozen=True)
-class ImagePlan:
+class ImagePlan(Struct, frozen=True):
     """One image resolved from its container format: what to squash and what to report."""
 
     name: str

@@ -8,8 +8,9 @@ asked for, and the GPU-library candidates. Catalogers never know whether the roo
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import IO, Protocol
+
+from msgspec import Struct, field
 
 from scanner.model import (
     AssetInfo,
@@ -44,8 +45,7 @@ ContentProbe = Callable[[str, IO[bytes], int], FileFacts]
 LocatedProbe = Callable[[str, IO[bytes], int, tuple[str, int]], FileFacts | Callable[[], FileFacts]]
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+class Node(Struct, frozen=True):
     """One entry of the squashed tree. Paths are absolute inside the root ("/usr/lib/x")."""
 
     path: str
@@ -56,8 +56,7 @@ class Node:
     mode: int = 0o644
 
 
-@dataclass(frozen=True, slots=True)
-class Selector:
+class Selector(Struct, frozen=True):
     """What the pipeline wants from a source, by path.
 
     ``is_candidate``: file names that look like GPU libraries; their content is analyzed
@@ -81,8 +80,7 @@ class Selector:
     on_progress: ProgressFn | None = None
 
 
-@dataclass
-class RootView:
+class RootView(Struct):
     """The scanned root after squashing: a tree plus captured metadata and candidates."""
 
     info: AssetInfo
@@ -108,8 +106,7 @@ class RootView:
                 yield p
 
 
-@dataclass(frozen=True, slots=True)
-class SignatureLayer:
+class SignatureLayer(Struct, frozen=True):
     """A signature or attestation layer stored beside an image, as fetched, for the verify
     stage (which checks it, its digest included)."""
 

@@ -7,13 +7,14 @@ is ignored and rewritten by the next read of the layer.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
-import types
 import typing
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
+
+import msgspec
+from msgspec.structs import fields
 
 from scanner.fsutil import atomic_write, cache_root
 from scanner.model import FileFacts, NodeKind, OciDigest, Skipped, Stage
@@ -32,75 +33,24 @@ def default_cache_dir() -> Path:
 
 
 def encode_value(value: object) -> object:
-    """A frozen model value (dataclasses, tuples, scalars) as JSON-ready data."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: encode_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple | list):
-        return [encode_value(v) for v in value]
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    raise TypeError(f"cannot encode {type(value).__name__}")
+    """A frozen model value (Structs, tuples, scalars) as JSON-ready data."""
+    return msgspec.to_builtins(value)
 
 
 def decode_value(tp: Any, data: object) -> Any:
-    """Rebuild a value of type ``tp`` from `encode_value` output; ValueError if it does not fit."""
-    if isinstance(tp, typing.NewType):
-        return decode_value(tp.__supertype__, data)
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(tp)
-        if data is None and type(None) in args:
-            return None
-        errors: list[str] = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return decode_value(arg, data)
-            except (ValueError, TypeError, KeyError) as e:
-                errors.append(str(e))
-        raise ValueError(f"no member of {tp} fits: {errors}")
-    if origin is tuple:
-        if not isinstance(data, list):
-            raise ValueError(f"expected a list for {tp}")
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(decode_value(args[0], v) for v in data)
-        if len(args) != len(data):
-            raise ValueError(f"expected {len(args)} items for {tp}")
-        return tuple(decode_value(a, v) for a, v in zip(args, data, strict=True))
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(data, dict):
-            raise ValueError(f"expected an object for {tp.__name__}")
-        hints = typing.get_type_hints(tp)
-        kwargs = {
-            f.name: decode_value(hints[f.name], data[f.name])
-            for f in dataclasses.fields(tp)
-            if f.name in data
-        }
-        return tp(**kwargs)
-    if tp is bool:
-        if not isinstance(data, bool):
-            raise ValueError("expected a boolean")
-        return data
-    if tp in (int, float, str):
-        if not isinstance(data, tp) or isinstance(data, bool):
-            raise ValueError(f"expected {tp.__name__}")
-        return data
-    raise TypeError(f"cannot decode type {tp!r}")
+    """Rebuild a value of type ``tp`` from `encode_value` output; ValueError (msgspec's
+    ValidationError) if it does not fit, field by field and type by type."""
+    return msgspec.convert(data, tp)
 
 
 def _fingerprint(tp: Any, seen: set[Any] | None = None) -> str:
     """A description of a type's shape, so a model change invalidates cached facts."""
     seen = seen if seen is not None else set()
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and issubclass(tp, msgspec.Struct):
         if tp in seen:
             return tp.__name__
         seen.add(tp)
-        hints = typing.get_type_hints(tp)
-        inner = ",".join(
-            f"{f.name}:{_fingerprint(hints[f.name], seen)}" for f in dataclasses.fields(tp)
-        )
+        inner = ",".join(f"{f.name}:{_fingerprint(f.type, seen)}" for f in fields(tp))
         return f"{tp.__name__}({inner})"
     args = typing.get_args(tp)
     if args:

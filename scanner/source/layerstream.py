@@ -14,9 +14,10 @@ import queue
 import threading
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast
+
+from msgspec import Struct
 
 from scanner.errors import SourceError, UnsafeArchiveError
 from scanner.imageref import split_digest
@@ -40,8 +41,7 @@ class Readable(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class LayerSpec:
+class LayerSpec(Struct, frozen=True):
     """One layer to read: its digest (cache key, reported), declared size and how to open it.
 
     ``verify="blob"``: the blob's bytes must hash to ``digest`` (OCI descriptors).

@@ -3,7 +3,7 @@ host scan builds the scan's limits without loading the layer readers)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from scanner.errors import UnsafeArchiveError
 
@@ -18,8 +18,7 @@ _BLOCK = 512
 MAX_LAYER_DIR_DEPTH = 512
 
 
-@dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(Struct, frozen=True):
     """Resource caps that stop hostile layers (decompression bombs, entry floods).
 
     A compressed layer may expand to ``max(max_ratio * compressed size,

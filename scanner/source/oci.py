@@ -4,16 +4,16 @@ sources."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from scanner.errors import SourceError
 from scanner.imageref import split_digest
 from scanner.model import OciDigest
 
 
-@dataclass(frozen=True, slots=True)
-class Descriptor:
+class Descriptor(Struct, frozen=True):
     """An OCI content descriptor, validated at construction."""
 
     media_type: str

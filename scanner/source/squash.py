@@ -11,8 +11,10 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from typing import Protocol
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from scanner.model import FileFacts, NodeKind, OciDigest, Progress, ProgressStage, Skipped, Stage
 from scanner.source.interface import Node, Selector
@@ -161,8 +163,7 @@ class Tree:
             self.metadata[path] = data
 
 
-@dataclass
-class Squashed:
+class Squashed(Struct):
     """The result of applying an image's layers: the tree, what was skipped, counters."""
 
     tree: Tree

@@ -10,8 +10,9 @@ from __future__ import annotations
 import io
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import IO, Any, cast
+
+from msgspec import Struct, field
 
 from scanner.errors import SourceError
 from scanner.model import FileFacts, NodeKind, OciDigest, Skipped, Stage
@@ -27,8 +28,7 @@ _ZERO_BLOCK = bytes(_BLOCK)
 Entry = tuple[str, NodeKind, int, int, str | None, str | None]
 
 
-@dataclass(slots=True)
-class LayerYield:
+class LayerYield(Struct):
     """What one layer contributes; independent of lower layers, so it is cached by digest."""
 
     digest: OciDigest

@@ -12,10 +12,10 @@ import binascii
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from cryptography import x509
+from msgspec import Struct, field
 
 from scanner.model import OciDigest
 from scanner.verify import cosign_tags, fulcio, slsa, tlog
@@ -64,16 +64,14 @@ def referrers_fallback_tag(digest: str) -> str:
     return cosign_tags.referrers_tag("sha256", _hex(digest))
 
 
-@dataclass(frozen=True, slots=True)
-class ImageRef:
+class ImageRef(Struct, frozen=True):
     """The image being verified: repository (host/path, no tag) and manifest digest."""
 
     repository: str
     digest: OciDigest
 
 
-@dataclass(frozen=True)
-class CosignLayer:
+class CosignLayer(Struct, frozen=True):
     """One signature/attestation layer as the registry returned it."""
 
     media_type: str
@@ -82,8 +80,7 @@ class CosignLayer:
     digest: str | None = None  # the descriptor digest; checked against `data`
 
 
-@dataclass(frozen=True)
-class Accepted:
+class Accepted(Struct, frozen=True):
     """One signature or attestation that passed every check."""
 
     form: str  # legacy-signature | legacy-attestation | bundle-signature | bundle-attestation
@@ -94,8 +91,7 @@ class Accepted:
     unsafe: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class ImageVerdict:
+class ImageVerdict(Struct, frozen=True):
     """Everything the image's signatures and attestations establish."""
 
     signatures: tuple[Accepted, ...]

@@ -11,12 +11,12 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+from msgspec import Struct
 
 from scanner.errors import VerifyError
 from scanner.verify.errors import Rejected
@@ -46,14 +46,12 @@ def b64decode(text: str) -> bytes:
         raise Rejected(f"invalid base64: {e}") from e
 
 
-@dataclass(frozen=True, slots=True)
-class Signature:
+class Signature(Struct, frozen=True):
     sig: bytes
     keyid: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
+class Envelope(Struct, frozen=True):
     """A parsed DSSE envelope."""
 
     payload_type: str

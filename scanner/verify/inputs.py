@@ -6,12 +6,12 @@ sigstore unless verification was asked for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
+from msgspec import Struct
 
-@dataclass(frozen=True)
-class TrustInputs:
+
+class TrustInputs(Struct, frozen=True):
     """A policy file or one key, signed catalogs, local signature/attestation files."""
 
     trust: Path | None = None

@@ -7,8 +7,9 @@ sigstore's `Statement` insists on subject names, which cosign statements lack.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from scanner.verify.errors import Rejected
 
@@ -16,8 +17,7 @@ STATEMENT_V1 = "https://in-toto.io/Statement/v1"
 STATEMENT_V01 = "https://in-toto.io/Statement/v0.1"
 
 
-@dataclass(frozen=True, slots=True)
-class Subject:
+class Subject(Struct, frozen=True):
     name: str
     digests: tuple[tuple[str, str], ...]  # (algorithm, lowercase hex), sorted
 
@@ -25,8 +25,7 @@ class Subject:
         return dict(self.digests).get(algorithm)
 
 
-@dataclass(frozen=True)
-class Statement:
+class Statement(Struct, frozen=True):
     """A parsed in-toto statement; `predicate` is left as JSON."""
 
     type: str

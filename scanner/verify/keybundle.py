@@ -12,9 +12,10 @@ import base64
 import binascii
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+from msgspec import Struct
 
 from scanner.verify import tlog
 from scanner.verify.dsse import Envelope, b64decode, verify_envelope
@@ -29,8 +30,7 @@ BUNDLE_V03_ALT = "application/vnd.dev.sigstore.bundle+json;version=0.3"
 BUNDLE_MEDIA_TYPES = (BUNDLE_V01, BUNDLE_V02, BUNDLE_V03, BUNDLE_V03_ALT)
 
 
-@dataclass(frozen=True)
-class KeyBundleResult:
+class KeyBundleResult(Struct, frozen=True):
     key: TrustedKey
     kind: str  # "message-signature" | "dsse"
     payload_type: str | None

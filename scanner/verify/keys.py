@@ -5,7 +5,6 @@ one (ECDSA P-256/P-384, Ed25519, RSA >= 2048 bits with PKCS#1 v1.5 or PSS paddin
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa
 from cryptography.hazmat.primitives.asymmetric.utils import Prehashed
+from msgspec import Struct
 
 from scanner.errors import VerifyError
 from scanner.verify.errors import Rejected
@@ -29,8 +29,7 @@ class KeyAlgorithm(StrEnum):
 PublicKey = ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey | rsa.RSAPublicKey
 
 
-@dataclass(frozen=True, slots=True)
-class TrustedKey:
+class TrustedKey(Struct, frozen=True):
     """A public key with the algorithm gpuprov accepts it for."""
 
     public_key: PublicKey

@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from msgspec import Struct
+
 from scanner import vocabulary as V
 from scanner.model import Provenance as Provenance  # re-exported for its importers
 from scanner.refcatalog.model import CatalogEntry
@@ -20,8 +22,7 @@ _PURL = re.compile(r"^pkg:(?P<type>[^/]+)/(?:(?P<ns>.+)/)?(?P<name>[^/@?#]+)@(?P
 _LIB_STEM = re.compile(r"^(?P<stem>.+?)\.so(?:\.\d+)*$")
 
 
-@dataclass(frozen=True, slots=True)
-class ProvenanceVerdict:
+class ProvenanceVerdict(Struct, frozen=True):
     provenance: Provenance
     reason: str
     signer: str | None = None

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
+
+from msgspec.structs import replace
 
 from scanner.errors import UsageError, VerifyError
 from scanner.model import GpuLibrary, ImageTrust, OciDigest

@@ -14,12 +14,12 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from cryptography import x509
+from msgspec import Struct
 
 from scanner.verify import fulcio, keybundle, tlog
 from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, verify_envelope
@@ -34,8 +34,7 @@ _log = logging.getLogger("gpuprov.verify")
 _CHUNK = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
-class ArtifactDigest:
+class ArtifactDigest(Struct, frozen=True):
     """The SHA-256 of an artifact, for digest-only verification of large files."""
 
     sha256: bytes
@@ -69,8 +68,7 @@ class ArtifactDigest:
         return self.sha256.hex()
 
 
-@dataclass(frozen=True)
-class BundleVerification:
+class BundleVerification(Struct, frozen=True):
     """What a verified bundle proves."""
 
     signer: Signer  # the policy entry that matched

@@ -9,8 +9,9 @@ source repository and build type where the policy states them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
@@ -19,8 +20,7 @@ from scanner.verify.trust import Signer, TrustPolicy
 SLSA_PROVENANCE_V1 = "https://slsa.dev/provenance/v1"
 
 
-@dataclass(frozen=True, slots=True)
-class SlsaResult:
+class SlsaResult(Struct, frozen=True):
     """The verified claim: Build level, builder and signer."""
 
     level: int

@@ -13,20 +13,19 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from msgspec import Struct
 
 from scanner.verify.dsse import Envelope, b64decode
 from scanner.verify.errors import Rejected
 from scanner.verify.trusted_roots import LogKey, SigstoreRoot
 
 
-@dataclass(frozen=True, slots=True)
-class InclusionProof:
+class InclusionProof(Struct, frozen=True):
     log_index: int
     root_hash: bytes
     tree_size: int
@@ -34,8 +33,7 @@ class InclusionProof:
     checkpoint: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class LogEntry:
+class LogEntry(Struct, frozen=True):
     """One Rekor entry as a Sigstore bundle (or cosign annotation) carries it."""
 
     log_index: int
@@ -168,8 +166,7 @@ def root_from_inclusion_proof(index: int, size: int, leaf: bytes, proof: Sequenc
 _SIG_LINE = re.compile(r"^\u2014 (\S+) (\S+)$")
 
 
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
+class Checkpoint(Struct, frozen=True):
     origin: str
     size: int
     root_hash: bytes

@@ -9,14 +9,15 @@ logged `UnsafeOption`.
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import logging
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+
+from msgspec import Struct
+from msgspec.structs import replace
 
 from scanner.errors import VerifyError
 from scanner.verify.keys import TrustedKey
@@ -32,8 +33,7 @@ class UnsafeOption(StrEnum):
     IGNORE_TLOG = "ignore-tlog"
 
 
-@dataclass(frozen=True, slots=True)
-class IdentityRule:
+class IdentityRule(Struct, frozen=True):
     """A keyless identity: the OIDC issuer exactly, the subject exactly or by full-match regex."""
 
     issuer: str
@@ -66,8 +66,7 @@ class IdentityRule:
         return f"{subject} (issuer {self.issuer})"
 
 
-@dataclass(frozen=True, slots=True)
-class Scope:
+class Scope(Struct, frozen=True):
     """What a signer may vouch for: library families and image repositories ("*" = any)."""
 
     families: tuple[str, ...] = ()
@@ -82,8 +81,7 @@ class Scope:
         return any(fnmatch.fnmatchcase(repository, pattern) for pattern in self.images)
 
 
-@dataclass(frozen=True, slots=True)
-class Signer:
+class Signer(Struct, frozen=True):
     """One trusted signer: a key or a keyless identity, with its scope and unsafe options."""
 
     name: str
@@ -115,8 +113,7 @@ class Signer:
         return False
 
 
-@dataclass(frozen=True, slots=True)
-class BuilderRule:
+class BuilderRule(Struct, frozen=True):
     """An allowed SLSA builder and the highest Build level its provenance may claim."""
 
     level: int
@@ -146,8 +143,7 @@ class BuilderRule:
         return self.id_regex is not None and re.fullmatch(self.id_regex, builder_id) is not None
 
 
-@dataclass(frozen=True, slots=True)
-class SlsaExpectation:
+class SlsaExpectation(Struct, frozen=True):
     """What an image's provenance must state, when the policy states it."""
 
     images: tuple[str, ...]
@@ -163,8 +159,7 @@ class SlsaExpectation:
         return any(fnmatch.fnmatchcase(repository, p) for p in self.images)
 
 
-@dataclass(frozen=True)
-class TrustPolicy:
+class TrustPolicy(Struct, frozen=True):
     """The whole trust policy: signers, pinned Sigstore roots and SLSA rules."""
 
     signers: tuple[Signer, ...]
@@ -220,4 +215,4 @@ class TrustPolicy:
 
 def with_roots(policy: TrustPolicy, roots: Sequence[SigstoreRoot]) -> TrustPolicy:
     """A copy of `policy` whose pinned roots are replaced by `roots`."""
-    return dataclasses.replace(policy, roots=tuple(roots))
+    return replace(policy, roots=tuple(roots))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cryptography import x509
+from msgspec import Struct
 
 from scanner.errors import VerifyError
 from scanner.fsutil import cache_root
@@ -37,8 +38,7 @@ def parse_time(value: str) -> datetime:
     return parsed
 
 
-@dataclass(frozen=True, slots=True)
-class LogKey:
+class LogKey(Struct, frozen=True):
     """A transparency log or CT log key from a trusted root, with its validity window."""
 
     key_id: bytes
@@ -52,8 +52,7 @@ class LogKey:
         return (self.start is None or self.start <= when) and (self.end is None or when <= self.end)
 
 
-@dataclass(frozen=True, slots=True)
-class CertificateAuthority:
+class CertificateAuthority(Struct, frozen=True):
     """A Fulcio CA chain (leaf-most first) from a trusted root, with its validity window."""
 
     certificates: tuple[x509.Certificate, ...]

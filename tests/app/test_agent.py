@@ -6,11 +6,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import typer
+from msgspec.structs import replace
 from typer.testing import CliRunner
 
 from scanner import cli_agent

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from scanner.bom.cyclonedx import to_json
 from scanner.model import (

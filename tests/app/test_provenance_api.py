@@ -3,12 +3,13 @@ rescan, image trust facts on scans, and legacy docker-archive identities, on bot
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from app.domain.provenance import NO_MATCH, NO_TRUSTED_CATALOG
 from scanner import vocabulary as v
@@ -104,7 +105,7 @@ def test_catalog_import_reevaluates_stored_files_without_a_rescan(api: Api) -> N
         boms.gpuprov_bom(
             name="registry.example.com/ml/forged:1",
             owners=[wheel],
-            extra_libs=[replace(tampered_graph(), family="nccl", component="nccl")],
+            extra_libs=[dataclasses.replace(tampered_graph(), family="nccl", component="nccl")],
         )
     )
     assert api.get("/api/v1/assets", verdict="conflict")["total"] == 0

@@ -4,6 +4,7 @@ each command module imported only when one of its commands is used (issue 8, sta
 from __future__ import annotations
 
 import ast
+import gc
 import json
 import subprocess
 import sys
@@ -117,6 +118,30 @@ def test_python_dash_m_and_the_script_are_the_same_entry(how: str) -> None:
     cmd = [sys.executable, "-m", "gpuprov"] if how == "module" else [str(script)]
     done = subprocess.run([*cmd, "--version"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout == f"gpuprov {__version__}\n", done.stderr
+
+
+def test_the_entry_pauses_the_collector_for_start_up_only(tmp_path: Path) -> None:
+    """Start-up makes no garbage, so the console entry runs it without the cyclic collector;
+    the command itself (a scan, a server) runs with it, start-up's objects frozen out of it."""
+    report = tmp_path / "r.json"
+    probe = (
+        "import atexit, gc, json, sys\n"
+        "from gpuprov import main\n"
+        "atexit.register(lambda: print(json.dumps([gc.isenabled(), gc.get_freeze_count()])))\n"
+        f"sys.argv = ['gpuprov', 'scan', {str(tmp_path)!r}, '-q', '-f', 'json', '--no-cache', "
+        f"'-o', {str(report)!r}]\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    enabled, frozen = json.loads(done.stdout.splitlines()[-1])
+    assert enabled and frozen > 10_000  # the modules, classes and functions loaded
+    assert json.loads(report.read_text())["libraries"] == []
+    # an in-process caller (tests, embedding) runs `cli.app`: its collector is left alone
+    result = CliRunner().invoke(cli.app, ["scan", str(tmp_path), "-q", "--no-cache"])
+    assert result.exit_code == 0 and gc.isenabled()
 
 
 def _imports(package: str) -> set[tuple[str, str]]:

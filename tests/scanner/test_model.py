@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
+
+import msgspec
 
 from scanner import vocabulary as V
 from scanner.cli import FAIL_ON_KINDS, FAIL_ON_NEEDS
@@ -42,7 +43,7 @@ def test_every_finding_kind_is_a_fail_on_kind_in_the_documented_order() -> None:
 def test_enum_values_compare_and_serialise_as_their_strings() -> None:
     finding = Finding(FindingKind.NOT_ELF, "m", ("/a",), (FindingKind.MODIFIED,))
     assert finding.kind == "not-elf" and f"{finding.kind}: x" == "not-elf: x"
-    assert json.loads(json.dumps(asdict(finding))) == {
+    assert json.loads(json.dumps(msgspec.to_builtins(finding))) == {
         "kind": "not-elf",
         "message": "m",
         "paths": ["/a"],

@@ -8,12 +8,12 @@ verdict (and layer for images), and nothing deleted or outside the root may appe
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from scanner.model import AssetKind, Integrity, ScanResult
@@ -99,7 +99,7 @@ def test_every_format_agrees_with_the_host_scan(
                 lib.aliases,
                 lib.digests.sha256 if lib.digests else None,
                 # evidence differs on purpose: images add their config's env and labels
-                dataclasses.replace(lib.ident, evidence=()),
+                msgspec.structs.replace(lib.ident, evidence=()),
                 lib.integrity,
                 lib.integrity_reason,
                 lib.owner,

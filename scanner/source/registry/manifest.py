@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from scanner.errors import SourceError
 from scanner.model import OciDigest
@@ -30,8 +31,7 @@ MANIFEST_LIMIT = 4 * 1024 * 1024  # distribution's own cap on manifest size
 CONFIG_LIMIT = 16 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(Struct, frozen=True):
     """A manifest or index as fetched: raw bytes (digest-checked), media type, parsed JSON."""
 
     digest: OciDigest

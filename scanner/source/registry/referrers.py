@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 from contextlib import closing
-from dataclasses import dataclass
 from enum import StrEnum
 
 import httpx
+from msgspec import Struct
 
 from scanner.errors import SourceError
 from scanner.imageref import split_digest
@@ -36,8 +36,7 @@ class FoundBy(StrEnum):
     COSIGN_ATTESTATION = "cosign-attestation-tag"  # sha256-<hex>.att
 
 
-@dataclass(frozen=True)
-class Referrer:
+class Referrer(Struct, frozen=True):
     """A manifest that refers to an image (signature, attestation, SBOM): fetch its layer
     blobs with `RegistryClient.read_blob`."""
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 from packageurl import PackageURL
 
 from scanner import vocabulary as V

@@ -7,12 +7,12 @@ serial number and timestamp; anything that changes the document changes the key.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
 import pytest
+from msgspec.structs import replace
 
 from scanner.bom import reuse
 from scanner.bom.cyclonedx import to_json

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from scanner.model import AssetKind
 from scanner.policy.document import PromotionPolicy, validate_policy
@@ -55,8 +55,8 @@ def assert_not_applicable(facts: AssetFacts, rule: str, settings: dict[str, Any]
 
 
 def _no_verdicts(facts: AssetFacts) -> AssetFacts:
-    files = tuple(dataclasses.replace(f, integrity=None, provenance=None) for f in facts.files)
-    return dataclasses.replace(facts, files=files, producer="syft 1.4.1")
+    files = tuple(replace(f, integrity=None, provenance=None) for f in facts.files)
+    return replace(facts, files=files, producer="syft 1.4.1")
 
 
 # -- integrity ---------------------------------------------------------------------------------
@@ -79,17 +79,17 @@ def test_integrity_allows_untampered_files_and_fails_without_verdicts(
     result = assert_deny_and_warn(_no_verdicts(clean_facts), "integrity", {})
     assert result.missing_input and "no integrity verdict" in result.message
     assert "syft" in result.message
-    partial = dataclasses.replace(
+    partial = replace(
         world_facts,
         files=tuple(
-            dataclasses.replace(f, integrity=None) if f.integrity == "verified" else f
+            replace(f, integrity=None) if f.integrity == "verified" else f
             for f in world_facts.files
         ),
     )
     both = assert_deny_and_warn(partial, "integrity", {})
     assert not both.missing_input and "forbidden integrity verdict (modified)" in both.message
     assert "more have no verdict" in both.message
-    empty = dataclasses.replace(old_driver_facts, files=())
+    empty = replace(old_driver_facts, files=())
     assert_not_applicable(empty, "integrity", {}, "no GPU library file")
 
 
@@ -104,7 +104,7 @@ def test_ownership_denies_unowned_copies_unless_a_glob_allows_them(
     assert_allow(clean_facts, "ownership", {"allow_unowned": ["/opt/vendor/**"]})
     # "*" stays within one directory: /opt/* does not allow /opt/vendor/lib/...
     assert_deny_and_warn(clean_facts, "ownership", {"allow_unowned": ["/opt/*"]})
-    assert_not_applicable(dataclasses.replace(clean_facts, files=()), "ownership", {}, "no GPU")
+    assert_not_applicable(replace(clean_facts, files=()), "ownership", {}, "no GPU")
 
 
 # -- provenance --------------------------------------------------------------------------------
@@ -115,32 +115,31 @@ def test_provenance_conflict_always_fails_and_missing_catalog_is_said(
 ) -> None:
     result = assert_deny_and_warn(clean_facts, "provenance", {})
     assert result.missing_input and "--catalog" in result.message
-    verified = dataclasses.replace(
+    verified = replace(
         clean_facts,
         files=tuple(
-            dataclasses.replace(f, provenance="verified", provenance_signer="nvidia-catalog")
+            replace(f, provenance="verified", provenance_signer="nvidia-catalog")
             for f in clean_facts.files
         ),
     )
     assert_allow(verified, "provenance", {"require": "verified", "signers": ["nvidia-catalog"]})
     assert_deny_and_warn(verified, "provenance", {"signers": ["someone-else"]})
-    one_conflict = dataclasses.replace(
+    one_conflict = replace(
         verified,
         files=(
-            dataclasses.replace(
-                verified.files[0], provenance="conflict", provenance_reason="catalog says abc"
-            ),
+            replace(verified.files[0], provenance="conflict", provenance_reason="catalog says abc"),
             *verified.files[1:],
         ),
     )
     result = assert_deny_and_warn(one_conflict, "provenance", {})
     assert "catalog says abc" in result.message and not result.missing_input
-    unknown = dataclasses.replace(
-        verified, files=tuple(dataclasses.replace(f, provenance="unknown") for f in verified.files)
+    unknown = replace(
+        verified,
+        files=tuple(replace(f, provenance="unknown") for f in verified.files),
     )
     assert_allow(unknown, "provenance", {})
     assert_deny_and_warn(unknown, "provenance", {"require": "verified"})
-    assert_not_applicable(dataclasses.replace(clean_facts, files=()), "provenance", {}, "no GPU")
+    assert_not_applicable(replace(clean_facts, files=()), "provenance", {}, "no GPU")
 
 
 # -- versions ----------------------------------------------------------------------------------
@@ -176,11 +175,11 @@ def test_cuda_pairing_denies_cudnn_cu12_with_cudart_11(
     result = assert_deny_and_warn(pairing_facts, "cuda_pairing", {})
     assert "built for CUDA 12 but the asset's cudart is CUDA 11" in result.message
     assert_allow(clean_facts, "cuda_pairing", {})
-    no_cudart = dataclasses.replace(
+    no_cudart = replace(
         clean_facts, files=tuple(f for f in clean_facts.files if f.family != "cudart")
     )
     assert_not_applicable(no_cudart, "cuda_pairing", {}, "no cudart in the asset")
-    only_cudart = dataclasses.replace(
+    only_cudart = replace(
         old_driver_facts, files=tuple(f for f in old_driver_facts.files if f.family == "cudart")
     )
     assert_not_applicable(only_cudart, "cuda_pairing", {}, "no library built for a CUDA major")
@@ -204,7 +203,7 @@ def test_duplicates_denies_two_releases_on_one_loader_path(
     result = assert_deny_and_warn(duplicate_facts, "duplicates", {})
     assert "12.2.140, 12.4.127" in result.message
     assert_allow(clean_facts, "duplicates", {})
-    assert_not_applicable(dataclasses.replace(clean_facts, files=()), "duplicates", {}, "no GPU")
+    assert_not_applicable(replace(clean_facts, files=()), "duplicates", {}, "no GPU")
 
 
 # -- driver ------------------------------------------------------------------------------------
@@ -219,7 +218,7 @@ def test_driver_minimum_from_the_sourced_table(
     assert_allow(clean_facts, "driver", {})
     unknown = assert_deny_and_warn(pairing_facts, "driver", {})  # no libcuda / NVML
     assert unknown.missing_input and "driver version is unknown" in unknown.message
-    image = dataclasses.replace(clean_facts, kind=AssetKind.IMAGE)
+    image = replace(clean_facts, kind=AssetKind.IMAGE)
     assert_not_applicable(image, "driver", {}, "an image carries no driver")
 
 
@@ -228,7 +227,7 @@ def test_driver_minimum_from_the_sourced_table(
 
 def _trusted(facts: AssetFacts, signer: str | None, level: int | None) -> AssetFacts:
     rejected = () if signer else ("no signature or attestation found for the image",)
-    return dataclasses.replace(
+    return replace(
         facts, image_trust=ImageTrustFacts(signer, level, "https://ci.example/builder", rejected)
     )
 
@@ -269,7 +268,7 @@ def test_scan_age(clean_facts: AssetFacts) -> None:
     result = assert_deny_and_warn(clean_facts, "scan_age", {"max_hours": 24}, now=later)
     assert "30.0 h old" in result.message
     assert_allow(clean_facts, "scan_age", {"max_hours": 24}, now=clean_facts.scanned_at)
-    unknown = dataclasses.replace(clean_facts, scanned_at=None)
+    unknown = replace(clean_facts, scanned_at=None)
     assert assert_deny_and_warn(unknown, "scan_age", {"max_hours": 1}).missing_input
 
 
@@ -280,7 +279,7 @@ PARITY = {"label": "env", "baseline": "staging", "target": "prod"}
 
 def test_parity_flags_prod_only_versions(clean_facts: AssetFacts, world_facts: AssetFacts) -> None:
     staging = baseline_of("env", "staging", [clean_facts])
-    candidate = dataclasses.replace(world_facts, labels=(("env", "prod"),))
+    candidate = replace(world_facts, labels=(("env", "prod"),))
     result = assert_deny_and_warn(candidate, "parity", PARITY, baseline=staging)
     assert "never ran in env=staging" in result.message and "cudnn 9.3.0" in result.message
     assert_allow(clean_facts, "parity", PARITY, baseline=staging)
@@ -288,7 +287,7 @@ def test_parity_flags_prod_only_versions(clean_facts: AssetFacts, world_facts: A
     assert missing.missing_input and "no fleet baseline" in missing.message
     other = FleetBaseline("env", "dev", {}, 3)
     assert assert_deny_and_warn(clean_facts, "parity", PARITY, baseline=other).missing_input
-    dev = dataclasses.replace(clean_facts, labels=(("env", "dev"),))
+    dev = replace(clean_facts, labels=(("env", "dev"),))
     assert_not_applicable(dev, "parity", PARITY, "applies to env=prod")
 
 
@@ -332,17 +331,14 @@ def test_every_mixed_directory_and_duplicate_is_named(
     world_facts: AssetFacts, duplicate_facts: AssetFacts
 ) -> None:
     mixed = [f for f in world_facts.files if f.path.startswith("/opt/mixed/")]
-    copies = tuple(
-        dataclasses.replace(f, path=f.path.replace("/opt/mixed/", "/srv/m/")) for f in mixed
-    )
-    two = dataclasses.replace(world_facts, files=world_facts.files + copies)
+    copies = tuple(replace(f, path=f.path.replace("/opt/mixed/", "/srv/m/")) for f in mixed)
+    two = replace(world_facts, files=world_facts.files + copies)
     result = assert_deny_and_warn(two, "mixed_cudnn", {})
     assert "/opt/mixed/lib" in result.message and "/srv/m/lib" in result.message
     assert len(result.files) == 2 * len(mixed)
     moved = tuple(
-        dataclasses.replace(f, path="/usr/lib64/" + f.path.rsplit("/", 1)[1])
-        for f in duplicate_facts.files
+        replace(f, path="/usr/lib64/" + f.path.rsplit("/", 1)[1]) for f in duplicate_facts.files
     )
-    both = dataclasses.replace(duplicate_facts, files=duplicate_facts.files + moved)
+    both = replace(duplicate_facts, files=duplicate_facts.files + moved)
     result = assert_deny_and_warn(both, "duplicates", {})
     assert "on /opt/vendor/lib" in result.message and "on the default loader path" in result.message

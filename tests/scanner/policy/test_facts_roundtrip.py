@@ -3,8 +3,7 @@ scan and gating its BOM (`gate --bom`, the service) decide alike."""
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 import pytest
 
 from scanner.bom.cyclonedx import to_json
@@ -17,7 +16,7 @@ from tests.scanner import scenarios as sc
 
 def _comparable(facts: AssetFacts) -> AssetFacts:
     # the BOM's timestamp is when it was written, just after the scan started
-    return dataclasses.replace(
+    return msgspec.structs.replace(
         facts,
         scanned_at=None,
         files=tuple(sorted(facts.files, key=lambda f: f.path)),
@@ -33,7 +32,7 @@ def test_scan_and_bom_give_the_same_facts(policy_world: sc.World, kind: str) -> 
     if kind == "oci":
         # as a scan with a trust policy records it
         trust = ImageTrust(False, None, None, None, None, 0, ("no signature found",))
-        result = dataclasses.replace(result, image_trust=trust)
+        result = msgspec.structs.replace(result, image_trust=trust)
     direct = facts_from_scan(result)
     via_bom = facts_from_bom(to_json(result, "1.6").encode())
     assert direct.files and _comparable(direct) == _comparable(via_bom)

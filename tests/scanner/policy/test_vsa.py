@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 
+import msgspec
 import pytest
 from typer.testing import CliRunner
 
@@ -52,7 +52,7 @@ def test_statement_shape() -> None:
 
 def test_no_vsa_without_a_sha256_subject() -> None:
     with pytest.raises(Rejected, match="by sha256 digest"):
-        _statement(dataclasses.replace(FACTS, kind=AssetKind.HOST, digest="4c4c4544"))
+        _statement(msgspec.structs.replace(FACTS, kind=AssetKind.HOST, digest="4c4c4544"))
 
 
 def test_encrypted_or_bad_key_is_refused() -> None:

@@ -3,9 +3,10 @@ deny, warn, allow, not applicable and missing input."""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
 
 from scanner.bom.cyclonedx import to_json
 from scanner.model import (
@@ -150,10 +151,10 @@ def test_unowned_loaded_library() -> None:
 
 
 def test_missing_input_and_not_applicable() -> None:
-    no_runtime = dataclasses.replace(CLEAN, runtime=None)
+    no_runtime = msgspec.structs.replace(CLEAN, runtime=None)
     decision, outcome = judge(facts_from_scan(no_runtime))
     assert decision is Decision.DENY and outcome.missing_input and "--runtime" in outcome.message
-    unread = dataclasses.replace(CLEAN, runtime=RuntimeScan("/proc", 500, 2, (1,), 3))
+    unread = msgspec.structs.replace(CLEAN, runtime=RuntimeScan("/proc", 500, 2, (1,), 3))
     for facts in (facts_from_scan(unread), facts_from_bom(to_json(unread).encode())):
         decision, outcome = judge(facts)
         assert decision is Decision.DENY and outcome.missing_input

@@ -244,7 +244,7 @@ def test_nothing_written_into_the_image(tmp_path: Path) -> None:
 @pytest.mark.parametrize("fmt", ["docker-archive", "oci", "oci-archive"])
 def test_uncompressed_members_are_located_in_place(tmp_path: Path, fmt: str) -> None:
     """Members of uncompressed layers are probed where they lie; compressed ones streamed."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     plain = Layer([file("x", "x" * 700), file("usr/lib/libcudnn.so.9", CUDNN)], compression="none")
     gz = Layer([file("usr/lib/libcudart.so.12", b"rt" * 900)], compression="gzip")
@@ -272,7 +272,7 @@ def test_uncompressed_members_are_located_in_place(tmp_path: Path, fmt: str) -> 
 
 def test_located_probe_may_answer_after_the_stream_skipped_the_bytes(tmp_path: Path) -> None:
     """A deferred answer is collected at the layer's end; the digest check still covers all."""
-    from dataclasses import replace
+    from msgspec.structs import replace
 
     plain = Layer([file("usr/lib/libcudnn.so.9", CUDNN), file("y", "y" * 900)], compression="none")
     target = write_image(tmp_path, Image([plain]), "docker-archive")

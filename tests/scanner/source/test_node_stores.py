@@ -9,11 +9,11 @@ import shutil
 import struct
 import subprocess
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from msgspec.structs import replace
 
 from scanner.errors import SourceError, UsageError
 from scanner.pipeline import ScanOptions, run_scan

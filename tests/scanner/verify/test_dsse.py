@@ -223,12 +223,11 @@ def test_keys_that_no_verifier_accepts_cannot_sign() -> None:
 
 
 def test_envelopes_are_immutable_values_with_a_stable_json_form() -> None:
-    import dataclasses
 
     env = sign_envelope("t/x", b"payload", keys.shared("ed25519"), keyid="k")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         env.payload = b"changed"  # type: ignore[misc]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         env.signatures[0].sig = b"changed"  # type: ignore[misc]
     assert not hasattr(env, "__dict__") and not hasattr(env.signatures[0], "__dict__")
     assert env.to_json().startswith('{\n  "payloadType": "t/x",\n  "payload": ')

@@ -363,7 +363,7 @@ def test_checkpoint_signature_lines() -> None:
 @pytest.mark.parametrize("cls", [tlog.InclusionProof, tlog.LogEntry, tlog.Checkpoint])
 def test_log_values_are_frozen(cls: type) -> None:
     """What was verified cannot be changed afterwards."""
-    assert cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    assert cls.__struct_config__.frozen  # type: ignore[attr-defined]
 
 
 def test_index_zero_and_malformed_bodies(instance: PrivateSigstore) -> None:
