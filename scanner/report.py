@@ -1,7 +1,7 @@
 """Plain encoders of a `ScanResult`: gpuprov's own JSON and the terminal table.
 
-The CycloneDX encoder lives in bom/; this module has no third-party dependencies except rich,
-imported only when a table is rendered.
+The CycloneDX encoder lives in bom/; beside msgspec (the model's own library) this module uses
+only rich, imported when a table is rendered.
 """
 
 from __future__ import annotations
