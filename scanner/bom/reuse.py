@@ -7,10 +7,11 @@ decides its bytes, and an identical scan writes it again with a fresh serial num
 timestamp, the only two values the library draws itself (both are formatted exactly as it
 formats them; tests/scanner/bom/test_reuse.py holds the two paths byte-equal).
 
-The key is the SHA-256 of: the pickled scan result less the two fields no encoder reads
-(``started_at``, ``stats``: timings), the spec version, and who encodes it: this package's
-version and the (path, size, mtime, inode) of the encoder's modules and of the libraries it
-encodes with. Another result, spec or encoder is another key, never a stale document.
+The key is the SHA-256 of: the scan result as MessagePack (equal values, equal bytes) less the
+two fields no encoder reads (``started_at``, ``stats``: timings), the spec version, and who
+encodes it: this package's version and the (path, size, mtime, inode) of the encoder's modules
+and of the libraries it encodes with. Another result, spec or encoder is another key, never a
+stale document.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ import contextlib
 import hashlib
 import json
 import os
-import pickle
 from datetime import UTC, datetime
 from importlib.util import find_spec
 from pathlib import Path
 from uuid import UUID, uuid4
+
+import msgspec
 
 from scanner import __version__
 from scanner.fsutil import atomic_write
@@ -82,9 +84,11 @@ def _fill(template: str, serial: UUID, timestamp: datetime) -> str:
 
 
 def _key(result: ScanResult, spec_version: str) -> str:
-    content = tuple(getattr(result, f) for f in ScanResult.__struct_fields__ if f not in VOLATILE)
+    content = [getattr(result, f) for f in ScanResult.__struct_fields__ if f not in VOLATILE]
     digest = hashlib.sha256(f"{FORMAT}\n{spec_version}\n{_encoder()}\n".encode())
-    digest.update(pickle.dumps(content, protocol=5))
+    # Equal values, equal bytes: a pickle also records which objects are shared, so the equal
+    # result of a rescan (its strings read from the caches, not the tree) had another key.
+    digest.update(msgspec.msgpack.encode(content))
     return digest.hexdigest()
 
 

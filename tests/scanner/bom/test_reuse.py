@@ -7,10 +7,12 @@ serial number and timestamp; anything that changes the document changes the key.
 from __future__ import annotations
 
 import json
+import pickle
 from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
+import msgspec
 import pytest
 from msgspec.structs import replace
 
@@ -60,6 +62,20 @@ def test_fields_left_out_of_the_key_are_read_by_no_encoder() -> None:
             result, spec, serial_number=S1, timestamp=T1
         )
     assert reuse._key(other, "1.6") == reuse._key(result, "1.6")
+
+
+def test_an_equal_result_built_apart_is_the_same_document(tmp_path: Path) -> None:
+    """A rescan rebuilds an equal result from its caches, whose objects are not shared as the
+    cold scan's were: the kept document is still found (a pickled key missed it)."""
+    result = golden_host_result()
+    apart = msgspec.convert(msgspec.to_builtins(result), ScanResult)
+    assert apart == result and pickle.dumps(apart) != pickle.dumps(result)
+    assert reuse._key(apart, "1.6") == reuse._key(result, "1.6")
+    reuse.cyclonedx_json(result, "1.6", tmp_path, serial_number=S1, timestamp=T1)
+    assert len(list((tmp_path / "cyclonedx").glob("*.json"))) == 1
+    again = reuse.cyclonedx_json(apart, "1.6", tmp_path, serial_number=S1, timestamp=T1)
+    assert again == to_json(result, "1.6", serial_number=S1, timestamp=T1)
+    assert len(list((tmp_path / "cyclonedx").glob("*.json"))) == 1
 
 
 def test_another_result_or_spec_is_another_document(tmp_path: Path) -> None:
