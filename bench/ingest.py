@@ -43,10 +43,9 @@ from sqlalchemy import create_engine, insert, text, update
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.domain.ingest import summary_rows  # noqa: E402
+from app.domain.ingest import artifact_rows, summary_rows  # noqa: E402
 from app.domain.report_parser import Report, parse_report  # noqa: E402
 from app.domain.tokens import create_token  # noqa: E402
-from app.domain.versions import version_key  # noqa: E402
 from app.settings import Settings  # noqa: E402
 from app.storage.migrate import upgrade  # noqa: E402
 from app.storage.repositories import fleet  # noqa: E402
@@ -246,40 +245,12 @@ def core_writer(url: str, token_id: int) -> tuple[Callable[[Report, bytes], None
                 ],
             )
             conn.execute(
-                insert(Artifact), [artifact_row(lib, scan_id, asset_id) for lib in report.libraries]
+                insert(Artifact), artifact_rows(report, scan_id, asset_id, latest=True, active=None)
             )
             conn.execute(insert(AssetLibrary), summary_rows(asset_id, spec.kind, report))
             conn.execute(update(Asset).where(Asset.id == asset_id).values(latest_scan_id=scan_id))
 
     return write, engine
-
-
-def artifact_row(lib: Any, scan_id: int, asset_id: int, current: bool = True) -> dict[str, Any]:
-    return {
-        "scan_id": scan_id,
-        "asset_id": asset_id,
-        "is_current": current,
-        "kind": lib.kind,
-        "name": lib.name,
-        "path": lib.path,
-        "family": lib.family,
-        "component": lib.component,
-        "version": lib.version,
-        "version_key": version_key(lib.version),
-        "cuda_major": lib.cuda_major,
-        "arch": lib.arch,
-        "sha256": lib.sha256,
-        "integrity": lib.integrity,
-        "integrity_reason": lib.integrity_reason,
-        "provenance": lib.provenance,
-        "provenance_signer": lib.provenance_signer,
-        "provenance_catalog": lib.provenance_catalog,
-        "layer": lib.layer,
-        "owner_purl": lib.owner_purl,
-        "soname": lib.soname,
-        "aliases": list(lib.aliases),
-        "notes": list(lib.notes),
-    }
 
 
 def run_baseline(url: str, bodies: list[bytes], agents: int) -> dict[str, Any]:
@@ -360,9 +331,9 @@ def grow_fleet(url: str, start: int, total: int, rng: random.Random) -> dict[str
             conn.execute(
                 insert(Artifact),
                 [
-                    artifact_row(lib, s, a)
+                    row
                     for a, s, r in zip(asset_ids, scan_ids, reports, strict=True)
-                    for lib in r.libraries
+                    for row in artifact_rows(r, s, a, latest=True, active=None)
                 ],
             )
             conn.execute(
