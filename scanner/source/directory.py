@@ -353,11 +353,11 @@ class _Walk:
             if self.selector.on_candidate is not None:
                 self.selector.on_candidate(path, host_path, key)
         if self.selector.is_metadata(path):
-            limit = self.selector.max_metadata_bytes
-            if st.st_size > limit:
-                self.skip(path, f"metadata file of {st.st_size} bytes exceeds the {limit} limit")
+            too_large = self.selector.metadata_too_large(st.st_size)
+            if too_large is not None:
+                self.skip(path, too_large)
                 return
-            data = _read_regular(host_path, limit)
+            data = _read_regular(host_path, self.selector.max_metadata_bytes)
             if isinstance(data, str):
                 self.skip(path, data)
             else:

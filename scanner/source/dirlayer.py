@@ -240,15 +240,9 @@ class _Walker:
     def _content(self, path: str, name: str, dir_fd: int, size: int, candidate: bool) -> None:
         out, selector = self.out, self.selector
         metadata = selector.is_metadata(path)
-        if metadata and size > selector.max_metadata_bytes:
-            out.skipped.append(
-                Skipped(
-                    path,
-                    f"metadata file of {size} bytes exceeds the {selector.max_metadata_bytes} "
-                    "byte limit",
-                    Stage.SOURCE,
-                )
-            )
+        too_large = selector.metadata_too_large(size) if metadata else None
+        if too_large is not None:
+            out.skipped.append(Skipped(path, too_large, Stage.SOURCE))
             metadata = False
         if not metadata and not candidate:
             return

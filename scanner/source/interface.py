@@ -79,6 +79,13 @@ class Selector(Struct, frozen=True):
     #: Told how far the read has got (files walked, layers read), for a progress display.
     on_progress: ProgressFn | None = None
 
+    def metadata_too_large(self, size: int) -> str | None:
+        """Why a metadata file of ``size`` bytes is not kept (the one wording of every source),
+        or None when it fits the limit."""
+        if size > self.max_metadata_bytes:
+            return f"metadata file of {size} bytes exceeds the {self.max_metadata_bytes} byte limit"
+        return None
+
 
 class RootView(Struct):
     """The scanned root after squashing: a tree plus captured metadata and candidates."""

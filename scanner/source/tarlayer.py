@@ -449,15 +449,9 @@ class _TarParser:
                     )
                 )
             return 0
-        if metadata and size > selector.max_metadata_bytes:
-            out.skipped.append(
-                Skipped(
-                    path,
-                    f"metadata file of {size} bytes exceeds the {selector.max_metadata_bytes} "
-                    "byte limit",
-                    Stage.SOURCE,
-                )
-            )
+        too_large = selector.metadata_too_large(size) if metadata else None
+        if too_large is not None:
+            out.skipped.append(Skipped(path, too_large, Stage.SOURCE))
             metadata = False
         if metadata:
             data = self._exact(buf, size, path)

@@ -537,3 +537,34 @@ def test_a_directory_swapped_for_an_older_or_newer_one_is_not_listed(
     assert [(s.path, s.reason) for s in layer.skipped] == [
         ("/d", f"layer {NO_BLOB} ({root}): cannot list (changed while read)")
     ]
+
+
+def test_an_oversized_metadata_file_is_skipped_alike_by_every_source(tmp_path: Path) -> None:
+    """The metadata size limit is one rule: a tar layer, a layer directory and a host root say
+    the same of the same file, and keep the file that fits."""
+    from scanner.source.directory import DirectorySource
+
+    selector = hashing_selector(is_metadata=lambda p: p.startswith("/meta/"), max_metadata_bytes=8)
+    files = {"meta/big": b"123456789", "meta/small": b"12345678"}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        tar.addfile(_member("meta", tarfile.DIRTYPE))
+        for name, data in files.items():
+            tar.addfile(_member(name, size=len(data)), io.BytesIO(data))
+    blob = buffer.getvalue()
+    digest = OciDigest("sha256:" + hashlib.sha256(blob).hexdigest())
+    from_tar = read_layer(
+        LayerSpec(digest, len(blob), lambda: io.BytesIO(blob)), selector, Limits()
+    )
+    root = tmp_path / "root"
+    (root / "meta").mkdir(parents=True)
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    limits = Limits()
+    spec = LayerSpec(NO_BLOB, None, _no_blob)
+    from_dir = read_dir_layer(str(root), spec, selector, limits, Budget(limits))
+    host = DirectorySource(root).open_view(selector)
+    said = "metadata file of 9 bytes exceeds the 8 byte limit"
+    for skipped in (from_tar.skipped, from_dir.skipped, host.skipped):
+        assert [(s.path, s.reason) for s in skipped] == [("/meta/big", said)]
+    assert host.metadata == {"/meta/small": b"12345678"}
