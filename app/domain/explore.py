@@ -118,31 +118,6 @@ def recent_changes(session: Session, limit: int, offset: int) -> dict[str, Any]:
     return _page(items, total, limit, offset)
 
 
-def digest_conflicts(
-    session: Session, family: str | None, limit: int = 200
-) -> list[dict[str, Any]]:
-    """Current files of one (family, component, version, CUDA major, arch) with more than one
-    digest across the fleet (at most ``limit`` groups), each digest with its asset count."""
-    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
-    conflicting = repo.conflicting_groups(session, family, limit)
-    for fam, comp, ver, cuda, arch, sha, assets, path in repo.conflict_digests(
-        session, conflicting
-    ):
-        group = groups.setdefault(
-            (fam, comp, ver, cuda, arch),
-            {
-                "family": fam,
-                "component": comp,
-                "version": ver,
-                "cuda_major": cuda,
-                "arch": arch,
-                "digests": [],
-            },
-        )
-        group["digests"].append({"sha256": sha, "assets": int(assets), "example_path": path})
-    return list(groups.values())
-
-
 def frameworks() -> list[dict[str, str]]:
     """The frameworks of the controls catalog (id, title, source)."""
     return [

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from app.domain import explore
+from app.domain.inventory import queries
 from app.errors import BadRequest, NotFound
 from tests.app import boms
 from tests.app.conftest import Service, auth
@@ -150,8 +151,8 @@ def test_digest_conflicts_group_the_tampered_copy_with_the_vendor_one(
     service: Service, fleet: dict[str, int]
 ) -> None:
     with service.db.session() as session:
-        (group,) = explore.digest_conflicts(session, None)
-        assert explore.digest_conflicts(session, "cudart") == []
+        (group,) = queries.digest_conflicts(session, None, 200)
+        assert queries.digest_conflicts(session, "cudart", 200) == []
     assert (group["family"], group["component"], group["version"]) == (
         "cudnn",
         "cudnn_graph",
@@ -173,9 +174,9 @@ def test_digest_conflicts_are_limited_by_group_and_filtered_by_family(
     )
     _push(post_report, boms.gpuprov_bom(name="acme/patched:1", owners=[patched, *others]))
     with service.db.session() as session:
-        both = explore.digest_conflicts(session, None)
-        first = explore.digest_conflicts(session, None, limit=1)
-        only = explore.digest_conflicts(session, "cudnn")
+        both = queries.digest_conflicts(session, None, 200)
+        first = queries.digest_conflicts(session, None, 1)
+        only = queries.digest_conflicts(session, "cudnn", 200)
     assert [g["family"] for g in both] == ["cudart", "cudnn"]
     assert [g["family"] for g in first] == ["cudart"]
     assert {d["sha256"] for d in first[0]["digests"]} >= {"c" * 64}

@@ -214,16 +214,15 @@ def where_used(
     return page(items, total, limit, offset)
 
 
-def drift(
-    session: Session, family: str | None, query: AssetQuery, limit: int, offset: int
-) -> dict[str, Any]:
-    """(a) digest conflicts across the fleet, (b) changes between each asset's last two scans
-    for a page of assets, (c) version spread per family."""
-    conflicts: dict[tuple[Any, ...], dict[str, Any]] = {}
+def digest_conflicts(session: Session, family: str | None, limit: int) -> list[dict[str, Any]]:
+    """Current files of one (family, component, version, CUDA major, arch) with more than one
+    digest across the fleet (at most ``limit`` groups), each digest with its asset count and an
+    example path: the API's drift answer and the dashboard's drift page."""
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for fam, comp, ver, cuda, arch, sha, assets, path in repo.digest_conflicts(
-        session, family, limit=500
+        session, family, limit=limit
     ):
-        group = conflicts.setdefault(
+        group = groups.setdefault(
             (fam, comp, ver, cuda, arch),
             {
                 "family": fam,
@@ -235,6 +234,15 @@ def drift(
             },
         )
         group["digests"].append({"sha256": sha, "assets": int(assets), "example_path": path})
+    return list(groups.values())
+
+
+def drift(
+    session: Session, family: str | None, query: AssetQuery, limit: int, offset: int
+) -> dict[str, Any]:
+    """(a) digest conflicts across the fleet, (b) changes between each asset's last two scans
+    for a page of assets, (c) version spread per family."""
+    conflicts = digest_conflicts(session, family, 500)
 
     spread: dict[str, dict[str, Any]] = {}
     for fam, ver, count in repo.version_spread(session, family):
@@ -273,7 +281,7 @@ def drift(
     ]
     return {
         "loaded_differs_from_disk": loaded,
-        "digest_conflicts": list(conflicts.values()),
+        "digest_conflicts": conflicts,
         "asset_changes": {"items": changes, "limit": limit, "offset": offset},
         "version_spread": [
             {**entry, "distinct_versions": len(entry["versions"])} for entry in spread.values()

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.domain import explore
+from app.domain.inventory import queries
 from app.http.dashboard.auth import Reader
 from app.http.dashboard.libraries import FAMILIES, Text, _family
 from app.http.dashboard.paging import PageNumber, Pager, PerPage, blank_to_none
@@ -29,7 +30,7 @@ def conflicts(request: Request, _: Reader, session: SessionDep, family: Text = N
     """Files of one family, component, version, CUDA major and architecture seen with more
     than one digest across the fleet's current scans."""
     chosen = _family(family)
-    groups = explore.digest_conflicts(session, chosen, CONFLICT_GROUPS)
+    groups = queries.digest_conflicts(session, chosen, CONFLICT_GROUPS)
     return render(
         request,
         "drift_conflicts.html",
