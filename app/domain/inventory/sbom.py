@@ -10,6 +10,11 @@ half the time). A rebuilt document is a function of the rows it reads, so each
 process keeps the last documents it encoded (`KEEP_BYTES`), keyed by every column of those
 rows: a request for the same content is answered with the same bytes, and any change of a row
 (labels, a re-verified file, a newer scan) is another key.
+
+Each row is one component with a bom-ref of its own: a stored purl (whatever a report said) is
+kept apart from the references this module invents (`stored_ref`), and a second row of one purl
+takes its row's reference, so no component is dropped and the library never has to invent a
+random one (the same rows, the same bytes).
 """
 
 from __future__ import annotations
@@ -190,21 +195,26 @@ def normalized_bom(
     bom.metadata.component = described
     bom.metadata.properties.update(_props([("gpuprov:source:tool", scan.tool)]))
 
-    refs: set[str] = set()
-    packages: dict[str, Component] = {}
+    taken = {str(described.bom_ref)}
+    packages: dict[str, Component] = {}  # by bom-ref
+    owners: dict[str, str] = {}  # a stored purl: the bom-ref of its package
     for package in rows:
-        ref = package.purl or f"package:{package.id}"
-        if ref not in refs:
-            refs.add(ref)
-            packages[ref] = _package_component(package, ref)
-    owned: dict[str, list[Component]] = {}
+        ref = stored_ref(package.purl) if package.purl else f"package:{package.id}"
+        if ref in taken:  # another row of the same purl: this row's own reference
+            ref = f"package:{package.id}"
+        ref = _unique(ref, taken)
+        packages[ref] = _package_component(package, ref)
+        if package.purl:
+            owners.setdefault(package.purl, ref)  # its files go under the first such row
+    owned: dict[str, list[Component]] = {}  # by the owner's bom-ref
     unowned: list[Component] = []
     for artifact in artifacts:
         if artifact.kind != "file":
             continue
-        component = _file_component(artifact, refs)
-        if artifact.owner_purl in packages:
-            owned.setdefault(artifact.owner_purl, []).append(component)
+        component = _file_component(artifact, taken)
+        owner = owners.get(artifact.owner_purl) if artifact.owner_purl else None
+        if owner is not None:
+            owned.setdefault(owner, []).append(component)
         else:
             unowned.append(component)
     files = [c for group in owned.values() for c in group] + unowned
@@ -213,7 +223,7 @@ def normalized_bom(
         bom.dependencies,
         [
             _depends(described, [*packages.values(), *unowned]),
-            *(_depends(packages[purl], group) for purl, group in owned.items()),
+            *(_depends(packages[ref], group) for ref, group in owned.items()),
             *(_depends(c, []) for ref, c in packages.items() if ref not in owned),
             *(_depends(c, []) for c in files),
         ],
@@ -317,6 +327,32 @@ def _props(pairs: Iterable[tuple[str, str | None]]) -> list[Property]:
     return [Property(name=name, value=value) for name, value in pairs if value]
 
 
+#: The bom-refs this module invents begin with one of these: the asset's ``asset:<id>``, a package
+#: row's without a purl (or a second row of one purl) ``package:<row id>``, a file's
+#: ``file:<path>`` or a loaded copy's ``loaded:<sha256>:<path>`` (each then with a ``#`` per
+#: earlier file of the same reference), and a stored value escaped (`stored_ref`).
+ESCAPE = "purl:"
+INVENTED = ("asset:", "package:", "file:", "loaded:")
+
+
+def stored_ref(value: str) -> str:
+    """A stored purl (as another tool wrote it, valid or not) as a bom-ref: itself, or, where it
+    begins like a reference this module invents or like an escaped one, ``purl:`` and itself.
+
+    No two stored values share a reference and none is ever an invented one, so what a report
+    said cannot take the asset's, a file's or another package's reference (the library would
+    then give the clashing component a random one: the same rows, other bytes)."""
+    return ESCAPE + value if value.startswith((*INVENTED, ESCAPE)) else value
+
+
+def _unique(ref: str, taken: set[str]) -> str:
+    """``ref``, or ``ref`` with as many ``#`` as it takes to be none of ``taken``; now taken."""
+    while ref in taken:
+        ref += "#"
+    taken.add(ref)
+    return ref
+
+
 def _asset_component(asset: Asset, scan: Scan) -> Component:
     details = asset.details
     labels = [(v.ASSET_LABEL_PREFIX + k, val) for k, val in sorted(asset.labels.items())]
@@ -362,7 +398,7 @@ def _package_component(package: Package, ref: str) -> Component:
         try:
             purl = PackageURL.from_string(package.purl)
         except ValueError:
-            purl = None  # another tool's malformed purl: kept as the bom-ref only
+            purl = None  # another tool's malformed purl: kept as the bom-ref only (`stored_ref`)
     return Component(
         type=ComponentType.LIBRARY,
         name=package.name,
@@ -386,7 +422,7 @@ def _runtime_pairs(artifact: Artifact) -> list[tuple[str, str | None]]:
     ]
 
 
-def _file_component(artifact: Artifact, refs: set[str]) -> Component:
+def _file_component(artifact: Artifact, taken: set[str]) -> Component:
     pairs: Sequence[tuple[str, str | None]] = [
         (v.FILE_PATH, artifact.path),
         (v.LIBRARY_FAMILY, artifact.family),
@@ -410,9 +446,7 @@ def _file_component(artifact: Artifact, refs: set[str]) -> Component:
     ref = f"file:{artifact.path or artifact.name}"
     if artifact.loaded_copy:
         ref = f"loaded:{artifact.sha256}:{artifact.path or artifact.name}"
-    while ref in refs:
-        ref += "#"
-    refs.add(ref)
+    ref = _unique(ref, taken)
     return Component(
         type=ComponentType.FILE,
         name=artifact.name,
