@@ -30,6 +30,7 @@ from scanner.cli_common import (
 )
 from scanner.errors import ScannerError
 from scanner.model import FindingKind
+from scanner.source import TARGET_FORMS
 
 if TYPE_CHECKING:
     from scanner.model import ScanResult
@@ -159,8 +160,8 @@ def scan(
     target: Annotated[
         str,
         typer.Argument(
-            help="A directory (host root such as / or /host), oci:DIR[:TAG], "
-            "oci-archive:FILE[:TAG], docker-archive:FILE, or a tar file (format sniffed)."
+            help=f"What to scan: {TARGET_FORMS} (a directory is a host root such as / or "
+            "/host; a tar file's format is sniffed)."
         ),
     ],
     fmt: Annotated[

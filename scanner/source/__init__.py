@@ -55,6 +55,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "TARGET_FORMS",
     "DirectorySource",
     "DockerArchiveSource",
     "ImagePlan",
@@ -76,7 +77,8 @@ __all__ = [
 ]
 
 _IMAGE_TRANSPORTS = ("oci", "oci-archive", "docker-archive")
-_SUPPORTED = (
+#: Every form a scan target takes: the usage errors and the `scan` command's help say this.
+TARGET_FORMS = (
     "a directory, a tar file, oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, "
     "registry:HOST/REPO[:TAG|@DIGEST], containerd:ROOT[/NAMESPACE][:IMAGE], "
     "docker-root:ROOT[:IMAGE]"
@@ -91,7 +93,7 @@ def parse_target(target: str) -> tuple[str, str, str | None]:
     "docker-root" (path = the rest, split by the store's own parser). Nothing is opened;
     raises UsageError for unknown forms."""
     if not target:
-        raise UsageError(f"empty scan target; use {_SUPPORTED}")
+        raise UsageError(f"empty scan target; use {TARGET_FORMS}")
     if is_registry_target(target):
         return "registry", target, None
     transport, sep, rest = target.partition(":")
@@ -123,7 +125,7 @@ def parse_target(target: str) -> tuple[str, str, str | None]:
     if os.path.exists(target):
         return "file", target, None
     if sep and "/" not in transport and len(transport) > 1:
-        raise UsageError(f"unsupported target type {transport!r}:; use {_SUPPORTED}")
+        raise UsageError(f"unsupported target type {transport!r}:; use {TARGET_FORMS}")
     raise SourceError(f"{target}: no such file or directory")
 
 

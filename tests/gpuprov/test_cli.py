@@ -86,7 +86,7 @@ def test_help_is_plain_and_lists_arguments_once() -> None:
     each list a command's arguments."""
     result = CliRunner().invoke(cli.app, ["scan", "--help"])
     assert result.exit_code == 0
-    assert result.stdout.count("TARGET  A directory") == 1
+    assert result.stdout.count("TARGET  What to scan") == 1
     assert "Positional arguments" not in result.stdout
     assert not any(ch in result.stdout for ch in "╭│╰")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -26,6 +27,7 @@ from typer.testing import CliRunner, Result
 
 from gpuprov.cli import app
 from scanner.bom.cyclonedx import validate_json
+from scanner.source import _IMAGE_TRANSPORTS, _STORE_TRANSPORTS, TARGET_FORMS
 from tests.fixtures import elf
 from tests.fixtures import images as im
 from tests.fixtures import packages as pk
@@ -278,6 +280,10 @@ def test_version_and_help() -> None:
     assert result.exit_code == 0 and result.stdout.startswith("gpuprov ")
     result = invoke(["scan", "--help"])
     assert result.exit_code == 0 and "--fail-on" in result.stdout
+    # the target's help names every transport parse_target takes (it once left out three)
+    text = re.sub(r"-\s+", "-", " ".join(result.stdout.split()))
+    for transport in (*_IMAGE_TRANSPORTS, *_STORE_TRANSPORTS, "registry"):
+        assert f"{transport}:" in TARGET_FORMS and f" {transport}:" in text, transport
 
 
 # --- caches and --include --------------------------------------------------------------------
