@@ -172,6 +172,7 @@ def _selector(spool_dir: str, pool: Callable[[], Executor]) -> Selector:
         probe=_make_image_probe(spool_dir),
         probe_at=_make_located_probe(pool),
         version=_probe_version(),
+        databases=catalog.DATABASE_PATHS,
     )
 
 

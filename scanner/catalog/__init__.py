@@ -28,6 +28,7 @@ from scanner.source.interface import RootView
 __all__ = [
     "CATALOGERS",
     "CATALOG_VERSION",
+    "DATABASE_PATHS",
     "CatalogParseError",
     "CatalogResult",
     "Distro",
@@ -50,6 +51,10 @@ CATALOGERS: tuple[tuple[str, Cataloger], ...] = (
 )
 
 OS_RELEASE_PATHS = ("/etc/os-release", "/usr/lib/os-release")
+#: Where the package databases and the distribution's identity live: a host walk limited by
+#: ``--include`` still reads them (the pipeline hands them to the source in its `Selector`), or
+#: every packaged library would look unowned.
+DATABASE_PATHS = (dpkg.DPKG_DIR, *rpm.DB_DIRS, *OS_RELEASE_PATHS)
 
 _EXACT = frozenset(
     {

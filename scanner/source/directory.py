@@ -44,14 +44,6 @@ _PLAIN = Node("", NodeKind.FILE)
 #: for a walk of millions of files (one comparison per directory).
 _PROGRESS_EVERY = 2000
 _LISTING_SCHEMA = "1"
-#: Read even when ``include`` limits the walk (see `_Walk.run`).
-_PACKAGE_DATABASES = (
-    "/var/lib/dpkg",
-    "/var/lib/rpm",
-    "/usr/lib/sysimage/rpm",
-    "/etc/os-release",
-    "/usr/lib/os-release",
-)
 _SMALL_FILE = 4096
 
 
@@ -129,7 +121,7 @@ class _Walk:
         if self.source.include:
             # Ownership comes from the package databases: a walk limited to a library
             # subtree must still read them, or every packaged library would look unowned.
-            for path in _PACKAGE_DATABASES:
+            for path in self.selector.databases:
                 self.start(path, required=False)
             # Versions come from the install tree too (issue 7): the toolkit's version.json,
             # the wheels' dist-info kept beside a toolkit, cuDNN headers; read those of every

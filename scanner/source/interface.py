@@ -78,6 +78,9 @@ class Selector(Struct, frozen=True):
     on_candidate: Callable[[str, str, StatKey], None] | None = None
     #: Told how far the read has got (files walked, layers read), for a progress display.
     on_progress: ProgressFn | None = None
+    #: Paths a host walk reads even when ``include`` limits it: the package databases
+    #: (`scanner.catalog.DATABASE_PATHS`), which say who owns the files of any subtree.
+    databases: tuple[str, ...] = ()
 
     def metadata_too_large(self, size: int) -> str | None:
         """Why a metadata file of ``size`` bytes is not kept (the one wording of every source),

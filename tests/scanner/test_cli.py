@@ -18,7 +18,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -329,6 +329,17 @@ def test_host_include(world: sc.World, tmp_path: Path) -> None:
     assert got == included
     # the subtree's package database (conda-meta) is inside it: ownership is kept
     assert got[f"{sc.CONDA}/lib/libcurand.so.{sc.CURAND_VERSION}"].integrity == "verified"
+    # dpkg's database lies outside the subtree: the walk still reads it (the pipeline hands the
+    # package databases to the source), so the packaged libraries keep owner and verdict
+    packaged = invoke([*args, "--include", sc.MULTIARCH])
+    assert packaged.exit_code == 0
+    got = {p: as_expected(lib) for p, lib in libraries(packaged.stdout).items()}
+    # (links from outside the subtree are not walked: aliases aside, every field as expected)
+    want = {p: e for p, e in world.expected.items() if p.startswith(sc.MULTIARCH + "/")}
+    assert {p: replace(e, aliases=()) for p, e in got.items()} == {
+        p: replace(e, aliases=()) for p, e in want.items()
+    }
+    assert {e.integrity for e in got.values()} >= {"verified", "modified"}
     # one missing subtree among others is a skipped item; all missing scanned nothing: exit 2
     partly = invoke([*args, "--include", sc.MIXED, "--include", "/no/such/dir"])
     assert partly.exit_code == 0
