@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from app.domain.versions import normalize_version
-from scanner.detect.classifiers import CudaRule, classify_name
+from scanner.detect.classifiers import CLASSIFIERS, CudaRule, classify_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,45 +48,16 @@ def _full_version(ver: str | None) -> str | None:
     return ver if ver and "." in ver else None
 
 
-# PyPI: nvidia-<lib>-cu<major>; the value is the family
-_PYPI = {
-    "cudnn": "cudnn",
-    "cuda-runtime": "cudart",
-    "cublas": "cublas",
-    "cufft": "cufft",
-    "curand": "curand",
-    "cusparse": "cusparse",
-    "cusolver": "cusolver",
-    "nccl": "nccl",
-    "cuda-nvrtc": "nvrtc",
-    "nvjitlink": "nvjitlink",
-}
+# PyPI: nvidia-<lib>-cu<major>, and the family's deb/rpm/conda runtime packages: the rows of the
+# scanner's classifier table (one place per family)
+_PYPI = {name: row.family for row in CLASSIFIERS for name in row.pypi}
 _PYPI_NAME = re.compile(r"^nvidia-(?P<lib>[a-z\-]+?)-cu(?P<major>\d+)$")
 _PYPI_TENSORRT = re.compile(r"^tensorrt(?:-cu(?P<major>\d+))?(?:-libs)?$")
 
-# deb/rpm/conda package names, matched after dropping a trailing "-<cuda major>-<minor>" or
-# "-cuda-<major>"; -dev/-devel/-doc/-static packages hold headers, not the runtime library
+# matched after dropping a trailing "-<cuda major>-<minor>" or "-cuda-<major>"; -dev/-devel/
+# -doc/-static packages hold headers, not the runtime library
 _OS_PACKAGES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(p), family)
-    for p, family in (
-        (r"^libcudnn\d*$", "cudnn"),
-        (r"^cudnn$", "cudnn"),
-        (r"^(cuda-)?cudart\d*(\.\d+)?$", "cudart"),
-        (r"^libcudart\d*(\.\d+)?$", "cudart"),
-        (r"^cuda-cudart$", "cudart"),
-        (r"^libcublas(lt)?\d*(\.\d+)?$", "cublas"),
-        (r"^libcufft\d*$", "cufft"),
-        (r"^libcurand\d*$", "curand"),
-        (r"^libcusparse\d*$", "cusparse"),
-        (r"^libcusolver\d*$", "cusolver"),
-        (r"^(lib)?nccl\d*$", "nccl"),
-        (r"^(cuda-)?nvrtc$", "nvrtc"),
-        (r"^libnvrtc\d*(\.\d+)?$", "nvrtc"),
-        (r"^libnvjitlink\d*$", "nvjitlink"),
-        (r"^libnvinfer\d*$", "nvinfer"),
-        (r"^libcuda1$", "libcuda"),
-        (r"^libnvidia-ml1$", "nvidia-ml"),
-    )
+    (re.compile(pattern), row.family) for row in CLASSIFIERS for pattern in row.os_packages
 )
 _CUDA_SUFFIX = re.compile(r"-cuda-(?P<major>\d+)$|-(?P<major2>\d+)-\d+$")
 _NOT_RUNTIME = re.compile(r"-(dev|devel|doc|docs|static|samples|tests?)(-|$)")

@@ -62,6 +62,12 @@ class Classifier(Struct, frozen=True):
     config_labels: tuple[str, ...] = ()
     scans: frozenset[ContentSearch] = frozenset()
     note: str = ""
+    #: its PyPI wheels, ``nvidia-<name>-cu<major>`` (how the service knows them in other tools'
+    #: BOMs; TensorRT's wheels are named otherwise: `app/domain/recognize.py`)
+    pypi: tuple[str, ...] = ()
+    #: its deb/rpm/conda runtime packages: regexes matched after a ``-<cuda major>-<minor>`` or
+    #: ``-cuda-<major>`` suffix is dropped (``-dev``/``-devel``/... packages are never runtimes)
+    os_packages: tuple[str, ...] = ()
 
 
 CLASSIFIERS: Final[tuple[Classifier, ...]] = (
@@ -77,6 +83,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         config_labels=("com.nvidia.cudnn.version",),
         scans=frozenset({ContentSearch.CUDNN, ContentSearch.CUDA_REFS}),
         note="libcudnn.so.N is the shim; cuDNN 8: ops/cnn/adv _infer/_train; cuDNN 9: graph, ...",
+        pypi=("cudnn",),
+        os_packages=(r"^libcudnn\d*$", r"^cudnn$"),
     ),
     Classifier(
         family="cudart",
@@ -88,6 +96,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         version_json_key="cuda_cudart",
         # CUDA_VERSION is the toolkit release (12.6.3), not cudart's own version (12.6.77)
         config_env=("NV_CUDA_CUDART_VERSION",),
+        pypi=("cuda-runtime",),
+        os_packages=(r"^(cuda-)?cudart\d*(\.\d+)?$", r"^libcudart\d*(\.\d+)?$", r"^cuda-cudart$"),
     ),
     Classifier(
         family="cublasLt",
@@ -109,6 +119,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         cuda_rule=CudaRule.OWN,
         version_json_key="libcublas",
         config_env=("NV_LIBCUBLAS_VERSION",),
+        pypi=("cublas",),
+        os_packages=(r"^libcublas(lt)?\d*(\.\d+)?$",),
     ),
     Classifier(
         family="cufft",
@@ -120,6 +132,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         # cufft 10.x shipped with both CUDA 10 and 11; 11.x only with CUDA 12
         cuda_major_map=((11, 12),),
         version_json_key="libcufft",
+        pypi=("cufft",),
+        os_packages=(r"^libcufft\d*$",),
     ),
     Classifier(
         family="curand",
@@ -130,6 +144,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         # curand 10.x ships with CUDA 10 through 13: its major says nothing
         cuda_rule=CudaRule.MAPPED,
         version_json_key="libcurand",
+        pypi=("curand",),
+        os_packages=(r"^libcurand\d*$",),
     ),
     Classifier(
         family="cusparse",
@@ -142,6 +158,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         cuda_major_map=((11, 11),),
         version_json_key="libcusparse",
         config_env=("NV_LIBCUSPARSE_VERSION",),
+        pypi=("cusparse",),
+        os_packages=(r"^libcusparse\d*$",),
     ),
     Classifier(
         family="cusolver",
@@ -152,6 +170,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         # cusolver 10.x spans CUDA 10.x/11.0 and 11.x spans CUDA 11.1+ and 12: nothing certain
         cuda_rule=CudaRule.MAPPED,
         version_json_key="libcusolver",
+        pypi=("cusolver",),
+        os_packages=(r"^libcusolver\d*$",),
     ),
     Classifier(
         family="nccl",
@@ -162,6 +182,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         cuda_rule=CudaRule.BUILT,
         config_env=("NCCL_VERSION", "NV_LIBNCCL_PACKAGE_VERSION"),
         scans=frozenset({ContentSearch.CUDA_REFS}),
+        pypi=("nccl",),
+        os_packages=(r"^(lib)?nccl\d*$",),
     ),
     Classifier(
         family="nvrtc",
@@ -171,6 +193,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         package_re=r"nvrtc",
         cuda_rule=CudaRule.OWN,
         version_json_key="cuda_nvrtc",
+        pypi=("cuda-nvrtc",),
+        os_packages=(r"^(cuda-)?nvrtc$", r"^libnvrtc\d*(\.\d+)?$"),
     ),
     Classifier(
         family="nvjitlink",
@@ -180,6 +204,8 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         package_re=r"nvjitlink",
         cuda_rule=CudaRule.OWN,
         version_json_key="libnvjitlink",
+        pypi=("nvjitlink",),
+        os_packages=(r"^libnvjitlink\d*$",),
     ),
     Classifier(
         family="nvinfer",
@@ -191,6 +217,7 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         config_env=("TRT_VERSION", "TENSORRT_VERSION"),
         scans=frozenset({ContentSearch.CUDA_REFS}),
         note="TensorRT",
+        os_packages=(r"^libnvinfer\d*$",),
     ),
     Classifier(
         family="libcuda",
@@ -206,6 +233,7 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         soname_is_major=False,
         scans=frozenset({ContentSearch.DRIVER}),
         note="the CUDA driver (libcuda.so.1); version is the driver version",
+        os_packages=(r"^libcuda1$",),
     ),
     Classifier(
         family="nvidia-ml",
@@ -217,7 +245,14 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         soname_is_major=False,
         scans=frozenset({ContentSearch.DRIVER}),
         note="NVML, shipped with the driver; version is the driver version",
+        os_packages=(r"^libnvidia-ml1$",),
     ),
+)
+
+#: Families of the driver's own libraries (not built for a CUDA major): their version is the
+#: installed driver's.
+DRIVER_FAMILIES: Final[tuple[str, ...]] = tuple(
+    row.family for row in CLASSIFIERS if row.cuda_rule is CudaRule.NONE
 )
 
 # One regex for every row: the named group r<i> tells which row matched.

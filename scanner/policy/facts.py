@@ -12,10 +12,8 @@ from datetime import UTC, datetime
 
 from msgspec import Struct
 
+from scanner.detect.classifiers import DRIVER_FAMILIES
 from scanner.model import AssetKind, ScanResult
-
-#: Families whose version is the installed driver's version.
-DRIVER_FAMILIES = ("libcuda", "nvidia-ml")
 
 
 class FileFact(Struct, frozen=True):

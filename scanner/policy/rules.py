@@ -17,10 +17,11 @@ from typing import Any
 
 from msgspec import Struct, field
 
+from scanner.detect.classifiers import DRIVER_FAMILIES
 from scanner.model import AssetKind
 from scanner.policy import document as D
 from scanner.policy.drivers import DriverTable
-from scanner.policy.facts import DRIVER_FAMILIES, AssetFacts, FileFact
+from scanner.policy.facts import AssetFacts, FileFact
 from scanner.versions import VersionFilter, normalize_version, parse_version_filter, version_matches
 
 
