@@ -34,6 +34,7 @@ def _selector() -> Selector:
         is_metadata=lambda p: catalog.is_metadata_path(p) or detect.is_metadata_path(p),
         probe=_no_probe,
         version="runtime-owners",
+        databases=catalog.DATABASE_PATHS,
     )
 
 

@@ -71,6 +71,11 @@ class Selector(Struct, frozen=True):
     is_metadata: Callable[[str], bool]
     probe: ContentProbe
     version: str
+    #: Paths a host walk reads even when ``include`` limits it: the package databases
+    #: (`scanner.catalog.DATABASE_PATHS`), which say who owns the files of any subtree. No
+    #: default: every selector says it (a selector without them once lost the owners of a
+    #: process's own root).
+    databases: tuple[str, ...]
     max_metadata_bytes: int = 256 * 1024 * 1024
     probe_at: LocatedProbe | None = None
     #: Host sources call this with (path, host path, `StatKey`) as soon as the
@@ -78,9 +83,6 @@ class Selector(Struct, frozen=True):
     on_candidate: Callable[[str, str, StatKey], None] | None = None
     #: Told how far the read has got (files walked, layers read), for a progress display.
     on_progress: ProgressFn | None = None
-    #: Paths a host walk reads even when ``include`` limits it: the package databases
-    #: (`scanner.catalog.DATABASE_PATHS`), which say who owns the files of any subtree.
-    databases: tuple[str, ...] = ()
 
     def metadata_too_large(self, size: int) -> str | None:
         """Why a metadata file of ``size`` bytes is not kept (the one wording of every source),
