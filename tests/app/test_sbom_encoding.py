@@ -7,39 +7,12 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime
-from typing import Any
 
 from cyclonedx.output import make_outputter
 from cyclonedx.schema import OutputFormat, SchemaVersion
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from app.domain.inventory import sbom
 from app.storage.tables import Artifact, Asset, Package, Scan
-
-_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=True, allow_infinity=True)
-    | st.text()
-)
-_json_values = st.recursive(
-    _scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
-    max_leaves=30,
-)
-
-
-@settings(max_examples=300, deadline=None)
-@given(_json_values)
-def test_indented_is_json_dumps_with_indent_2(value: Any) -> None:
-    assert sbom.indented(value) == json.dumps(value, indent=2)
-
-
-def test_indented_empty_and_nested_containers() -> None:
-    value = {"a": [], "b": {}, "c": [[], {}, [1, [2.5, None]], {"d": True}], "é\n": "\x00ü"}
-    assert sbom.indented(value) == json.dumps(value, indent=2)
 
 
 def _rows() -> tuple[Asset, Scan, list[Package], list[Artifact]]:

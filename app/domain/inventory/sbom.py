@@ -4,9 +4,8 @@ service stored (built with cyclonedx-python-lib, purls with packageurl, like the
 The library is the encoder of record and costs ~0.4 ms per file of a fresh document (its model
 objects, its validation's quadratic dependency look-ups, its serialization: docs/benchmarks.md).
 This module hands it components and dependencies in the order its sorted sets keep (each then
-costs one comparison, not a share of a sort that compares every field of both objects), and
-indents the library's compact JSON itself (the same characters as ``json.dumps(indent=2)``, in
-half the time). A rebuilt document is a function of the rows it reads, so each
+costs one comparison, not a share of a sort that compares every field of both objects). A
+rebuilt document is a function of the rows it reads, so each
 process keeps the last documents it encoded (`KEEP_BYTES`), keyed by every column of those
 rows: a request for the same content is answered with the same bytes, and any change of a row
 (labels, a re-verified file, a newer scan) is another key.
@@ -29,7 +28,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from json.encoder import encode_basestring_ascii as _string
 from typing import Any, Protocol
 
 from cyclonedx.model import HashAlgorithm, HashType, Property
@@ -172,9 +170,7 @@ def encode_normalized(
     """The document itself, encoded by the library."""
     bom = normalized_bom(asset, scan, rows, artifacts)
     outputter = make_outputter(bom, OutputFormat.JSON, SchemaVersion.V1_6)
-    # The library's compact document (C-encoded), indented as ``output_as_string(indent=2)``
-    # would: ``json.dumps(indent=2)`` falls back to Python's generator-based encoder, 3x slower.
-    return indented(json.loads(outputter.output_as_string()))
+    return str(outputter.output_as_string(indent=2))
 
 
 def normalized_bom(
@@ -230,54 +226,6 @@ def normalized_bom(
         _dependency_order,
     )
     return bom
-
-
-def indented(value: Any) -> str:
-    """``json.dumps(value, indent=2)`` for what ``json.loads`` returns, the same characters.
-
-    Strings (keys and values) go through the encoder's own escaping function and other scalars
-    through ``json.dumps``; only the line breaks and indentation are written here.
-    """
-    out: list[str] = []
-    append = out.append
-
-    def walk(node: Any, pad: str) -> None:
-        kind = type(node)
-        if kind is str:
-            append(_string(node))
-        elif kind is dict:
-            if not node:
-                append("{}")
-                return
-            inner = pad + "  "
-            lead = "{\n" + inner
-            for key, item in node.items():
-                if type(item) is str:
-                    append(lead + _string(key) + ": " + _string(item))
-                else:
-                    append(lead + _string(key) + ": ")
-                    walk(item, inner)
-                lead = ",\n" + inner
-            append("\n" + pad + "}")
-        elif kind is list:
-            if not node:
-                append("[]")
-                return
-            inner = pad + "  "
-            lead = "[\n" + inner
-            for item in node:
-                if type(item) is str:
-                    append(lead + _string(item))
-                else:
-                    append(lead)
-                    walk(item, inner)
-                lead = ",\n" + inner
-            append("\n" + pad + "]")
-        else:
-            append(json.dumps(node))
-
-    walk(value, "")
-    return "".join(out)
 
 
 class _SortedSet(Protocol):
