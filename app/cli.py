@@ -120,7 +120,7 @@ def serve(
         port=port,
         workers=workers,
         log_level=log_level.value,
-        **uvicorn_options(settings.log_format),
+        **uvicorn_options(settings.log_format, settings.forwarded_allow_ips),
     )
 
 

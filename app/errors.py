@@ -84,3 +84,23 @@ class ServiceUnavailable(AppError):
 
     def __init__(self, message: str, retry_after: int) -> None:
         super().__init__(message, headers={"Retry-After": str(retry_after)})
+
+
+class StoredDocumentAltered(AppError):
+    """A stored document (policy, trust policy, catalog) whose bytes no longer hash to the
+    digest recorded when the service accepted it: changed behind the service's back. Nothing is
+    decided on it (409); the HTTP layer records an audit event and counts it."""
+
+    status = 409
+
+    def __init__(self, kind: str, target: str, recorded: str, computed: str) -> None:
+        super().__init__(
+            f"the stored {kind.replace('_', ' ')} {target} fails its integrity check: its "
+            f"content hashes to sha256 {computed}, not the {recorded} recorded when it was "
+            "stored; nothing is decided on it. Store the document again (a new version) and "
+            "find out who changed the database"
+        )
+        self.kind = kind
+        self.target = target
+        self.recorded = recorded
+        self.computed = computed

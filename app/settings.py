@@ -6,8 +6,10 @@ it down, so tests and tools can run several configurations in one process.
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -78,6 +80,15 @@ class Settings(BaseSettings):
     #: PEM private key (unencrypted; ECDSA, Ed25519 or RSA) signing the VSA of an allowed gate
     #: decision; none: the gate answers without a VSA
     vsa_key_file: Path | None = None
+    #: the service's public base URL (``https://gpuprov.example.com``): a signed VSA names its
+    #: policy under it. Unset: a URN holding the policy's name, version and digest. Never taken
+    #: from a request (its Host header is the caller's to choose)
+    public_url: str | None = None
+    #: the VSA's ``verifier.id``: what admission controllers pin (``gpuprov verify --verifier-id``)
+    vsa_verifier_id: str = Field(default="https://gpuprov.dev/gate", min_length=1, max_length=512)
+    #: proxies whose ``X-Forwarded-For``/``-Proto`` headers are believed: IP addresses or CIDR
+    #: ranges, comma-separated. Empty (the default): none; the connection's peer is the client
+    forwarded_allow_ips: str = ""
     #: failed authentications (unknown, revoked or expired token) one client may make within
     #: ``auth_failure_window_seconds`` before its requests answer 429 (per worker process)
     auth_failure_limit: int = Field(default=10, ge=1, le=1_000_000)
@@ -91,6 +102,36 @@ class Settings(BaseSettings):
     @classmethod
     def _driver(cls, value: str) -> str:
         return normalize_database_url(value)
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("https", "http") or not parts.netloc:
+            raise ValueError("GPUPROV_PUBLIC_URL must be an http(s) URL such as https://host")
+        if parts.query or parts.fragment or parts.username or parts.password:
+            raise ValueError("GPUPROV_PUBLIC_URL takes no query, fragment or credentials")
+        return value.strip().rstrip("/")
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _proxies(cls, value: str) -> str:
+        items = [item.strip() for item in value.split(",") if item.strip()]
+        for item in items:
+            if item == "*":
+                raise ValueError(
+                    "GPUPROV_FORWARDED_ALLOW_IPS: '*' would let every client choose its address;"
+                    " list the proxies' addresses or ranges"
+                )
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"GPUPROV_FORWARDED_ALLOW_IPS: {item!r} is not an IP address or CIDR range"
+                ) from None
+        return ",".join(items)
 
     @model_validator(mode="after")
     def _refuse_unsafe_defaults(self) -> Settings:

@@ -6,9 +6,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,6 +21,12 @@ from scanner.verify.keys import TrustedKey
 from scanner.verify.trust import TrustPolicy, with_roots
 from scanner.verify.trust_file import load_trust_policy
 from scanner.verify.trusted_roots import SigstoreRoot
+
+if TYPE_CHECKING:
+    from scanner.policy.vsa import VsaExpectations
+
+#: the help panel of the options that pin a gate's VSA
+_VSA = "VSA checks"
 
 EXIT_OK = 0
 EXIT_REJECTED = 1
@@ -78,9 +85,50 @@ def verify(
         Path | None,
         typer.Option("--trusted-root", help="Sigstore trusted_root.json (default: public-good)."),
     ] = None,
+    policy_name: Annotated[
+        str | None,
+        typer.Option(
+            "--policy-name", help="VSA: the gate policy it must name.", rich_help_panel=_VSA
+        ),
+    ] = None,
+    policy_digest: Annotated[
+        str | None,
+        typer.Option(
+            "--policy-digest",
+            help="VSA: the policy document's digest (sha256:HEX or HEX).",
+            rich_help_panel=_VSA,
+        ),
+    ] = None,
+    verifier_id: Annotated[
+        str | None,
+        typer.Option(
+            "--verifier-id", help="VSA: the verifier.id it must carry.", rich_help_panel=_VSA
+        ),
+    ] = None,
+    max_age: Annotated[
+        str | None,
+        typer.Option(
+            "--max-age",
+            help="VSA: the oldest timeVerified accepted (90s, 15m, 12h, 30d, 2w).",
+            rich_help_panel=_VSA,
+        ),
+    ] = None,
+    verified_level: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--verified-level",
+            help="VSA: a level it must state (repeatable, all required; SLSA_BUILD_LEVEL_n is "
+            "met by n or higher).",
+            rich_help_panel=_VSA,
+        ),
+    ] = None,
 ) -> None:
-    """Verify ARTIFACT against a Sigstore bundle, offline (like `cosign verify-blob`)."""
+    """Verify ARTIFACT against a Sigstore bundle, offline (like `cosign verify-blob`). A gate's
+    VSA (a DSSE envelope, with --key) must say PASSED and meet every --policy-name,
+    --policy-digest, --verifier-id, --max-age and --verified-level given."""
     from scanner.verify.sigstore_bundles import ArtifactDigest, verify_bundle
+
+    expect = _vsa_expectations(policy_name, policy_digest, verifier_id, max_age, verified_level)
 
     keyless = certificate_identity is not None or certificate_identity_regexp is not None
     if keyless == (key is not None):
@@ -133,8 +181,15 @@ def verify(
             subject = ArtifactDigest.of_file(path)
     try:
         if b'"payloadType"' in raw_bundle and b'"verificationMaterial"' not in raw_bundle:
-            identity = _verify_plain_envelope(raw_bundle, policy, subject)
+            identity = _verify_plain_envelope(raw_bundle, policy, subject, expect)
             where = "DSSE envelope, no transparency log"
+        elif expect is not None:
+            # the VSA options pin a gate's VSA; a bundle verified without them would pass
+            raise _rejected(
+                "the VSA options (--policy-name, --policy-digest, --verifier-id, --max-age, "
+                "--verified-level) check a gate's VSA, a DSSE envelope verified with --key; "
+                f"{bundle} is a Sigstore bundle"
+            )
         else:
             result = verify_bundle(raw_bundle, policy, artifact=subject)
             identity = result.identity
@@ -147,7 +202,51 @@ def verify(
     out(f"OK: {artifact} signed by {identity} ({where})")
 
 
-def _verify_plain_envelope(raw: bytes, policy: TrustPolicy, subject: object) -> str:
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def _vsa_expectations(
+    policy_name: str | None,
+    policy_digest: str | None,
+    verifier_id: str | None,
+    max_age: str | None,
+    levels: list[str] | None,
+) -> VsaExpectations | None:
+    """The VSA pins given on the command line (None: none given)."""
+    from scanner.policy.vsa import VsaExpectations, parse_max_age
+
+    if all(v is None for v in (policy_name, policy_digest, verifier_id, max_age)) and not levels:
+        return None
+    for option, value in (
+        ("--policy-name", policy_name),
+        ("--verifier-id", verifier_id),
+        *(("--verified-level", v) for v in levels or ()),
+    ):
+        if value is not None and not value.strip():
+            raise fail(f"{option} is empty", EXIT_USAGE)
+    digest = None
+    if policy_digest is not None:
+        digest = policy_digest.removeprefix("sha256:")
+        if not _HEX64.fullmatch(digest):
+            raise fail(
+                f"--policy-digest {policy_digest[:80]!r} is not sha256:HEX (64 digits)", EXIT_USAGE
+            )
+    try:
+        age = parse_max_age(max_age) if max_age is not None else None
+    except ValueError as e:
+        raise fail(f"--max-age: {e}", EXIT_USAGE) from None
+    return VsaExpectations(
+        policy_name=policy_name,
+        policy_sha256=digest.lower() if digest else None,
+        verifier_id=verifier_id,
+        max_age=age,
+        levels=tuple(levels or ()),
+    )
+
+
+def _verify_plain_envelope(
+    raw: bytes, policy: TrustPolicy, subject: object, expect: VsaExpectations | None
+) -> str:
     """A DSSE envelope signed with --key: its in-toto statement must name the artifact."""
     import hashlib
 
@@ -164,8 +263,13 @@ def _verify_plain_envelope(raw: bytes, policy: TrustPolicy, subject: object) -> 
     statement = Statement.from_bytes(envelope.payload)
     statement.require_subject(digest)
     if statement.predicate_type == VSA_PREDICATE:
-        # a gate's VSA: signed and about this artifact is not enough, it must say PASSED
-        return f"{signer.describe()}; {check_vsa(statement)}"
+        # a gate's VSA: signed and about this artifact is not enough, it must say PASSED and
+        # meet what the caller pinned
+        return f"{signer.describe()}; {check_vsa(statement, expect)}"
+    if expect is not None:
+        raise Rejected(
+            f"not a VSA (predicateType {statement.predicate_type!r}): the VSA options were given"
+        )
     return signer.describe()
 
 

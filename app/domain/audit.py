@@ -25,13 +25,15 @@ ACTIONS = (
     "trust_policy.put",
     "catalog.import",
     "policy.put",
+    # a stored document found altered behind the service's back (app/domain/stored.py)
+    "integrity.mismatch",
 )
 
 
 @dataclass(frozen=True, slots=True)
 class Actor:
     """Who acted: an API token (``api``), a dashboard user (``web``), the command line
-    (``cli``)."""
+    (``cli``), or the service itself (``service``: what it found on its own)."""
 
     source: str
     name: str

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.domain import compliance
+from app.domain import stored as stored_documents
 from app.domain.columns import limits_of, misfit
 from app.domain.provenance import (
     ActiveCatalogs,
@@ -30,7 +31,7 @@ from app.domain.provenance import (
     reevaluate_all,
 )
 from app.domain.tokens import Principal
-from app.errors import AppError, Conflict, NotFound
+from app.errors import AppError, Conflict, NotFound, StoredDocumentAltered
 from app.storage.repositories import provenance as repo
 from app.storage.tables import CatalogEntryRow, ReferenceCatalog, TrustPolicyVersion
 from scanner.errors import ScannerError
@@ -108,7 +109,66 @@ def _stored_policy(session: Session) -> tuple[TrustPolicyVersion, TrustPolicy]:
             "no trust policy is stored, so no catalog can be trusted: "
             "PUT /api/v1/trust-policy first"
         )
-    return row, parse_policy(row.document.encode())
+    return row, _checked_policy(row)
+
+
+def _checked_policy(row: TrustPolicyVersion) -> TrustPolicy:
+    """A stored trust policy version, refused when its text no longer hashes to its digest."""
+    document = row.document.encode()
+    stored_documents.check(
+        "trust_policy", f"trust_policy@{row.version}", document, row.content_sha256
+    )
+    return parse_policy(document)
+
+
+def checked_active(session: Session) -> ActiveCatalogs:
+    """The trusted catalogs as their signed documents say, checked at use: the current trust
+    policy's text against its digest, and each active catalog's stored bytes against their
+    digest, its signature under that policy, and its stored entries against the entries the
+    signed document yields. A catalog that fails is left out (fewer files verified, never
+    more), with an audit event; an altered trust policy leaves every catalog out."""
+    refs = active_refs(session)
+    if not refs:
+        return load_active(session, [])
+    try:
+        row = repo.latest_policy(session)
+        if row is None:  # active catalogs need a policy that trusted them
+            raise StoredDocumentAltered("trust_policy", "trust_policy", "(a stored policy)", "none")
+        policy = _checked_policy(row)
+    except StoredDocumentAltered as e:
+        stored_documents.record(session, e)
+        return load_active(session, [])
+    kept = []
+    for catalog in repo.all_catalogs(session):
+        if not catalog.active:
+            continue
+        try:
+            _check_catalog(session, catalog, policy)
+        except StoredDocumentAltered as e:
+            stored_documents.record(session, e)
+            continue
+        kept.append(CatalogRef(catalog.id, catalog.name, catalog.signer or ""))
+    return load_active(session, kept)
+
+
+def _check_catalog(session: Session, catalog: ReferenceCatalog, policy: TrustPolicy) -> None:
+    target = f"catalog:{catalog.name}#{catalog.id}"
+    raw = gzip.decompress(catalog.gzip_data)
+    stored_documents.check("catalog", target, raw, catalog.content_sha256)
+    try:
+        verified = load_catalog(raw, policy, catalog.name)
+    except ScannerError as e:  # marked active, yet its signature is not trusted
+        raise StoredDocumentAltered("catalog", target, "a trusted signature", str(e)[:200]) from e
+    expected = [_row_tuple(catalog.id, e) for e in _entry_rows(verified)]
+    stored = [tuple(r) for r in repo.entries_of(session, [catalog.id])]
+    if stored != expected:
+        raise StoredDocumentAltered(
+            "catalog", f"{target} (its entries)", _digest_rows(expected), _digest_rows(stored)
+        )
+
+
+def _digest_rows(rows: list[tuple[Any, ...]]) -> str:
+    return hashlib.sha256(json.dumps(rows, default=str).encode()).hexdigest()
 
 
 def put_policy(
@@ -149,7 +209,7 @@ def put_policy(
 
 
 def _active_now(session: Session) -> ActiveCatalogs:
-    return load_active(session, active_refs(session))
+    return checked_active(session)
 
 
 def _reverify(
@@ -163,6 +223,18 @@ def _reverify(
     raw = gzip.decompress(catalog.gzip_data)
     was_active = catalog.active
     values: dict[str, Any] = {"policy_version": version, "verified_at": now}
+    if not stored_documents.is_intact(raw, catalog.content_sha256):
+        _update(catalog, {**values, "active": False, "rejected_reason": "altered in the database"})
+        stored_documents.record(
+            session,
+            StoredDocumentAltered(
+                "catalog",
+                f"catalog:{catalog.name}#{catalog.id}",
+                catalog.content_sha256,
+                hashlib.sha256(raw).hexdigest(),
+            ),
+        )
+        return was_active
     try:
         verified = load_catalog(raw, policy, catalog.name)
     except ScannerError as e:

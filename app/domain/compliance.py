@@ -22,8 +22,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.domain import gate, policies
+from app.domain import stored as stored_documents
 from app.domain.tabular import csv_chunks, json_chunks
-from app.errors import NotFound
+from app.errors import NotFound, StoredDocumentAltered
 from app.storage.repositories import compliance as repo
 from app.storage.repositories import gate as gate_repo
 from app.storage.repositories import policies as policy_repo
@@ -195,6 +196,13 @@ def reevaluate_pending(
                 evaluated += _evaluate_batch(session, batch, row, loaded, baseline, catalog, now)
                 after = batch[-1].id
         return evaluated
+    except StoredDocumentAltered as e:
+        try:
+            with db.transaction(write=True) as session:
+                stored_documents.record(session, e)
+        except SQLAlchemyError:
+            log.error("policy %s version %s altered; not audited (database error)", name, version)
+        return evaluated
     except (SQLAlchemyError, ScannerError) as e:
         log.warning(
             "compliance under policy %s version %s stopped after %s assets: %s",
@@ -269,7 +277,13 @@ def evaluate_asset(session: Session, asset_id: int, now: datetime) -> int:
     catalog = default_catalog()
     count = 0
     for row in policy_repo.current_all(session):
-        loaded = policies.loaded_of(row)
+        try:
+            loaded = policies.loaded_of(row)
+        except StoredDocumentAltered as e:
+            # never evaluated under altered text, nor left showing an older verdict as current
+            stored_documents.record(session, e)
+            repo.clear(session, row.name, [asset.id])
+            continue
         baseline = gate.fleet_baseline(session, loaded.policy)
         _evaluate_batch(session, [asset], row, loaded, baseline, catalog, now)
         count += 1

@@ -27,7 +27,7 @@ from app.domain.ingest import RawReport, ingest
 from app.domain.provenance import CatalogCache
 from app.domain.report_parser import ReportLimits, parse_report
 from app.domain.tokens import Principal
-from app.errors import BadRequest, NotFound, ServiceUnavailable
+from app.errors import BadRequest, Conflict, NotFound, ServiceUnavailable
 from app.storage.repositories import gate as repo
 from app.storage.repositories.gate import DecisionQuery
 from app.storage.session import Database
@@ -231,10 +231,21 @@ def evaluate_stored(
 
 @dataclass(frozen=True, slots=True)
 class VsaSigning:
-    """How the service signs VSAs: the PEM key and the base URL its policies are served at."""
+    """How the service signs VSAs: the PEM key, the configured public base URL its policies are
+    served at (None: policies are named by URN), and the verifier id."""
 
     key_pem: bytes
-    base_url: str
+    public_url: str | None
+    verifier_id: str
+
+
+def policy_uri(loaded: LoadedPolicy, public_url: str | None) -> str:
+    """Where a VSA says its policy is: under the configured public URL, else a URN that
+    carries the policy's name, version and digest (stable, and never from a request)."""
+    name = loaded.policy.name
+    if public_url:
+        return f"{public_url}/api/v1/policies/{name}?version={loaded.version}"
+    return f"urn:gpuprov:policy:{name}:{loaded.version}:sha256:{loaded.sha256}"
 
 
 def read_vsa_key(path: Path, retry_after: int) -> bytes:
@@ -253,15 +264,14 @@ def _vsa(
 ) -> dict[str, Any]:
     from scanner.policy.vsa import sign_vsa, vsa_statement
 
-    name = loaded.policy.name
-    uri = f"{signing.base_url.rstrip('/')}/api/v1/policies/{name}?version={loaded.version}"
     try:
         statement = vsa_statement(
             facts,
-            policy_uri=uri,
+            policy_uri=policy_uri(loaded, signing.public_url),
             policy_sha256=loaded.sha256,
-            policy_name=name,
+            policy_name=loaded.policy.name,
             time_verified=now,
+            verifier_id=signing.verifier_id,
         )
         envelope = sign_vsa(statement, signing.key_pem)
     except Rejected as e:
@@ -359,11 +369,34 @@ def gate_bom(
 
         compliance.after_ingest(db, result.asset_id, now)
     with db.transaction(write=True) as session:
-        asset = repo.asset_by_id(session, result.asset_id)
+        asset = repo.asset_by_id(session, result.asset_id, lock=True)
         scan = repo.scan_by_id(session, result.scan_id)
         if asset is None or scan is None:
             raise NotFound("the ingested report's asset is gone")  # deleted concurrently
+        _require_latest(session, asset, scan)
         return gate_scan(session, principal, policy_name, asset, scan, now, signing)
+
+
+def _require_latest(session: Session, asset: Asset, scan: Scan) -> None:
+    """A decision (and above all a VSA) speaks for the asset as the service knows it now: a BOM
+    whose scan is not the asset's latest (backdated, or overtaken by a newer report) is refused,
+    never gated, since its facts are no longer the asset's."""
+    if asset.latest_scan_id == scan.id:
+        return
+    newer = repo.scan_by_id(session, asset.latest_scan_id) if asset.latest_scan_id else None
+    when = f", scanned at {newer.scanned_at.isoformat()}" if newer is not None else ""
+    raise Conflict(
+        f"the BOM's scan ({scan.scanned_at.isoformat()}) is not the latest of {asset.name}: "
+        f"scan {asset.latest_scan_id}{when} is newer; gate the image by digest, or send a BOM "
+        "of a newer scan",
+        details=[
+            {
+                "pointer": "/bom/metadata/timestamp",
+                "message": f"older than the asset's latest scan {asset.latest_scan_id}",
+                "latest_scan_id": asset.latest_scan_id,
+            }
+        ],
+    )
 
 
 # ------------------------------------------------------------------------- decision audit

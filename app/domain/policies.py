@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.domain import stored as stored_documents
 from app.domain.tokens import Principal
 from app.errors import AppError, NotFound
 from app.storage.repositories import policies as repo
@@ -61,8 +62,18 @@ def parse(document: bytes, name: str, version: int | None = None) -> LoadedPolic
 
 
 def loaded_of(row: PromotionPolicyVersion) -> LoadedPolicy:
-    """A stored version as the evaluator takes it (stored documents were validated on PUT)."""
-    return load_policy(row.document.encode("utf-8"), str(row.version))
+    """A stored version as the evaluator takes it (stored documents were validated on PUT),
+    refused (`StoredDocumentAltered`) when its text no longer hashes to the stored digest."""
+    document = row.document.encode("utf-8")
+    stored_documents.check(
+        "policy", f"policy:{row.name}@{row.version}", document, row.content_sha256
+    )
+    return load_policy(document, str(row.version))
+
+
+def is_intact(row: PromotionPolicyVersion) -> bool:
+    """Whether a stored version's text still hashes to its recorded digest."""
+    return stored_documents.is_intact(row.document.encode("utf-8"), row.content_sha256)
 
 
 def policy_dict(row: PromotionPolicyVersion) -> dict[str, Any]:
@@ -74,6 +85,7 @@ def policy_dict(row: PromotionPolicyVersion) -> dict[str, Any]:
         "created_at": row.created_at.isoformat(),
         "created_by": row.created_by,
         "document": row.document,
+        "intact": is_intact(row),
     }
 
 
@@ -86,7 +98,8 @@ def put_policy(
     repo.lock(session)
     sha256 = hashlib.sha256(document).hexdigest()
     current = repo.current(session, name)
-    if current is not None and current.content_sha256 == sha256:
+    # an altered current version is never "the same": the new bytes become the next version
+    if current is not None and current.content_sha256 == sha256 and is_intact(current):
         return current, False
     row = repo.add(
         session,

@@ -170,7 +170,9 @@ class CatalogCache:
         with self._lock:
             if state == self._state and self._active is not None:
                 return self._active
-        active = load_active(session, active_refs(session))
+        from app.domain.catalogs import checked_active  # catalogs build on this module
+
+        active = checked_active(session)
         with self._lock:
             self._state, self._active = state, active
         return active

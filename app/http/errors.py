@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
@@ -21,7 +22,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import AppError
+from app.errors import AppError, StoredDocumentAltered
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -134,11 +135,31 @@ def _answer(
     return error_response(status, message, details, headers)
 
 
+def _altered(request: Request, exc: StoredDocumentAltered) -> None:
+    """Count and audit a stored document found altered; the request's own transaction was
+    rolled back with the refusal, so the audit event is written in one of its own."""
+    from app.domain import stored
+
+    metrics = getattr(request.app.state, "metrics", None)
+    if metrics is not None:
+        metrics.stored_document_mismatches.labels(exc.kind).inc()
+    db = getattr(request.app.state, "db", None)
+    if db is None:
+        return
+    try:
+        with db.transaction(write=True) as session:
+            stored.record(session, exc)
+    except SQLAlchemyError as e:
+        log.error("stored %s %s altered; not audited: %s", exc.kind, exc.target, type(e).__name__)
+
+
 def install_error_handlers(app: FastAPI, settings: Settings) -> None:
     """Register the handlers on ``app``."""
 
     async def app_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, AppError)
+        if isinstance(exc, StoredDocumentAltered):
+            await run_in_threadpool(_altered, request, exc)
         return _answer(request, exc.status, exc.message, exc.details, exc.headers)
 
     async def validation_error(request: Request, exc: Exception) -> Response:

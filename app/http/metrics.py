@@ -84,6 +84,14 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.stored_document_mismatches = Counter(
+            "gpuprov_stored_document_mismatches",
+            "Requests refused because a stored document no longer hashes to its recorded "
+            "digest (changed behind the service's back), by document (policy, trust_policy, "
+            "catalog).",
+            ["document"],
+            registry=r,
+        )
         self.auth_failures = Counter(
             "gpuprov_auth_failures",
             "Requests refused for their bearer token, by reason (invalid, revoked, expired, "

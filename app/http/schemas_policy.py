@@ -16,6 +16,10 @@ class PolicyOut(BaseModel):
     created_at: str
     created_by: str | None
     document: str = Field(description="the YAML policy as stored")
+    intact: bool = Field(
+        description="whether the stored text still hashes to sha256; false: it was changed "
+        "behind the service's back, and gates and compliance refuse it (409)"
+    )
 
 
 class PolicyPage(Page):

@@ -39,15 +39,21 @@ def log_config(log_format: str = "text") -> dict[str, Any]:
     return config
 
 
-def uvicorn_options(log_format: str = "text") -> dict[str, Any]:
+def uvicorn_options(log_format: str = "text", forwarded_allow_ips: str = "") -> dict[str, Any]:
     """Keyword arguments of `uvicorn.run` / `uvicorn.Config` for the service. uvicorn's access
     log is off: the service writes its own line per request (``app.access``), which carries the
-    request id and names the route without the query string."""
+    request id and names the route without the query string.
+
+    ``X-Forwarded-For``/``-Proto`` are believed only from ``forwarded_allow_ips`` (the
+    proxies' addresses): uvicorn's own default trusts 127.0.0.1, which let any local process
+    pick its client address and so escape the failed-authentication limit."""
     return {
         "http": NoDelayH11Protocol,
         "server_header": False,
         "log_config": log_config(log_format),
         "access_log": False,
+        "proxy_headers": bool(forwarded_allow_ips),
+        "forwarded_allow_ips": forwarded_allow_ips or None,
     }
 
 

@@ -422,7 +422,7 @@ def test_an_allowed_gate_carries_a_signed_vsa_that_verify_accepts(
     )
     assert result.exit_code == 0, result.stderr
     assert "VSA PASSED" in result.stdout
-    assert "/api/v1/policies/prod?version=1" in result.stdout
+    assert "urn:gpuprov:policy:prod:1:sha256:" in result.stdout
     other = CliRunner().invoke(
         cli, ["verify", digest(bad), "--bundle", str(bundle), "--key", str(pub)]
     )

@@ -103,11 +103,12 @@ async def _gate_body(request: Request, settings: SettingsDep) -> bytes:
 GateBody = Annotated[bytes, Depends(_gate_body)]
 
 
-def _signing(settings: Settings, request: Request) -> gate.VsaSigning | None:
+def _signing(settings: Settings) -> gate.VsaSigning | None:
+    # everything signed comes from configuration: the request's Host is the caller's choice
     if settings.vsa_key_file is None:
         return None
     key = gate.read_vsa_key(settings.vsa_key_file, settings.retry_after_seconds)
-    return gate.VsaSigning(key, str(request.base_url))
+    return gate.VsaSigning(key, settings.public_url, settings.vsa_verifier_id)
 
 
 @router.post(
@@ -144,7 +145,7 @@ def post_gate(
 ) -> dict[str, Any]:
     """allow, warn or deny with every reason and the controls each cites, recorded in the
     decision audit; on allow, with the service's VSA key set, a signed VSA (DSSE)."""
-    answer = _gate(principal, raw, settings, db, catalogs, _signing(settings, request))
+    answer = _gate(principal, raw, settings, db, catalogs, _signing(settings))
     metrics: Metrics = request.app.state.metrics
     metrics.gate_decisions.labels(str(answer.get("decision"))).inc()
     return answer

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import msgspec
@@ -13,7 +14,13 @@ from typer.testing import CliRunner
 from gpuprov.cli import app
 from scanner.model import AssetKind
 from scanner.policy.facts import AssetFacts, ImageTrustFacts
-from scanner.policy.vsa import VSA_PREDICATE, check_vsa, sign_vsa, vsa_statement
+from scanner.policy.vsa import (
+    VSA_PREDICATE,
+    VsaExpectations,
+    check_vsa,
+    sign_vsa,
+    vsa_statement,
+)
 from scanner.verify.errors import Rejected
 from scanner.verify.intoto import Statement
 from tests.fixtures import keys
@@ -82,3 +89,137 @@ def test_verify_accepts_passed_and_rejects_failed(kind: str, tmp_path: Path) -> 
     bad.write_text(sign_vsa(failed, pem).to_json())
     result = runner.invoke(app, ["verify", DIGEST, "--bundle", str(bad), "--key", str(pub)])
     assert result.exit_code == 1 and "not PASSED" in result.stderr
+
+
+# ---------------------------------------------------------------- what a relying party pins
+
+
+def _predicate(**changes: object) -> Statement:
+    doc = _statement()
+    predicate = doc["predicate"]
+    assert isinstance(predicate, dict)
+    for key, value in changes.items():
+        if value is None:
+            predicate.pop(key, None)
+        else:
+            predicate[key] = value
+    return Statement.from_bytes(json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize("result", [None, "passed", "FAILED", ""])
+def test_a_result_other_than_passed_is_refused(result: str | None) -> None:
+    with pytest.raises(Rejected, match="not PASSED"):
+        check_vsa(_predicate(verificationResult=result))
+
+
+@pytest.mark.parametrize(
+    ("expect", "fragment"),
+    [
+        (VsaExpectations(policy_name="prod-eu"), "not the expected 'prod-eu'"),
+        (VsaExpectations(policy_name="pro"), "not the expected 'pro'"),
+        (VsaExpectations(policy_sha256="1" * 64), "policy digest"),
+        (VsaExpectations(verifier_id="https://gpuprov.dev/gat"), "verifier.id"),
+        (VsaExpectations(levels=("SLSA_BUILD_LEVEL_4",)), "SLSA_BUILD_LEVEL_4"),
+        (VsaExpectations(levels=("SLSA_BUILD_LEVEL_3", "FIPS_140")), "FIPS_140"),
+        (VsaExpectations(max_age=timedelta(minutes=59)), "older than the maximum age"),
+    ],
+)
+def test_each_pin_refuses_what_differs(expect: VsaExpectations, fragment: str) -> None:
+    now = WHEN + timedelta(hours=1)
+    with pytest.raises(Rejected, match=re.escape(fragment)):
+        check_vsa(_predicate(), expect, now=now)
+
+
+def test_pins_that_hold_pass() -> None:
+    expect = VsaExpectations(
+        policy_name="prod",
+        policy_sha256="0" * 64,
+        verifier_id="https://gpuprov.dev/gate",
+        max_age=timedelta(hours=1),
+        # a level 3 VSA meets a level 1 or 3 requirement
+        levels=("SLSA_BUILD_LEVEL_1", "SLSA_BUILD_LEVEL_3"),
+    )
+    assert "VSA PASSED" in check_vsa(_predicate(), expect, now=WHEN + timedelta(hours=1))
+    # upper-case digests are the same digest
+    same = VsaExpectations(policy_sha256="0" * 64)
+    assert check_vsa(_predicate(policy={"uri": "x", "digest": {"sha256": "0" * 64}}), same)
+
+
+def test_a_future_or_unreadable_time_is_refused() -> None:
+    expect = VsaExpectations(max_age=timedelta(days=1))
+    with pytest.raises(Rejected, match="in the future"):
+        check_vsa(_predicate(), expect, now=WHEN - timedelta(minutes=6))
+    assert check_vsa(_predicate(), expect, now=WHEN - timedelta(minutes=4))  # within skew
+    for value in (None, "yesterday", "2026-12-02T01:00:00", 5):
+        with pytest.raises(Rejected, match="timeVerified"):
+            check_vsa(_predicate(timeVerified=value))
+
+
+def test_no_vsa_for_a_digest_that_is_not_64_hex_digits() -> None:
+    for bad in ("sha256:abcd", "sha256:" + "g" * 64, "sha256:" + "a" * 65, "sha512:" + "a" * 64):
+        with pytest.raises(Rejected, match="by sha256 digest"):
+            _statement(msgspec.structs.replace(FACTS, digest=bad))
+
+
+def test_verify_command_pins_the_vsa(tmp_path: Path) -> None:
+    key = keys.generate("ecdsa")
+    _, pub = keys.write_keypair(tmp_path, "gate", key)
+    statement = _statement()
+    predicate = statement["predicate"]
+    assert isinstance(predicate, dict)
+    predicate["timeVerified"] = (datetime.now(UTC) - timedelta(hours=2)).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    vsa = tmp_path / "vsa.json"
+    vsa.write_text(sign_vsa(statement, keys.private_pem(key)).to_json())
+    base = ["verify", DIGEST, "--bundle", str(vsa), "--key", str(pub)]
+    runner = CliRunner()
+    good = runner.invoke(
+        app,
+        [
+            *base,
+            "--policy-name",
+            "prod",
+            "--policy-digest",
+            "sha256:" + "0" * 64,
+            "--verifier-id",
+            "https://gpuprov.dev/gate",
+            "--max-age",
+            "3h",
+            "--verified-level",
+            "SLSA_BUILD_LEVEL_2",
+        ],
+    )
+    assert good.exit_code == 0, good.output
+    for extra, fragment in (
+        (["--policy-name", "lax"], "not the expected 'lax'"),
+        (["--policy-digest", "1" * 64], "policy digest"),
+        (["--verifier-id", "https://evil.example"], "verifier.id"),
+        (["--max-age", "1h"], "older than the maximum age"),
+        # repeatable: every level given is required
+        (["--verified-level", "SLSA_BUILD_LEVEL_1", "--verified-level", "X"], "X"),
+    ):
+        result = runner.invoke(app, [*base, *extra])
+        assert result.exit_code == 1 and fragment in result.stderr, (extra, result.output)
+    for extra, fragment in (
+        (["--policy-digest", "sha256:abcd"], "64 digits"),
+        (["--max-age", "soon"], "--max-age"),
+        (["--policy-name", ""], "--policy-name is empty"),
+    ):
+        result = runner.invoke(app, [*base, *extra])
+        assert result.exit_code == 2 and fragment in result.stderr, (extra, result.output)
+
+
+def test_verify_pins_refuse_an_attestation_that_is_not_a_vsa(tmp_path: Path) -> None:
+    from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, sign_envelope
+
+    key = keys.generate("ecdsa")
+    _, pub = keys.write_keypair(tmp_path, "k", key)
+    doc = {**_statement(), "predicateType": "https://slsa.dev/provenance/v1", "predicate": {}}
+    envelope = sign_envelope(INTOTO_PAYLOAD_TYPE, json.dumps(doc).encode(), key)
+    path = tmp_path / "att.json"
+    path.write_text(envelope.to_json())
+    base = ["verify", DIGEST, "--bundle", str(path), "--key", str(pub)]
+    assert CliRunner().invoke(app, base).exit_code == 0
+    pinned = CliRunner().invoke(app, [*base, "--policy-name", "prod"])
+    assert pinned.exit_code == 1 and "not a VSA" in pinned.stderr

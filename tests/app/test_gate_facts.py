@@ -1,0 +1,276 @@
+"""A gate answer, and above all its signed VSA, is about the facts the service holds: the asset's
+latest stored scan under the stored policy's own text, named by configuration, never by what the
+caller sends (a backdated BOM, a Host header) or by a row changed behind the service's back.
+Every test runs on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from app.main import create_app
+from app.settings import Settings
+from tests.app import boms
+from tests.app.conftest import Service, auth
+from tests.app.test_gate_api import POLICY, _now, digest, image_bom, put_policy, tampered
+from tests.fixtures import keys
+
+LAX = POLICY.split("rules:")[0] + "rules: {}\n"
+
+
+class Signed:
+    """The service with a VSA key, as its own client."""
+
+    def __init__(self, client: TestClient, pub: Path) -> None:
+        self.client = client
+        self.pub = pub
+
+    def gate(self, token: str, headers: dict[str, str] | None = None, **body: Any) -> Any:
+        return self.client.post(
+            "/api/v1/gate", json=body, headers={**auth(token), **(headers or {})}
+        )
+
+
+@pytest.fixture
+def signed(service: Service, tmp_path: Path) -> Iterator[Signed]:
+    key, pub = keys.write_keypair(tmp_path / "keys", "gate", keys.generate("ecdsa"))
+    settings = Settings(database_url=service.url, environment="test", vsa_key_file=key)
+    with TestClient(create_app(settings)) as client:
+        yield Signed(client, pub)
+
+
+def _statement(answer: dict[str, Any]) -> dict[str, Any]:
+    return dict(json.loads(base64.b64decode(answer["vsa"]["payload"])))
+
+
+def _decisions(service: Service) -> list[tuple[str, int | None]]:
+    with service.db.session() as session:
+        rows = session.execute(text("SELECT decision, scan_id FROM gate_decision ORDER BY id"))
+        return [(r[0], r[1]) for r in rows]
+
+
+# ------------------------------------------------------------------ only the latest facts
+
+
+def test_a_backdated_bom_gets_no_decision_for_a_denied_image(
+    service: Service, signed: Signed, post_report: Callable[..., Any]
+) -> None:
+    put_policy(service, POLICY)
+    name = "reg.example/ml/app:1"
+    bad = tampered(name) | {}
+    bad["metadata"]["timestamp"] = _now(1)
+    assert post_report(boms.encode(bad)).status_code == 201
+    token = service.token("gate", "report:write", name="ci")
+    denied = signed.gate(token, policy="prod", image=digest(bad)).json()
+    assert denied["decision"] == "deny"
+    # the same image's BOM with the modified verdict rewritten, dated three days back
+    forged = image_bom(name, timestamp=_now(72))
+    assert digest(forged) == digest(bad)
+    answer = signed.gate(token, policy="prod", bom=forged)
+    assert answer.status_code == 409, answer.text
+    message = answer.json()["error"]["message"]
+    latest = _decisions(service)[0][1]
+    assert "not the latest" in message and f"scan {latest}, " in message
+    assert "vsa" not in answer.json()
+    # nothing decided on it: the audit holds the one deny; the image still gates deny
+    assert [d for d, _ in _decisions(service)] == ["deny"]
+    again = signed.gate(token, policy="prod", image=digest(bad)).json()
+    assert again["decision"] == "deny" and again["vsa"] is None
+
+
+def test_a_bom_that_becomes_the_latest_is_gated(service: Service, signed: Signed) -> None:
+    put_policy(service, POLICY)
+    token = service.token("gate", "report:write", name="ci")
+    first = signed.gate(
+        token, policy="prod", bom=image_bom("reg.example/ml/b:1", timestamp=_now(2))
+    )
+    assert first.status_code == 200 and first.json()["decision"] == "allow"
+    newer = tampered("reg.example/ml/b:1")
+    newer["metadata"]["timestamp"] = _now(1)
+    answer = signed.gate(token, policy="prod", bom=newer)
+    assert answer.status_code == 200 and answer.json()["decision"] == "deny"
+    # a repeated delivery of the latest scan is gated again (it still is the latest)
+    assert signed.gate(token, policy="prod", bom=newer).json()["decision"] == "deny"
+    # the first BOM again: an older scan now, refused
+    older = signed.gate(
+        token, policy="prod", bom=image_bom("reg.example/ml/b:1", timestamp=_now(2))
+    )
+    assert older.status_code == 409
+    assert [d for d, _ in _decisions(service)] == ["allow", "deny", "deny"]
+
+
+# ------------------------------------------------------------------ stored documents checked
+
+
+def _alter_policy(service: Service, document: str) -> None:
+    with service.db.transaction(write=True) as session:
+        session.execute(text("UPDATE promotion_policy SET document = :d"), {"d": document})
+
+
+def _audit(service: Service) -> list[tuple[str, str]]:
+    with service.db.session() as session:
+        rows = session.execute(text("SELECT action, target FROM audit_event ORDER BY id"))
+        return [(r[0], r[1]) for r in rows if r[0] == "integrity.mismatch"]
+
+
+def test_a_policy_altered_in_the_database_decides_nothing(
+    service: Service, signed: Signed, post_report: Callable[..., Any]
+) -> None:
+    put_policy(service, POLICY)
+    bad = tampered("reg.example/ml/c:1")
+    post_report(boms.encode(bad))
+    token = service.token("gate", name="ci")
+    assert signed.gate(token, policy="prod", image=digest(bad)).json()["decision"] == "deny"
+    _alter_policy(service, LAX)  # the content hash left as it was
+    answer = signed.gate(token, policy="prod", image=digest(bad))
+    assert answer.status_code == 409, answer.text
+    assert "fails its integrity check" in answer.json()["error"]["message"]
+    assert [d for d, _ in _decisions(service)] == ["deny"]
+    assert _audit(service) == [("integrity.mismatch", "policy:prod@1")]
+    metrics = signed.client.app.state.metrics.exposition().decode()  # type: ignore[attr-defined]
+    assert 'gpuprov_stored_document_mismatches_total{document="policy"} 1.0' in metrics
+    reader = auth(service.token("inventory:read"))
+    shown = service.client.get("/api/v1/policies/prod", headers=reader).json()
+    assert shown["intact"] is False and shown["document"] == LAX
+    for url in ("/api/v1/compliance?policy=prod", "/api/v1/compliance/export?policy=prod"):
+        assert service.client.get(url, headers=reader).status_code == 409, url
+    # storing the original bytes again is a new version, never "the same as the current"
+    admin = service.token("admin", name="admin")
+    again = put_policy(service, POLICY, admin)
+    assert again.status_code == 201 and again.json()["version"] == 2
+    assert signed.gate(token, policy="prod", image=digest(bad)).json()["decision"] == "deny"
+
+
+def test_a_report_is_stored_while_an_altered_policy_is_left_unevaluated(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    put_policy(service, POLICY)
+    first = image_bom("reg.example/ml/d:1", timestamp=_now(2))
+    post_report(boms.encode(first))
+    assert service.count("compliance_asset") == 1
+    _alter_policy(service, LAX)
+    second = tampered("reg.example/ml/d:1")
+    second["metadata"]["timestamp"] = _now(1)
+    assert post_report(boms.encode(second)).status_code == 201
+    # the asset's old evaluation is not left showing as current, and nothing was evaluated
+    assert service.count("compliance_asset") == 0
+    assert _audit(service) == [("integrity.mismatch", "policy:prod@1")]
+
+
+# ------------------------------------------------------------------ what the VSA names
+
+
+def test_the_vsa_names_the_policy_by_urn_whatever_the_host(
+    service: Service, signed: Signed, post_report: Callable[..., Any]
+) -> None:
+    put_policy(service, POLICY)
+    bom = image_bom("reg.example/ml/e:1")
+    post_report(boms.encode(bom))
+    token = service.token("gate")
+    answer = signed.gate(
+        token,
+        {"Host": "evil.example.com", "X-Forwarded-Host": "evil.example.com"},
+        policy="prod",
+        image=digest(bom),
+    ).json()
+    statement = _statement(answer)
+    policy = statement["predicate"]["policy"]
+    sha = answer["policy"]["sha256"]
+    assert policy == {"uri": f"urn:gpuprov:policy:prod:1:sha256:{sha}", "digest": {"sha256": sha}}
+    assert "evil" not in json.dumps(statement)
+
+
+def test_the_vsa_names_the_configured_public_url_and_verifier(
+    service: Service, post_report: Callable[..., Any], tmp_path: Path
+) -> None:
+    key, _ = keys.write_keypair(tmp_path, "gate", keys.generate("ed25519"))
+    settings = Settings(
+        database_url=service.url,
+        environment="test",
+        vsa_key_file=key,
+        public_url="https://gpuprov.example.com/",
+        vsa_verifier_id="https://gate.example.com/prod",
+    )
+    put_policy(service, POLICY)
+    bom = image_bom("reg.example/ml/f:1")
+    post_report(boms.encode(bom))
+    with TestClient(create_app(settings)) as client:
+        answer = client.post(
+            "/api/v1/gate",
+            json={"policy": "prod", "image": digest(bom)},
+            headers={**auth(service.token("gate")), "Host": "evil.example.com"},
+        ).json()
+    predicate = _statement(answer)["predicate"]
+    assert (
+        predicate["policy"]["uri"] == "https://gpuprov.example.com/api/v1/policies/prod?version=1"
+    )
+    assert predicate["verifier"]["id"] == "https://gate.example.com/prod"
+
+
+def test_a_warn_is_not_signed(
+    service: Service, signed: Signed, post_report: Callable[..., Any]
+) -> None:
+    put_policy(
+        service,
+        POLICY.replace(
+            "integrity: {forbid: [modified]}", "integrity: {forbid: [modified], action: warn}"
+        ),
+    )
+    bad = tampered("reg.example/ml/g:1")
+    post_report(boms.encode(bad))
+    answer = signed.gate(service.token("gate"), policy="prod", image=digest(bad)).json()
+    assert answer["decision"] == "warn" and answer["vsa"] is None
+
+
+# ------------------------------------------------------------------ trust policy and catalogs
+
+
+@pytest.mark.parametrize(
+    ("change", "target"),
+    [
+        # a catalog entry rewritten to vouch for other bytes
+        (
+            "UPDATE catalog_entry SET sha256 = :evil WHERE basename = 'libcudnn_graph.so.9'",
+            "catalog:cudnn 9.1#1 (its entries)",
+        ),
+        # the trust policy's text changed, its digest left as it was
+        ("UPDATE trust_policy SET document = document || '# edited'", "trust_policy@1"),
+    ],
+)
+def test_altered_trust_inputs_verify_nothing(
+    service: Service, post_report: Callable[..., Any], change: str, target: str
+) -> None:
+    from tests.app.catalogs import policy_yaml
+    from tests.app.catalogs import signed as signed_catalog
+    from tests.app.test_provenance_api import NVIDIA, Api, golden_cudnn, tampered_graph
+
+    api = Api(service, post_report)
+    assert api.put_policy(policy_yaml(("nvidia", NVIDIA))).status_code == 201
+    assert api.post_catalog(signed_catalog(golden_cudnn(), NVIDIA)).status_code == 201
+    with service.db.transaction(write=True) as session:
+        session.execute(text(change), {"evil": "e" * 64})
+    wheel = boms.cudnn_wheel()
+    wheel.libs = [lib for lib in wheel.libs if "graph" not in lib.path]
+    bom = boms.gpuprov_bom(
+        name="registry.example.com/ml/h:1", owners=[wheel], extra_libs=[tampered_graph("verified")]
+    )
+    # a fresh process loads the catalogs from the database, as a restarted replica would
+    settings = Settings(database_url=service.url, environment="test")
+    with TestClient(create_app(settings)) as client:
+        token = service.token("report:write")
+        answer = client.post(
+            "/api/v1/reports",
+            content=boms.encode(bom),
+            headers=auth(token, **{"Content-Type": "application/vnd.cyclonedx+json"}),
+        )
+        assert answer.status_code == 201, answer.text
+    files = api.files(answer.json()["asset_id"])
+    assert not [p for p, f in files.items() if f["provenance"] == "verified"], files
+    assert _audit(service) == [("integrity.mismatch", target)]
