@@ -260,6 +260,13 @@ def token_create(
             help="asset-name pattern a report:write token may report for (repeatable)",
         ),
     ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy",
+            help="the only policy a gate token may gate under (repeatable; default any)",
+        ),
+    ] = None,
     expires: Annotated[
         str | None,
         typer.Option(
@@ -284,7 +291,13 @@ def token_create(
         raise fail(e.message, EXIT_USAGE) from e
     with _transaction(database_url, "cannot store the token", refused=EXIT_USAGE) as session:
         new = create_token(
-            session, name, scopes, asset or [], expires_at=expires_at, actor=cli_actor()
+            session,
+            name,
+            scopes,
+            asset or [],
+            expires_at=expires_at,
+            actor=cli_actor(),
+            policy_names=policy or [],
         )
         token_id = new.token.id
     until = f", expires {expires_at.isoformat()}" if expires_at else ""
@@ -308,6 +321,7 @@ def token_list(database_url: DatabaseUrl = None) -> None:
                 expired = t.expires_at <= now
                 state = f"{'expired' if expired else 'expires'} {t.expires_at.isoformat()}"
             assets = f" assets={','.join(t.asset_patterns)}" if t.asset_patterns else ""
+            assets += f" policies={','.join(t.policy_names)}" if t.policy_names else ""
             lines.append(f"{t.id}\t{t.name}\t{t.prefix}…\t{','.join(t.scopes)}\t{state}{assets}")
     for line in lines:
         typer.echo(line)

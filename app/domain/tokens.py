@@ -49,6 +49,8 @@ class Principal:
     scopes: frozenset[str]
     asset_patterns: tuple[str, ...]
     last_used_at: datetime | None = None
+    #: the policies a gate token may gate under (empty: any)
+    policy_names: tuple[str, ...] = ()
 
     @property
     def actor(self) -> Actor:
@@ -58,6 +60,11 @@ class Principal:
     def has(self, scope: Scope) -> bool:
         """Whether the caller holds ``scope`` (``admin`` holds every scope)."""
         return scope.value in self.scopes or Scope.ADMIN.value in self.scopes
+
+    def may_gate_under(self, policy_name: str) -> bool:
+        """Whether a policy-limited token may gate under this policy (by exact name: a
+        ``prod`` limit never admits ``prod-lax``)."""
+        return not self.policy_names or policy_name in self.policy_names
 
     def may_report_for(self, asset_name: str) -> bool:
         """Whether an asset-bound token may write this asset's inventory."""
@@ -127,9 +134,11 @@ def create_token(
     *,
     expires_at: datetime | None = None,
     actor: Actor | None = None,
+    policy_names: list[str] | None = None,
 ) -> NewToken:
-    """Create a token; refuses unknown scopes and asset patterns on tokens that cannot write.
-    With an `actor`, the creation is recorded in the audit log."""
+    """Create a token; refuses unknown scopes, asset patterns on tokens that cannot write and
+    policy limits on tokens that cannot gate. With an `actor`, the creation is recorded in the
+    audit log."""
     name = name.strip()
     if not name or len(name) > 128:
         raise BadRequest("token name must be 1-128 characters")
@@ -142,13 +151,33 @@ def create_token(
     patterns = [p.strip() for p in asset_patterns or [] if p.strip()]
     if patterns and Scope.REPORT_WRITE.value not in scopes:
         raise BadRequest("asset patterns only apply to tokens with the report:write scope")
+    policies = _policy_names(policy_names or [], scopes)
     now = utcnow()
     if expires_at is not None and expires_at <= now:
         raise BadRequest("the token's expiry is not in the future")
-    new = _new_token(session, name, sorted(set(scopes)), patterns, now, expires_at)
+    new = _new_token(session, name, sorted(set(scopes)), patterns, now, expires_at, policies)
     if actor is not None:
         record(session, actor, "token.create", _token_target(new.token), _summary(new.token), now)
     return new
+
+
+_POLICY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def _policy_names(names: list[str], scopes: list[str]) -> list[str]:
+    """A gate token's policy limit: exact policy names, none empty; refused on tokens that
+    cannot gate, and on admin tokens (which can store any policy, so a limit would be void)."""
+    if not names:
+        return []
+    for name in names:
+        if not _POLICY_NAME.fullmatch(name):
+            raise BadRequest(
+                f"policy limit {name[:80]!r} is not a policy name (letters, digits, '.', '_', "
+                "'-'; 1-128 characters)"
+            )
+    if Scope.GATE.value not in scopes or Scope.ADMIN.value in scopes:
+        raise BadRequest("policy limits only apply to tokens with the gate scope, not admin")
+    return sorted(set(names))
 
 
 def _new_token(
@@ -158,6 +187,7 @@ def _new_token(
     patterns: list[str],
     now: datetime,
     expires_at: datetime | None,
+    policy_names: list[str] | None = None,
 ) -> NewToken:
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(
@@ -166,6 +196,7 @@ def _new_token(
         prefix=secret[:12],
         scopes=scopes,
         asset_patterns=patterns,
+        policy_names=policy_names or [],
         created_at=now,
         expires_at=expires_at,
     )
@@ -179,6 +210,7 @@ def _summary(token: ApiToken) -> dict[str, Any]:
         "prefix": token.prefix,
         "scopes": list(token.scopes),
         "assets": list(token.asset_patterns),
+        "policies": list(token.policy_names),
         "expires_at": token.expires_at.isoformat() if token.expires_at else None,
         "replaced_by": token.replaced_by_id,
     }
@@ -195,7 +227,12 @@ def authenticate(db: Session | Connection, secret: str, now: datetime | None = N
     if row.expires_at is not None and row.expires_at <= (now or utcnow()):
         raise Unauthorized("the token has expired", reason="expired")
     return Principal(
-        row.id, row.name, frozenset(row.scopes), tuple(row.asset_patterns), row.last_used_at
+        row.id,
+        row.name,
+        frozenset(row.scopes),
+        tuple(row.asset_patterns),
+        row.last_used_at,
+        tuple(row.policy_names or ()),
     )
 
 
@@ -210,7 +247,12 @@ def session_principal(
     if row.expires_at is not None and row.expires_at <= now:
         return None
     principal = Principal(
-        row.id, row.name, frozenset(row.scopes), tuple(row.asset_patterns), row.last_used_at
+        row.id,
+        row.name,
+        frozenset(row.scopes),
+        tuple(row.asset_patterns),
+        row.last_used_at,
+        tuple(row.policy_names or ()),
     )
     return principal, row.token_hash
 
@@ -241,7 +283,8 @@ def revoke_token(session: Session, token_id: int, actor: Actor | None = None) ->
 def rotate_token(
     session: Session, token_id: int, grace: timedelta = timedelta(0), actor: Actor | None = None
 ) -> NewToken:
-    """Replace a token by a new secret with the same name, scopes, asset patterns and lifetime
+    """Replace a token by a new secret with the same name, scopes, asset and policy limits and
+    lifetime
     (an expiring token's new expiry is as far from now as the old one's was from its
     creation). The old secret is revoked now, or with a `grace` period keeps working until then
     (its expiry brought forward), so agents can be moved to the new one without a gap."""
@@ -262,7 +305,15 @@ def rotate_token(
     expires_at = None
     if old.expires_at is not None:
         expires_at = now + (old.expires_at - old.created_at)
-    new = _new_token(session, old.name, list(old.scopes), list(old.asset_patterns), now, expires_at)
+    new = _new_token(
+        session,
+        old.name,
+        list(old.scopes),
+        list(old.asset_patterns),
+        now,
+        expires_at,
+        list(old.policy_names),
+    )
     old.replaced_by_id = new.token.id
     if grace:
         end = now + grace
@@ -300,6 +351,7 @@ def token_dict(token: ApiToken) -> dict[str, Any]:
         "prefix": token.prefix,
         "scopes": list(token.scopes),
         "assets": list(token.asset_patterns),
+        "policies": list(token.policy_names),
         "created_at": token.created_at.isoformat(),
         "last_used_at": token.last_used_at.isoformat() if token.last_used_at else None,
         "revoked_at": token.revoked_at.isoformat() if token.revoked_at else None,

@@ -363,6 +363,13 @@ class TokenIn(BaseModel):
     assets: list[Annotated[str, Field(max_length=1024)]] = Field(
         default=[], max_length=100, description="asset-name patterns (report:write only)"
     )
+    policies: list[
+        Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+    ] = Field(
+        default=[],
+        max_length=100,
+        description="the only policies a gate token may gate under (exact names; default any)",
+    )
     expires: str | None = Field(
         default=None,
         max_length=64,
@@ -377,6 +384,7 @@ class TokenOut(BaseModel):
     prefix: str
     scopes: list[str]
     assets: list[str]
+    policies: list[str] = Field(description="the policies it may gate under (empty: any)")
     created_at: str
     last_used_at: str | None
     revoked_at: str | None

@@ -58,6 +58,8 @@ class ApiToken(Base):
     scopes: Mapped[list[str]] = mapped_column(JSON)
     #: fnmatch patterns of asset names a ``report:write`` token may report for; empty = any
     asset_patterns: Mapped[list[str]] = mapped_column(JSON)
+    #: names of the policies a ``gate`` token may gate under; empty = any
+    policy_names: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -274,3 +274,94 @@ def test_altered_trust_inputs_verify_nothing(
     files = api.files(answer.json()["asset_id"])
     assert not [p for p, f in files.items() if f["provenance"] == "verified"], files
     assert _audit(service) == [("integrity.mismatch", target)]
+
+
+# ------------------------------------------------------------------ tokens limited to policies
+
+
+def test_a_token_limited_to_a_policy_cannot_pick_a_laxer_one(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    put_policy(service, POLICY)
+    put_policy(service, LAX.replace("name: prod", "name: prod-lax"), name="prod-lax")
+    bad = tampered("reg.example/ml/i:1")
+    post_report(boms.encode(bad))
+    admin = auth(service.token("admin", name="admin"))
+    made = service.client.post(
+        "/api/v1/tokens",
+        json={"name": "ci", "scopes": ["gate"], "policies": ["prod"]},
+        headers=admin,
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["policies"] == ["prod"]
+    ci = made.json()["token"]
+    body = {"policy": "prod", "image": digest(bad)}
+    assert (
+        service.client.post("/api/v1/gate", json=body, headers=auth(ci)).json()["decision"]
+        == "deny"
+    )
+    for other in ("prod-lax", "pro", "prod "):
+        answer = service.client.post(
+            "/api/v1/gate", json={**body, "policy": other}, headers=auth(ci)
+        )
+        assert answer.status_code in (403, 422), (other, answer.text)
+    lax = service.client.post("/api/v1/gate", json={**body, "policy": "prod-lax"}, headers=auth(ci))
+    assert lax.status_code == 403 and "only under the policies prod" in lax.text
+    assert [d for d, _ in _decisions(service)] == ["deny"]
+    # the limit is kept by a rotation, shown in the list
+    token_id = made.json()["id"]
+    rotated = service.client.post(f"/api/v1/tokens/{token_id}/rotate", headers=admin).json()
+    assert rotated["policies"] == ["prod"]
+    again = service.client.post(
+        "/api/v1/gate", json={**body, "policy": "prod-lax"}, headers=auth(rotated["token"])
+    )
+    assert again.status_code == 403
+    listed = service.client.get("/api/v1/tokens", headers=admin).json()["items"]
+    assert {t["name"]: t["policies"] for t in listed}["ci"] == ["prod"]
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"scopes": ["report:write"], "policies": ["prod"]}, "gate scope"),
+        ({"scopes": ["gate", "admin"], "policies": ["prod"]}, "gate scope"),
+        ({"scopes": ["gate"], "policies": [""]}, "/policies/0"),
+        ({"scopes": ["gate"], "policies": ["prod*"]}, "/policies/0"),
+    ],
+)
+def test_bad_policy_limits_are_refused(
+    service: Service, body: dict[str, Any], fragment: str
+) -> None:
+    admin = auth(service.token("admin", name="admin"))
+    answer = service.client.post("/api/v1/tokens", json={"name": "ci", **body}, headers=admin)
+    assert answer.status_code == 422 and fragment in answer.text, answer.text
+    assert service.count("api_token") == 1
+
+
+def test_the_command_line_and_the_dashboard_limit_tokens_to_policies(
+    service: Service, tmp_path: Path
+) -> None:
+    import re
+
+    from typer.testing import CliRunner
+
+    from gpuprov.cli import app as cli_app
+    from tests.app.pages import login, session_csrf
+
+    runner = CliRunner()
+    base = ["token", "create", "--name", "ci", "--scope", "gate", "--database-url", service.url]
+    made = runner.invoke(cli_app, [*base, "--policy", "prod", "--policy", "staging"])
+    assert made.exit_code == 0, made.output
+    listed = runner.invoke(cli_app, ["token", "list", "--database-url", service.url])
+    assert "policies=prod,staging" in listed.stdout
+    empty = runner.invoke(cli_app, [*base, "--policy", ""])
+    assert empty.exit_code == 2 and "not a policy name" in empty.stderr
+
+    client = service.client
+    login(client, service.token("admin", name="admin"))
+    csrf = session_csrf(client)
+    form = {"csrf_token": csrf, "name": "web-ci", "scope_gate": "1"}
+    blank = client.post("/admin/tokens", data={**form, "policies": " , "})
+    assert blank.status_code == 400 and "not a policy name" in blank.text
+    made_web = client.post("/admin/tokens", data={**form, "policies": "prod, staging"})
+    assert made_web.status_code == 200 and re.search(r"<td>prod, staging</td>", made_web.text)

@@ -117,7 +117,11 @@ def _signing(settings: Settings) -> gate.VsaSigning | None:
     responses={
         code: {"model": ErrorResponse, "description": text}
         for code, text in (
-            (403, "the token lacks the gate scope (and report:write to send a BOM)"),
+            (
+                403,
+                "the token lacks the gate scope (and report:write to send a BOM), or is "
+                "limited to other policies",
+            ),
             (404, "no such policy, or no image with this digest in the inventory"),
             (409, "the BOM's serial number was stored before with different content"),
             (413, "the request is larger than the report size limit"),
@@ -160,6 +164,11 @@ def _gate(
     signing: gate.VsaSigning | None,
 ) -> dict[str, Any]:
     body = _parse(raw)
+    if not principal.may_gate_under(body.policy):
+        raise Forbidden(
+            f"this token may gate only under the policies {', '.join(principal.policy_names)}; "
+            f"not {body.policy!r}"
+        )
     now = utcnow()
     if body.image is not None:
         return gate.gate_image(db, principal, body.policy, body.image, now, signing)

@@ -260,9 +260,17 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
     form = await checked_form(request, state)
     scopes = [s for s in SCOPES if form.get(_field(s))]
     patterns = [p for p in form.get("assets", "").split(",") if p.strip()]
+    # every comma-separated entry is a policy name: an empty one is refused, not dropped
+    limit = form.get("policies", "").strip()
+    policy_names = [p.strip() for p in limit.split(",")] if limit else []
     try:
         new = tokens.create_token(
-            session, form.get("name", ""), scopes, patterns, actor=_actor(state)
+            session,
+            form.get("name", ""),
+            scopes,
+            patterns,
+            actor=_actor(state),
+            policy_names=policy_names,
         )
     except AppError as e:
         session.rollback()
