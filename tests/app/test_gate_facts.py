@@ -365,3 +365,23 @@ def test_the_command_line_and_the_dashboard_limit_tokens_to_policies(
     assert blank.status_code == 400 and "not a policy name" in blank.text
     made_web = client.post("/admin/tokens", data={**form, "policies": "prod, staging"})
     assert made_web.status_code == 200 and re.search(r"<td>prod, staging</td>", made_web.text)
+
+
+def test_an_original_report_altered_in_the_database_is_not_served(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    import gzip
+
+    bom = tampered("reg.example/ml/j:1")
+    asset_id = post_report(boms.encode(bom)).json()["asset_id"]
+    reader = auth(service.token("inventory:read"))
+    url = f"/api/v1/assets/{asset_id}/sbom"
+    assert service.client.get(url, headers=reader).json() == json.loads(boms.encode(bom))
+    clean = gzip.compress(boms.encode(image_bom("reg.example/ml/j:1")))
+    with service.db.transaction(write=True) as session:
+        session.execute(text("UPDATE raw_bom SET gzip_data = :d"), {"d": clean})
+    answer = service.client.get(url, headers=reader)
+    assert answer.status_code == 409 and "fails its integrity check" in answer.text
+    with service.db.session() as session:
+        scan_id = session.execute(text("SELECT id FROM scan")).scalar_one()
+    assert _audit(service) == [("integrity.mismatch", f"scan:{scan_id}")]

@@ -40,6 +40,7 @@ from packageurl import PackageURL
 from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
+from app.domain import stored as stored_documents
 from app.domain.inventory.queries import find_asset, find_scan
 from app.errors import NotFound
 from app.storage.repositories import inventory as repo
@@ -59,7 +60,10 @@ def raw_sbom(session: Session, asset_id: int, scan_id: int | None) -> tuple[byte
     raw = scan_repo.raw_bom(session, scan.id)
     if raw is None:
         raise NotFound(f"scan {scan.id} has no stored report")
-    return gzip.decompress(raw.gzip_data), raw.media_type
+    data = gzip.decompress(raw.gzip_data)
+    # the report "exactly as received" is the one whose digest was recorded at ingest
+    stored_documents.check("report", f"scan:{scan.id}", data, scan.content_sha256)
+    return data, raw.media_type
 
 
 #: Bytes of encoded documents a process keeps (least recently used out first).
