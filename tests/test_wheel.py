@@ -24,6 +24,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -248,3 +249,166 @@ def _dashboard_renders(url: str, token: str, asset_name: str) -> None:
         assert login.status_code == 303, login.text
         assert "Overview" in browser.get("/").text
         assert f">{asset_name}<" in browser.get("/assets").text
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def fresh_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of each backend for the installed service."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'attack.db'}"
+        return
+    import uuid
+
+    import psycopg
+
+    from tests.app.conftest import PG_ADMIN
+
+    name = f"gpuprov_wheel_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+        try:
+            yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+        finally:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_the_installed_gate_decides_only_on_stored_facts(
+    installed: Installed, fresh_db: str, tmp_path: Path
+) -> None:
+    """The attacks of a caller holding a valid CI token, against the installed service: a
+    backdated BOM, a forged Host, a laxer policy, a policy row altered in the database."""
+    from sqlalchemy import create_engine, text
+
+    from tests.app import boms
+    from tests.app.test_gate_api import POLICY, _now, digest, image_bom, tampered
+    from tests.fixtures import keys
+
+    env = {**installed.env, "GPUPROV_DATABASE_URL": fresh_db}
+    key, pub = keys.write_keypair(tmp_path / "keys", "gate", keys.generate("ecdsa"))
+    env["GPUPROV_VSA_KEY_FILE"] = str(key)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(installed.venv / "bin" / "gpuprov"), *args],
+            cwd=installed.work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert cli("db", "upgrade").returncode == 0
+    admin = cli("token", "create", "--name", "ops", "--scope", "admin").stdout.strip()
+    agent = cli("token", "create", "--name", "agent", "--scope", "report:write").stdout.strip()
+    made = cli(
+        "token", "create", "--name", "ci", "--scope", "gate,report:write", "--policy", "prod"
+    )
+    assert made.returncode == 0, made.stderr
+    ci = made.stdout.strip()
+    port = free_port()
+    server = subprocess.Popen(
+        [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
+        cwd=installed.work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def call(
+        method: str,
+        path: str,
+        token: str,
+        headers: dict[str, str] | None = None,
+        **kw: Any,
+    ) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {token}", **(headers or {})}
+        return httpx.request(method, f"{url}{path}", headers=headers, timeout=30, **kw)
+
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, server.communicate()[1]
+            time.sleep(0.2)
+        yaml = {"Content-Type": "application/yaml"}
+        for name, document in (
+            ("prod", POLICY),
+            ("prod-lax", POLICY.split("rules:")[0].replace("prod", "prod-lax") + "rules: {}\n"),
+        ):
+            put = call("PUT", f"/api/v1/policies/{name}", admin, content=document, headers=yaml)
+            assert put.status_code == 201, put.text
+        bad = tampered("reg.example/ml/wheel:1")
+        bad["metadata"]["timestamp"] = _now(1)
+        cdx = {"Content-Type": "application/vnd.cyclonedx+json"}
+        pushed = call("POST", "/api/v1/reports", agent, content=boms.encode(bad), headers=cdx)
+        assert pushed.status_code == 201, pushed.text
+        image = {"policy": "prod", "image": digest(bad)}
+        assert call("POST", "/api/v1/gate", ci, json=image).json()["decision"] == "deny"
+        # 1. the same image's BOM, verdict rewritten, three days old: refused, not signed
+        forged = image_bom("reg.example/ml/wheel:1", timestamp=_now(72))
+        refused = call("POST", "/api/v1/gate", ci, json={"policy": "prod", "bom": forged})
+        assert refused.status_code == 409 and "not the latest" in refused.text
+        # 2. a laxer stored policy: this token may not pick it
+        lax = call("POST", "/api/v1/gate", ci, json={**image, "policy": "prod-lax"})
+        assert lax.status_code == 403
+        # 3. a forged Host on an allow: the VSA names the policy by URN
+        clean = image_bom("reg.example/ml/clean:1", timestamp=_now(1))
+        call("POST", "/api/v1/reports", agent, content=boms.encode(clean), headers=cdx)
+        allowed = call(
+            "POST",
+            "/api/v1/gate",
+            ci,
+            json={"policy": "prod", "image": digest(clean)},
+            headers={"Host": "evil.example.com"},
+        ).json()
+        assert allowed["decision"] == "allow", allowed
+        vsa = tmp_path / "vsa.json"
+        vsa.write_text(json.dumps(allowed["vsa"]))
+        assert "evil" not in json.dumps(allowed)
+        sha = allowed["policy"]["sha256"]
+        ok = cli(
+            "verify",
+            digest(clean),
+            "--bundle",
+            str(vsa),
+            "--key",
+            str(pub),
+            "--policy-name",
+            "prod",
+            "--policy-digest",
+            f"sha256:{sha}",
+            "--max-age",
+            "1h",
+        )
+        assert ok.returncode == 0 and f"urn:gpuprov:policy:prod:1:sha256:{sha}" in ok.stdout, ok
+        pinned = cli(
+            "verify",
+            digest(clean),
+            "--bundle",
+            str(vsa),
+            "--key",
+            str(pub),
+            "--policy-name",
+            "prod-lax",
+        )
+        assert pinned.returncode == 1 and "not the expected" in pinned.stderr
+        # 4. the policy row altered behind the service's back: nothing is decided
+        engine = create_engine(fresh_db)
+        with engine.begin() as conn:
+            conn.execute(
+                text("UPDATE promotion_policy SET document = :d WHERE name = 'prod'"),
+                {"d": POLICY.split("rules:")[0] + "rules: {}\n"},
+            )
+        engine.dispose()
+        altered = call("POST", "/api/v1/gate", ci, json=image)
+        assert altered.status_code == 409 and "integrity check" in altered.text
+        decisions = call("GET", "/api/v1/gate/decisions", admin).json()
+        assert [d["decision"] for d in decisions["items"]] == ["allow", "deny"]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
