@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -36,7 +36,16 @@ from scanner.model import AssetKind
 from scanner.policy.controls import ControlsCatalog, default_catalog
 from scanner.policy.document import LoadedPolicy, PromotionPolicy
 from scanner.policy.evaluate import Decision, Evaluation, decision_json, evaluate
-from scanner.policy.facts import AssetFacts, FileFact, ImageTrustFacts, driver_version_of
+from scanner.policy.facts import (
+    AssetFacts,
+    FileFact,
+    StoredFile,
+    driver_of,
+    file_fact,
+    findings_of,
+    trust_of,
+    unreadable_of,
+)
 from scanner.policy.rules import FleetBaseline, baseline_of
 from scanner.verify.errors import Rejected
 
@@ -50,113 +59,22 @@ def _digest(asset: Asset) -> str | None:
     return identity.removeprefix("config:")
 
 
-def _findings(values: Sequence[str]) -> tuple[tuple[str, str], ...]:
-    out = []
-    for value in values:
-        kind, sep, message = value.partition(":")
-        out.append((kind.strip(), message.strip()) if sep else ("finding", value))
-    return tuple(out)
-
-
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-
-
-class StoredFile(Protocol):
-    """What a rule reads of a stored GPU library: an `Artifact` or a row of its fact columns
-    (`repositories.gate.library_facts_of`)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def path(self) -> str | None: ...
-    @property
-    def family(self) -> str: ...
-    @property
-    def component(self) -> str | None: ...
-    @property
-    def version(self) -> str | None: ...
-    @property
-    def cuda_major(self) -> int | None: ...
-    @property
-    def sha256(self) -> str | None: ...
-    @property
-    def layer(self) -> str | None: ...
-    @property
-    def integrity(self) -> str | None: ...
-    @property
-    def integrity_reason(self) -> str | None: ...
-    @property
-    def provenance(self) -> str | None: ...
-    @property
-    def provenance_signer(self) -> str | None: ...
-    @property
-    def provenance_reason(self) -> str | None: ...
-    @property
-    def owner_purl(self) -> str | None: ...
-    @property
-    def loaded_processes(self) -> int: ...
-    @property
-    def loaded_containers(self) -> int: ...
-    @property
-    def loaded_deleted(self) -> bool: ...
-    @property
-    def loaded_copy(self) -> bool: ...
-    @property
-    def disk_sha256(self) -> str | None: ...
-
-
-def _file(a: StoredFile) -> FileFact:
-    return FileFact(
-        path=a.path or a.name,
-        family=a.family,
-        component=a.component or a.family,
-        version=a.version,
-        cuda_major=a.cuda_major,
-        sha256=a.sha256,
-        layer=a.layer,
-        integrity=a.integrity,
-        integrity_reason=a.integrity_reason or "",
-        provenance=a.provenance,
-        provenance_signer=a.provenance_signer,
-        provenance_reason=a.provenance_reason or "",
-        owner=a.owner_purl,
-        loaded_processes=a.loaded_processes or 0,
-        loaded_containers=a.loaded_containers or 0,
-        loaded_deleted=bool(a.loaded_deleted),
-        loaded_copy=bool(a.loaded_copy),
-        disk_sha256=a.disk_sha256,
-    )
 
 
 def _driver(asset: Asset, scan: Scan, files: tuple[FileFact, ...]) -> tuple[str | None, str | None]:
     """The host's driver as its latest report's node facts state it (the loaded kernel module
-    and the newest CUDA it runs); else, as for any BOM, its driver libraries' version. A
-    Jetson's driver is L4T's: its libraries carry no desktop driver version."""
+    and the newest CUDA it runs); else, as for any BOM, its driver libraries' version."""
     details = (asset.details or {}) if scan.id == asset.latest_scan_id else {}
-    module = details.get("driver_version")
-    jetson = bool(details.get("l4t_release"))
-    version = module or (None if jetson else driver_version_of(files))
+    version = driver_of(details.get("driver_version"), bool(details.get("l4t_release")), files)
     return version, details.get("driver_cuda_max")
 
 
 def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[StoredFile]) -> AssetFacts:
     """The facts of one stored scan of an asset."""
-    files = tuple(_file(a) for a in artifacts)
-    # as for a BOM: the scan applied a trust policy to the image iff it states any outcome
-    checked = (
-        scan.image_signer is not None
-        or scan.slsa_level is not None
-        or scan.slsa_builder is not None
-        or bool(scan.signature_rejected)
-    )
-    trust = (
-        ImageTrustFacts(
-            scan.image_signer, scan.slsa_level, scan.slsa_builder, tuple(scan.signature_rejected)
-        )
-        if checked
-        else None
-    )
+    files = tuple(file_fact(a) for a in artifacts)
     driver = _driver(asset, scan, files)
+    runtime = scan.runtime or {}
     return AssetFacts(
         kind=AssetKind(asset.kind),
         name=asset.name,
@@ -164,29 +82,19 @@ def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[StoredFile]) -> Asset
         scanned_at=scan.scanned_at,
         files=files,
         labels=tuple(sorted(asset.labels.items())),
-        image_trust=trust,
+        # as for a BOM: the scan applied a trust policy to the image iff it states any outcome
+        image_trust=trust_of(
+            scan.image_signer, scan.slsa_level, scan.slsa_builder, scan.signature_rejected
+        ),
         driver_version=driver[0],
         driver_cuda_max=driver[1],
-        findings=_findings(scan.findings),
+        findings=findings_of(scan.findings),
         producer=scan.tool or scan.producer,
         runtime=scan.runtime is not None,
-        runtime_unreadable=_runtime_unreadable(scan.runtime),
-    )
-
-
-def _runtime_unreadable(runtime: dict[str, Any] | None) -> tuple[str, ...]:
-    """What the scan's --runtime walk could not read, as the report counted it."""
-    if not runtime:
-        return ()
-    procs = int(runtime.get("unreadable_processes") or 0)
-    maps = int(runtime.get("unreadable_mappings") or 0)
-    return tuple(
-        text
-        for count, text in (
-            (procs, f"the memory maps of {procs} process(es)"),
-            (maps, f"the loaded bytes of {maps} mapping(s)"),
-        )
-        if count
+        runtime_unreadable=unreadable_of(
+            int(runtime.get("unreadable_processes") or 0),
+            int(runtime.get("unreadable_mappings") or 0),
+        ),
     )
 
 

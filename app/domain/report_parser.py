@@ -16,15 +16,14 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, NoReturn
-from urllib.parse import parse_qs, unquote
+from urllib.parse import unquote
 
 from app.domain.columns import ColumnLimit, limits_of, max_length, misfit
-from app.domain.recognize import Recognized, parse_purl, recognize_file, recognize_package
 from app.domain.schema import SCHEMA_VERSIONS, schema_problems
 from app.domain.versions import normalize_version
 from app.errors import InvalidReport, PayloadTooLarge
@@ -40,6 +39,22 @@ from app.storage.tables import (
     Scan,
 )
 from scanner import vocabulary as v
+from scanner.bom.foreign import (
+    PATH_PROPERTIES,
+    BadComponent,
+    ForeignLibrary,
+    first,
+    gpu_libraries,
+    labels_of,
+    loaded_fields,
+    package_manager,
+    process_of,
+    properties,
+    sha256_of,
+    tool_of,
+    walk,
+)
+from scanner.detect.packages import purl_qualifier
 
 SUPPORTED_SPEC_VERSIONS = SCHEMA_VERSIONS
 MAX_PROBLEMS = 5
@@ -375,7 +390,7 @@ def _check_size(document: dict[str, Any], limits: ReportLimits) -> None:
             roots.append((root.get("components"), ("metadata", "component", "components")))
     count = 0
     for components, path in roots:
-        for component, where in _walk_components(components, path):
+        for component, where in walk(components, path):
             count += 1
             if count > limits.max_components:
                 raise PayloadTooLarge(
@@ -404,18 +419,6 @@ def _check_schema(document: Any, text: str, spec: str) -> None:
         _fail(f"the BOM does not conform to the CycloneDX {spec} schema", problems)
 
 
-def _walk_components(
-    components: Any, path: tuple[str | int, ...]
-) -> Iterator[tuple[dict[str, Any], tuple[str | int, ...]]]:
-    if not isinstance(components, list):
-        return
-    for i, component in enumerate(components):
-        if isinstance(component, dict):
-            here = (*path, i)
-            yield component, here
-            yield from _walk_components(component.get("components"), (*here, "components"))
-
-
 def _check_unique_bom_refs(document: dict[str, Any]) -> None:
     seen: dict[str, tuple[str | int, ...]] = {}
     problems: list[tuple[str, str]] = []
@@ -424,9 +427,9 @@ def _check_unique_bom_refs(document: dict[str, Any]) -> None:
     if isinstance(metadata, dict) and isinstance(metadata.get("component"), dict):
         root = metadata["component"]
         items.append((root, ("metadata", "component")))
-        items += _walk_components(root.get("components"), ("metadata", "component", "components"))
-    items += _walk_components(document.get("components"), ("components",))
-    items += _walk_components(document.get("services"), ("services",))
+        items += walk(root.get("components"), ("metadata", "component", "components"))
+    items += walk(document.get("components"), ("components",))
+    items += walk(document.get("services"), ("services",))
     for item, path in items:
         ref = item.get("bom-ref")
         if not isinstance(ref, str):
@@ -441,48 +444,10 @@ def _check_unique_bom_refs(document: dict[str, Any]) -> None:
         _fail("duplicate bom-ref values", problems[:MAX_PROBLEMS])
 
 
-def _properties(item: Mapping[str, Any]) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for prop in item.get("properties") or ():
-        name, value = prop.get("name"), prop.get("value")
-        if isinstance(name, str) and isinstance(value, str):
-            found.setdefault(name, []).append(value)
-    return found
-
-
-def _first(props: Mapping[str, list[str]], name: str) -> str | None:
-    values = props.get(name)
-    return values[0] if values else None
-
-
-def _sha256(component: Mapping[str, Any]) -> str | None:
-    for entry in component.get("hashes") or ():
-        if entry.get("alg") == "SHA-256" and _SHA256.fullmatch(str(entry.get("content", ""))):
-            return str(entry["content"]).lower()
-    return None
-
-
-def _tool(metadata: Mapping[str, Any]) -> tuple[str, str]:
-    tools = metadata.get("tools")
-    entries: list[Mapping[str, Any]] = []
-    if isinstance(tools, list):  # CycloneDX 1.4 (deprecated form, still allowed later)
-        entries = [t for t in tools if isinstance(t, dict)]
-    elif isinstance(tools, dict):
-        entries = [t for t in tools.get("components") or () if isinstance(t, dict)]
-        entries += [t for t in tools.get("services") or () if isinstance(t, dict)]
-    names = [f"{t.get('name', '?')} {t.get('version', '')}".strip() for t in entries]
-    lowered = " ".join(names).lower()
-    producer = next(
-        (p for p in ("gpuprov", "trivy", "syft", "cdxgen") if p in lowered),
-        "other",
-    )
-    return ", ".join(names) or "unknown", producer
-
-
 def _normalize(document: dict[str, Any], spec: str, content_sha256: str) -> Report:
     metadata = document.get("metadata") or {}
-    meta_props = _properties(metadata)
-    tool, producer = _tool(metadata)
+    meta_props = properties(metadata)
+    tool, producer = tool_of(metadata)
     timestamp = _timestamp(metadata.get("timestamp"))
     asset = _asset(metadata, meta_props)
     if asset.kind == "host":
@@ -525,8 +490,6 @@ _RUNTIME_COUNTS = {
     "unreadable_mappings": v.RUNTIME_UNREADABLE_MAPPINGS,
 }
 _MAX_COUNT = 10_000_000
-#: the keys of a `v.RUNTIME_PROCESS` object and the longest string each may hold
-_PROCESS_STRINGS = {"exe": 4096, "container": 255, "engine": 32, "pod": 64, "via": 16}
 
 
 def _count(text: str | None, name: str, pointer: str) -> int | None:
@@ -539,8 +502,8 @@ def _count(text: str | None, name: str, pointer: str) -> int | None:
 
 def _runtime_summary(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     component = metadata.get("component")
-    props = _properties(component) if isinstance(component, Mapping) else {}
-    proc = _first(props, v.RUNTIME_PROC)
+    props = properties(component) if isinstance(component, Mapping) else {}
+    proc = first(props, v.RUNTIME_PROC)
     if proc is None:
         return None
     pointer = "/metadata/component/properties"
@@ -548,7 +511,7 @@ def _runtime_summary(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
         _fail(f"{v.RUNTIME_PROC} is longer than 1024 characters", [(pointer, "long")])
     summary: dict[str, Any] = {"proc": proc}
     for key, name in _RUNTIME_COUNTS.items():
-        summary[key] = _count(_first(props, name), name, pointer) or 0
+        summary[key] = _count(first(props, name), name, pointer) or 0
     return summary
 
 
@@ -558,47 +521,27 @@ def _loaded(
     """The ReportLibrary fields of a file's ``gpuprov:runtime:`` properties, each checked."""
     processes: list[dict[str, Any]] = []
     for value in props.get(v.RUNTIME_PROCESS, ()):
-        try:
-            item = json.loads(value)
-        except ValueError:
-            item = None
-        pid = item.get("pid") if isinstance(item, dict) else None
-        if not isinstance(pid, int) or isinstance(pid, bool) or not 0 <= pid < 1 << 32:
+        process = process_of(value)
+        if process is None:
             fail(
                 f"{v.RUNTIME_PROCESS} must be a JSON object with an integer pid",
                 "properties",
                 f"bad process {value[:60]!r}",
             )
-        assert isinstance(item, dict)
-        kept: dict[str, Any] = {"pid": pid}
-        for key, longest in _PROCESS_STRINGS.items():
-            text = item.get(key)
-            if isinstance(text, str) and len(text) <= longest:
-                kept[key] = text
-        sha = item.get("sha256")
-        if isinstance(sha, str) and _SHA256.fullmatch(sha):
-            kept["sha256"] = sha.lower()
-        if item.get("deleted") is True:
-            kept["deleted"] = True
-        processes.append(kept)
-    disk = _first(props, v.RUNTIME_DISK_SHA256)
+        processes.append(process)
+    disk = first(props, v.RUNTIME_DISK_SHA256)
     if disk is not None and not _SHA256.fullmatch(disk):
         fail(
             f"{v.RUNTIME_DISK_SHA256} must be 64 hexadecimal digits",
             "properties",
             f"bad digest {disk[:80]!r}",
         )
-    declared = _first(props, v.RUNTIME_PROCESSES)
-    if declared is not None and (not declared.isdigit() or len(declared) > 8):
-        fail(f"{v.RUNTIME_PROCESSES} must be an integer", "properties", "bad count")
-    containers = {p["container"] for p in processes if "container" in p}
+    for name in (v.RUNTIME_PROCESSES, v.RUNTIME_CONTAINERS):
+        declared = first(props, name)
+        if declared is not None and (not declared.isdigit() or len(declared) > 8):
+            fail(f"{name} must be an integer", "properties", "bad count")
     return {
-        "loaded_processes": len({p["pid"] for p in processes}) or int(declared or 0),
-        "loaded_containers": len(containers),
-        "loaded_deleted": _first(props, v.RUNTIME_DELETED) == "true"
-        or any(p.get("deleted") for p in processes),
-        "loaded_copy": _first(props, v.RUNTIME_ON_DISK) == "false",
-        "disk_sha256": disk.lower() if disk else None,
+        **loaded_fields(processes, props),
         "loaded_by": tuple(processes),
     }
 
@@ -647,8 +590,8 @@ def _check_timestamp(timestamp: datetime | None, now: datetime | None, skew: tim
 def _uses_vocabulary(document: Mapping[str, Any]) -> bool:
     return any(
         name.startswith(v.NS + ":")
-        for component, _ in _walk_components(document.get("components"), ("components",))
-        for name in _properties(component)
+        for component, _ in walk(document.get("components"), ("components",))
+        for name in properties(component)
     )
 
 
@@ -659,10 +602,10 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
             "metadata.component is required: it names the image or host the BOM describes",
             [("/metadata/component", "missing")],
         )
-    props = _properties(component)
+    props = properties(component)
     # Another tool's image metadata sits on the component (Trivy) or the BOM metadata (cdxgen).
     every = {**meta_props, **props}
-    declared = _first(props, v.ASSET_KIND)
+    declared = first(props, v.ASSET_KIND)
     if declared is not None and declared not in ("image", "host"):
         _fail(
             f"{v.ASSET_KIND} must be 'image' or 'host', not {declared!r}",
@@ -671,7 +614,7 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
     kind = declared or ("image" if component.get("type") == "container" else "host")
     name = str(component.get("name") or "")
     if kind == "host":
-        name = _first(props, v.HOST_HOSTNAME) or name
+        name = first(props, v.HOST_HOSTNAME) or name
     tag = component.get("version")
     if kind == "image" and isinstance(tag, str) and tag and not _DIGEST.fullmatch(tag):
         # cdxgen splits "repo:tag" into name and version
@@ -687,28 +630,28 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
     purl = component.get("purl") if isinstance(component.get("purl"), str) else None
     if kind == "image":
         digest = _image_digest(component, purl, every)
-        image_id = _first(props, v.IMAGE_ID)
+        image_id = first(props, v.IMAGE_ID)
         if image_id is not None and not _DIGEST.fullmatch(image_id):
             _fail(
                 f"{v.IMAGE_ID} must be a config digest sha256:<64 lowercase hex>",
                 [("/metadata/component/properties", f"bad image id {image_id[:80]!r}")],
             )
         config = (
-            image_id or _first(every, "aquasecurity:trivy:ImageID") or _first(every, "oci:image:Id")
+            image_id or first(every, "aquasecurity:trivy:ImageID") or first(every, "oci:image:Id")
         )
         identity = digest or (f"config:{config}" if config else f"name:{name}")
         details.update(
             {
-                "reference": _first(props, v.IMAGE_REFERENCE) or name,
+                "reference": first(props, v.IMAGE_REFERENCE) or name,
                 "digest": digest or "",
                 "config_digest": config or "",
             },
         )
-        platform = _first(props, v.IMAGE_PLATFORM) or _purl_qualifier(purl, "arch")
+        platform = first(props, v.IMAGE_PLATFORM) or purl_qualifier(purl, "arch")
         if platform:
             details["platform"] = platform
     else:
-        machine_id = _first(props, v.HOST_MACHINE_ID)
+        machine_id = first(props, v.HOST_MACHINE_ID)
         identity = machine_id or f"name:{name}"
         details.update({"hostname": name, "machine_id": machine_id or ""})
     for key, prop in (
@@ -716,17 +659,12 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
         ("slsa_builder", v.SLSA_BUILDER),
         ("image_signer", v.IMAGE_SIGNER),
     ):
-        if value := _first(props, prop):
+        if value := first(props, prop):
             details[key] = value
     trust = _image_trust(props)
-    labels = {}
-    for prop_name, values in props.items():
-        if prop_name.startswith(v.ASSET_LABEL_PREFIX):
-            key = prop_name[len(v.ASSET_LABEL_PREFIX) :]
-            # labels in the BOM (an image's config labels, say) are kept when they fit; the
-            # agent's own labels (query parameters) are checked strictly instead
-            if _LABEL_KEY.fullmatch(key) and len(values[0]) <= _MAX_LABEL_VALUE:
-                labels[key] = values[0]
+    # labels in the BOM (an image's config labels, say) are kept when they fit; the agent's own
+    # labels (query parameters) are checked strictly instead (`check_label`)
+    labels = labels_of(props)
     if len(identity) > _MAX_IDENTITY:
         # never cut: two assets whose identities share a prefix would become one
         source = ("name", v.HOST_MACHINE_ID, "aquasecurity:trivy:ImageID", "oci:image:Id")
@@ -816,7 +754,7 @@ def _node_details(component: Mapping[str, Any], props: Mapping[str, list[str]]) 
     """A host's driver, Jetson release and GPU count as asset details."""
     out: dict[str, str] = {}
     for key, prop, form in _NODE_DETAILS:
-        value = _first(props, prop)
+        value = first(props, prop)
         if value is None:
             continue
         if not form.fullmatch(value):
@@ -834,17 +772,17 @@ _MAX_GPUS = 256
 def _gpus(document: Mapping[str, Any]) -> tuple[ReportGpu, ...]:
     """The GPU ``device`` components of a host report (``gpuprov:gpu:bus-id``), checked."""
     out: dict[str, ReportGpu] = {}
-    for component, path in _walk_components(document.get("components"), ("components",)):
-        props = _properties(component)
+    for component, path in walk(document.get("components"), ("components",)):
+        props = properties(component)
         if component.get("type") != "device" or v.GPU_BUS_ID not in props:
             continue
-        bus = _first(props, v.GPU_BUS_ID) or ""
+        bus = first(props, v.GPU_BUS_ID) or ""
         if not _BUS_ID.fullmatch(bus):
             _fail(
                 f"{v.GPU_BUS_ID} must be a PCI bus id (0000:17:00.0), not {bus[:40]!r}",
                 [(_pointer((*path, "properties")), "bad bus id")],
             )
-        minor = _first(props, v.GPU_MINOR)
+        minor = first(props, v.GPU_MINOR)
         if minor is not None and not re.fullmatch(r"\d{1,4}", minor):
             _fail(
                 f"{v.GPU_MINOR} must be a number, not {minor[:40]!r}",
@@ -853,11 +791,11 @@ def _gpus(document: Mapping[str, Any]) -> tuple[ReportGpu, ...]:
         gpu = ReportGpu(
             bus_id=bus,
             model=str(component.get("name") or ""),
-            uuid=_first(props, v.GPU_UUID),
+            uuid=first(props, v.GPU_UUID),
             minor=int(minor) if minor is not None else None,
-            vbios=_first(props, v.GPU_VBIOS),
-            architecture=_first(props, v.GPU_ARCHITECTURE),
-            compute_capability=_first(props, v.GPU_COMPUTE_CAPABILITY),
+            vbios=first(props, v.GPU_VBIOS),
+            architecture=first(props, v.GPU_ARCHITECTURE),
+            compute_capability=first(props, v.GPU_COMPUTE_CAPABILITY),
         )
         for column in _GPU_FIELDS:
             _check_column(
@@ -880,9 +818,9 @@ _MAX_INJECTED_PATH = max_length(NodeInjected, "host_path")
 def _injected(document: Mapping[str, Any]) -> tuple[ReportInjected, ...]:
     """The injected-file components of a host report, checked."""
     out: dict[str, ReportInjected] = {}
-    for component, path in _walk_components(document.get("components"), ("components",)):
-        props = _properties(component)
-        host = _first(props, v.INJECTED_HOST_PATH)
+    for component, path in walk(document.get("components"), ("components",)):
+        props = properties(component)
+        host = first(props, v.INJECTED_HOST_PATH)
         if host is None:
             continue
         where = _pointer((*path, "properties"))
@@ -911,9 +849,9 @@ def _injected(document: Mapping[str, Any]) -> tuple[ReportInjected, ...]:
             )
         item = ReportInjected(
             host_path=host,
-            sha256=_sha256(component),
-            family=_first(props, v.INJECTED_FAMILY),
-            version=_first(props, v.INJECTED_VERSION),
+            sha256=sha256_of(component),
+            family=first(props, v.INJECTED_FAMILY),
+            version=first(props, v.INJECTED_VERSION),
             **lists,
         )
         for column in ("family", "version"):
@@ -979,7 +917,7 @@ def _refuse_misfit(column: str, found: tuple[object, str], where: str) -> NoRetu
 
 
 def _image_trust(props: Mapping[str, list[str]]) -> ImageTrustFacts:
-    level_text = _first(props, v.SLSA_BUILD_LEVEL)
+    level_text = first(props, v.SLSA_BUILD_LEVEL)
     level = None
     if level_text is not None:
         if level_text not in ("0", "1", "2", "3"):
@@ -989,10 +927,10 @@ def _image_trust(props: Mapping[str, list[str]]) -> ImageTrustFacts:
             )
         level = int(level_text)
     return ImageTrustFacts(
-        signer=_first(props, v.IMAGE_SIGNER),
+        signer=first(props, v.IMAGE_SIGNER),
         slsa_level=level,
-        builder=_first(props, v.SLSA_BUILDER),
-        source_repo=_first(props, v.SLSA_SOURCE_REPO),
+        builder=first(props, v.SLSA_BUILDER),
+        source_repo=first(props, v.SLSA_SOURCE_REPO),
         rejected=tuple(props.get(v.IMAGE_SIGNATURE_REJECTED, ())),
     )
 
@@ -1016,24 +954,17 @@ def check_label(key: str, value: str, pointer: str = "") -> None:
 def _image_digest(
     component: Mapping[str, Any], purl: str | None, props: Mapping[str, list[str]]
 ) -> str | None:
-    candidates = [_first(props, v.IMAGE_DIGEST)]
+    candidates = [first(props, v.IMAGE_DIGEST)]
     if purl and purl.startswith("pkg:oci/"):
         candidates.append(unquote(purl.split("?", 1)[0].rpartition("@")[2]))
     for prop in ("aquasecurity:trivy:RepoDigest", "oci:image:RepoDigest"):
-        value = _first(props, prop)
+        value = first(props, prop)
         candidates.append(value.rpartition("@")[2] if value else None)
     candidates.append(str(component.get("version") or ""))  # Syft: the manifest digest
     for candidate in candidates:
         if candidate and _DIGEST.fullmatch(candidate):
             return candidate
     return None
-
-
-def _purl_qualifier(purl: str | None, key: str) -> str | None:
-    if not purl or "?" not in purl:
-        return None
-    values = parse_qs(purl.split("?", 1)[1].split("#", 1)[0]).get(key)
-    return values[0] if values else None
 
 
 # Where each stored field of a library or package comes from, to point at a refused value: a
@@ -1059,11 +990,9 @@ _VOCABULARY_SOURCES = {
     "loaded_by": (v.RUNTIME_PROCESS,),
     "disk_sha256": (v.RUNTIME_DISK_SHA256,),
 }
-_TRIVY_PATH, _SYFT_PATH = "aquasecurity:trivy:FilePath", "syft:location:0:path"
-_TRIVY_LAYER, _SYFT_LAYER = "aquasecurity:trivy:LayerDigest", "syft:location:0:layerID"
 _PACKAGE_LIBRARY_SOURCES = {
     "name": ("name", "purl"),
-    "path": (_TRIVY_PATH, _SYFT_PATH),
+    "path": PATH_PROPERTIES,
     "version": ("purl", "version"),
     "cuda_major": ("purl", "name", "version"),
     "owner_purl": ("purl",),
@@ -1103,103 +1032,54 @@ def _check_row(
 def _libraries(
     document: Mapping[str, Any],
 ) -> tuple[tuple[ReportLibrary, ...], tuple[ReportPackage, ...], tuple[str, ...]]:
-    files: list[ReportLibrary] = []
-    gpu_packages: list[
-        tuple[ReportPackage, Recognized, Mapping[str, Any], tuple[str | int, ...]]
-    ] = []
-    packages: dict[str, tuple[ReportPackage, Mapping[str, Any], tuple[str | int, ...]]] = {}
-    skipped: list[str] = []
-    for component, path in _walk_components(document.get("components"), ("components",)):
-        props = _properties(component)
-        name = str(component.get("name") or "")
-        ctype = component.get("type")
-        purl = component.get("purl") if isinstance(component.get("purl"), str) else None
-        if ctype == "device" or v.INJECTED_HOST_PATH in props:
-            # a GPU, or a host file the container toolkit injects: node facts, no library
-            continue
-        if v.LIBRARY_FAMILY in props:
-            library = _vocabulary_file(component, props, path)
-            _check_row(library, Artifact, component, path, _VOCABULARY_SOURCES)
-            files.append(library)
-            continue
-        if ctype == "file":
-            found = _recognized(recognize_file, component, path, name)
-            if found is None:
-                continue
-            sha256 = _sha256(component)
-            if sha256 is None:
-                skipped.append(f"ingest: {name[:1024]}: file component without a SHA-256 hash")
-                continue
-            library = ReportLibrary(
-                kind="file",
-                name=name.rsplit("/", 1)[-1],
-                path=name if name.startswith("/") else None,
-                family=found.family,
-                component=found.component,
-                version=found.version,
-                cuda_major=found.cuda_major,
-                sha256=sha256,
-            )
-            _check_row(library, Artifact, component, path, _FILE_SOURCES)
-            files.append(library)
-            continue
-        version = component.get("version") if isinstance(component.get("version"), str) else None
+    # the one reader of GPU library components (scanner/bom/foreign.py), as `gate --bom` reads
+    try:
+        found = gpu_libraries(document)
+    except BadComponent as e:  # a number in a name or purl that no column holds
+        pointer = _origin(e.listed.component, e.listed.where, e.bad, ("purl", "name", "version"))
+        _fail(f"{pointer}: {e.message}", [(pointer, "number out of range")])
+    libraries: list[ReportLibrary] = []
+    for entry in found.entries:
+        listed, foreign = entry.listed, entry.library
+        if foreign is None:
+            library = _vocabulary_file(listed.component, listed.props, listed.where)
+            sources = _VOCABULARY_SOURCES
+        else:
+            library = _foreign_library(foreign)
+            sources = _FILE_SOURCES if foreign.kind == "file" else _PACKAGE_LIBRARY_SOURCES
+        _check_row(library, Artifact, listed.component, listed.where, sources)
+        libraries.append(library)
+    packages = []
+    for listed in found.packages:
+        component = listed.component
+        purl = component.get("purl")
+        assert isinstance(purl, str)  # only packages with a purl are listed
+        version = component.get("version")
         package = ReportPackage(
-            name=name,
+            name=str(component.get("name") or ""),
             purl=purl,
-            manager=_first(props, v.PACKAGE_MANAGER)
-            or ((parse_purl(purl) or (None,))[0] if purl else None),
-            version=version,
+            manager=package_manager(purl, listed.props),
+            version=version if isinstance(version, str) else None,
             bom_ref=component.get("bom-ref"),
         )
-        found = _recognized(recognize_package, component, path, purl, name, version)
-        if purl:
-            packages.setdefault(purl, (package, component, path))
-        if found is not None:
-            gpu_packages.append((package, found, component, path))
-    owners = {f.owner_purl for f in files if f.owner_purl}
-    libraries = list(files)
-    for package, found, source, where in gpu_packages:
-        if package.purl in owners:
-            continue  # its files are listed one by one
-        package_props = _properties(source)
-        library = ReportLibrary(
-            kind="package",
-            name=package.name,
-            path=_first(package_props, _TRIVY_PATH) or _first(package_props, _SYFT_PATH),
-            family=found.family,
-            component=found.component,
-            version=found.version,
-            cuda_major=found.cuda_major,
-            layer=_layer(_first(package_props, _TRIVY_LAYER) or _first(package_props, _SYFT_LAYER)),
-            owner_purl=package.purl,
-        )
-        _check_row(library, Artifact, source, where, _PACKAGE_LIBRARY_SOURCES)
-        libraries.append(library)
-    gpu_purls = {package.purl for package, _, _, _ in gpu_packages}
-    kept = []
-    for purl, (package, source, where) in packages.items():
-        if purl in owners or purl in gpu_purls:  # only these are stored
-            _check_row(package, Package, source, where, _PACKAGE_SOURCES)
-            kept.append(package)
-    return tuple(libraries), tuple(kept), tuple(skipped)
+        _check_row(package, Package, component, listed.where, _PACKAGE_SOURCES)
+        packages.append(package)
+    return tuple(libraries), tuple(packages), found.skipped
 
 
-def _recognized(
-    recognize: Callable[..., Recognized | None],
-    component: Mapping[str, Any],
-    where: tuple[str | int, ...],
-    *args: Any,
-) -> Recognized | None:
-    try:
-        return recognize(*args)
-    except ValueError as e:  # a number in a name or purl that no column holds
-        pointer = _origin(component, where, e.args[1], ("purl", "name", "version"))
-        _fail(f"{pointer}: {e.args[0]}", [(pointer, "number out of range")])
-
-
-def _layer(value: str | None) -> str | None:
-    return value if value and len(value) <= 80 else None
+def _foreign_library(found: ForeignLibrary) -> ReportLibrary:
+    return ReportLibrary(
+        kind=found.kind,
+        name=found.name,
+        path=found.path,
+        family=found.family,
+        component=found.component,
+        version=found.version,
+        cuda_major=found.cuda_major,
+        sha256=found.sha256,
+        layer=found.layer,
+        owner_purl=found.owner_purl,
+    )
 
 
 def _vocabulary_file(
@@ -1212,31 +1092,31 @@ def _vocabulary_file(
         pointer = _pointer(where)
         _fail(f"{pointer} ({name!r}): {message}", [(f"{pointer}/{field}", detail)])
 
-    family = _first(props, v.LIBRARY_FAMILY) or ""
+    family = first(props, v.LIBRARY_FAMILY) or ""
     if not _FAMILY.fullmatch(family):
         fail(
             f"{v.LIBRARY_FAMILY} {family[:80]!r} is not a library family name",
             "properties",
             "bad family",
         )
-    sha256 = _sha256(component)
+    sha256 = sha256_of(component)
     if sha256 is None:
         fail("a GPU library file component must carry a SHA-256 hash", "hashes", "no SHA-256 hash")
-    integrity = _first(props, v.INTEGRITY)
+    integrity = first(props, v.INTEGRITY)
     if integrity is not None and integrity not in v.INTEGRITY_VALUES:
         fail(
             f"{v.INTEGRITY} must be one of {', '.join(v.INTEGRITY_VALUES)}",
             "properties",
             f"bad integrity {integrity[:40]!r}",
         )
-    provenance = _first(props, v.PROVENANCE)
+    provenance = first(props, v.PROVENANCE)
     if provenance is not None and provenance not in v.PROVENANCE_VALUES:
         fail(
             f"{v.PROVENANCE} must be one of {', '.join(v.PROVENANCE_VALUES)}",
             "properties",
             f"bad provenance {provenance[:40]!r}",
         )
-    cuda_text = _first(props, v.LIBRARY_CUDA_MAJOR)
+    cuda_text = first(props, v.LIBRARY_CUDA_MAJOR)
     cuda_major = None
     if cuda_text is not None:
         if not cuda_text.isdigit() or len(cuda_text) > 3:
@@ -1246,27 +1126,27 @@ def _vocabulary_file(
                 f"bad CUDA major {cuda_text[:20]!r}",
             )
         cuda_major = int(cuda_text)
-    path = _first(props, v.FILE_PATH) or name
-    aliases = _first(props, v.FILE_ALIASES)
+    path = first(props, v.FILE_PATH) or name
+    aliases = first(props, v.FILE_ALIASES)
     return ReportLibrary(
         kind="file",
         name=path.rsplit("/", 1)[-1] or name,
         path=path,
         family=family,
-        component=_first(props, v.LIBRARY_COMPONENT),
-        version=normalize_version(_first(props, v.LIBRARY_VERSION)),
+        component=first(props, v.LIBRARY_COMPONENT),
+        version=normalize_version(first(props, v.LIBRARY_VERSION)),
         cuda_major=cuda_major,
-        arch=_first(props, v.LIBRARY_ARCH),
+        arch=first(props, v.LIBRARY_ARCH),
         sha256=sha256,
         integrity=integrity,
-        integrity_reason=_first(props, v.INTEGRITY_REASON),
+        integrity_reason=first(props, v.INTEGRITY_REASON),
         provenance=provenance,
-        provenance_signer=_first(props, v.PROVENANCE_SIGNER),
-        provenance_catalog=_first(props, v.PROVENANCE_CATALOG),
-        provenance_reason=_first(props, v.PROVENANCE_REASON),
-        layer=_first(props, v.LAYER),
-        owner_purl=_first(props, v.OWNER_PURL),
-        soname=_first(props, v.LIBRARY_SONAME),
+        provenance_signer=first(props, v.PROVENANCE_SIGNER),
+        provenance_catalog=first(props, v.PROVENANCE_CATALOG),
+        provenance_reason=first(props, v.PROVENANCE_REASON),
+        layer=first(props, v.LAYER),
+        owner_purl=first(props, v.OWNER_PURL),
+        soname=first(props, v.LIBRARY_SONAME),
         aliases=tuple(a for a in (aliases or "").split(",") if a),
         notes=tuple(props.get(v.NOTE, ())),
         **_loaded(props, fail),

@@ -22,6 +22,7 @@ from scanner.detect.classifiers import (
     package_matches,
 )
 from scanner.detect.context import DetectContext, DigestRecord, ToolkitVersion, tree_root
+from scanner.detect.packages import OutOfRange, package_cuda_major
 from scanner.model import (
     Confidence,
     ElfFacts,
@@ -43,18 +44,6 @@ _FILENAME, _HASH, _OTHER = (
 )
 
 _MARKER_RE: Final = re.compile(r"cudnn_version_(\d+)_(\d+)_(\d+)_(\d+)")
-
-# CUDA major in owner package names and versions; each names the convention it reads.
-_PKG_NAME_CUDA: Final = (
-    re.compile(r"[-_]cu(\d{2})(?:$|[-_])"),  # pip: nvidia-cudnn-cu12, tensorrt-cu12-libs
-    re.compile(r"-cuda-(\d{2})(?:$|-)"),  # NVIDIA deb/rpm: libcudnn9-cuda-12
-    re.compile(r"-(\d{2})-\d{1,2}$"),  # NVIDIA CUDA deb/rpm: libcublas-12-6, cuda-cudart-12-6
-)
-_PKG_VERSION_CUDA: Final = (
-    re.compile(r"[+~]cuda(\d{2})\.\d"),  # libnccl2 2.21.5-1+cuda12.4, nvidia-cudnn ~cuda11.7
-    re.compile(r"\+cu(\d{2})\d\b"),  # torch 2.5.1+cu121 (bundles cuDNN in torch/lib)
-)
-_CONDA_BUILD_CUDA: Final = re.compile(r"cuda(\d{2})")
 
 # CUDA major or version from install paths.
 _TARBALL_RE: Final = re.compile(
@@ -148,21 +137,12 @@ def _decode_cudnn_int(value: int) -> str | None:
 
 
 def _owner_cuda_major(pkg: Package) -> tuple[int, str] | None:
-    for rx in _PKG_NAME_CUDA:
-        m = rx.search(pkg.name)
-        if m is not None:
-            return int(m.group(1)), f"package name {pkg.name}"
-    for rx in _PKG_VERSION_CUDA:
-        m = rx.search(pkg.version)
-        if m is not None:
-            return int(m.group(1)), f"package version {pkg.name} {pkg.version}"
     extra = dict(pkg.extra)
-    for key in ("build", "build_string"):
-        if key in extra:
-            m = _CONDA_BUILD_CUDA.search(extra[key])
-            if m is not None:
-                return int(m.group(1)), f"package build {pkg.name} {extra[key]}"
-    return None
+    build = extra.get("build") or extra.get("build_string")
+    try:
+        return package_cuda_major(pkg.name, pkg.version, build)
+    except OutOfRange:  # no CUDA major has ten digits: the name says nothing
+        return None
 
 
 def _abi_suffix_major(suffix: str | None) -> int | None:

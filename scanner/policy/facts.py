@@ -8,7 +8,9 @@ of passing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Protocol
 
 from msgspec import Struct
 
@@ -97,6 +99,76 @@ class AssetFacts(Struct, frozen=True):
         }
 
 
+class StoredFile(Protocol):
+    """What a rule reads of a stored GPU library: an `Artifact` or a row of its fact columns
+    (`app.storage.repositories.gate.library_facts_of`), or another tool's component as
+    read (`scanner.bom.foreign.ForeignLibrary`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> str | None: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def component(self) -> str | None: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def cuda_major(self) -> int | None: ...
+    @property
+    def sha256(self) -> str | None: ...
+    @property
+    def layer(self) -> str | None: ...
+    @property
+    def integrity(self) -> str | None: ...
+    @property
+    def integrity_reason(self) -> str | None: ...
+    @property
+    def provenance(self) -> str | None: ...
+    @property
+    def provenance_signer(self) -> str | None: ...
+    @property
+    def provenance_reason(self) -> str | None: ...
+    @property
+    def owner_purl(self) -> str | None: ...
+    @property
+    def loaded_processes(self) -> int: ...
+    @property
+    def loaded_containers(self) -> int: ...
+    @property
+    def loaded_deleted(self) -> bool: ...
+    @property
+    def loaded_copy(self) -> bool: ...
+    @property
+    def disk_sha256(self) -> str | None: ...
+
+
+def file_fact(a: StoredFile) -> FileFact:
+    """The facts of one GPU library as stored or read from a BOM: the one mapping the service
+    (its stored rows) and `gate --bom` (another tool's components) share."""
+    return FileFact(
+        path=a.path or a.name,
+        family=a.family,
+        component=a.component or a.family,
+        version=a.version,
+        cuda_major=a.cuda_major,
+        sha256=a.sha256,
+        layer=a.layer,
+        integrity=a.integrity,
+        integrity_reason=a.integrity_reason or "",
+        provenance=a.provenance,
+        provenance_signer=a.provenance_signer,
+        provenance_reason=a.provenance_reason or "",
+        owner=a.owner_purl,
+        loaded_processes=a.loaded_processes or 0,
+        loaded_containers=a.loaded_containers or 0,
+        loaded_deleted=bool(a.loaded_deleted),
+        loaded_copy=bool(a.loaded_copy),
+        disk_sha256=a.disk_sha256,
+    )
+
+
 def parse_time(value: str | None) -> datetime | None:
     """An RFC 3339 time as an aware datetime (naive ones are UTC); None when absent or bad."""
     if not value:
@@ -114,19 +186,44 @@ def driver_version_of(files: tuple[FileFact, ...]) -> str | None:
     return versions[0] if versions else None
 
 
-def _unreadable(result: ScanResult) -> tuple[str, ...]:
-    """What a ``--runtime`` scan could not read, as the BOM's counts say it."""
-    rt = result.runtime
-    if rt is None:
-        return ()
+def unreadable_of(processes: int, mappings: int) -> tuple[str, ...]:
+    """What a ``--runtime`` scan could not read, one message per kind, from the counts its BOM
+    states (``gpuprov:runtime:unreadable``, ``...:unreadable-mappings``)."""
     return tuple(
         text
         for count, text in (
-            (len(rt.unreadable), f"the memory maps of {len(rt.unreadable)} process(es)"),
-            (rt.unreadable_mappings, f"the loaded bytes of {rt.unreadable_mappings} mapping(s)"),
+            (processes, f"the memory maps of {processes} process(es)"),
+            (mappings, f"the loaded bytes of {mappings} mapping(s)"),
         )
         if count
     )
+
+
+def findings_of(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """A scan's ``gpuprov:scan:finding`` values ("KIND: message") as (kind, message) pairs; a
+    value without a kind is a plain "finding"."""
+    out = []
+    for value in values:
+        kind, sep, message = value.partition(":")
+        out.append((kind.strip(), message.strip()) if sep else ("finding", value))
+    return tuple(out)
+
+
+def driver_of(module: str | None, jetson: bool, files: tuple[FileFact, ...]) -> str | None:
+    """The driver version: the loaded kernel module's where the scan read it, else the asset's
+    driver libraries' (a Jetson's driver is L4T's: its libraries carry no desktop version)."""
+    return module or (None if jetson else driver_version_of(files))
+
+
+def trust_of(
+    signer: str | None, slsa_level: int | None, builder: str | None, rejected: Iterable[str]
+) -> ImageTrustFacts | None:
+    """The image's trust facts, or None when the scan states no outcome at all (it applied no
+    trust policy, so signature and SLSA level are unknown rather than absent)."""
+    rejected = tuple(rejected)
+    if signer is None and slsa_level is None and builder is None and not rejected:
+        return None
+    return ImageTrustFacts(signer, slsa_level, builder, rejected)
 
 
 def node_driver(result: ScanResult) -> tuple[str | None, str | None]:
@@ -180,14 +277,18 @@ def facts_from_scan(result: ScanResult) -> AssetFacts:
         files=files,
         labels=asset.labels,
         image_trust=(
-            ImageTrustFacts(trust.signer, trust.slsa_level, trust.builder, trust.rejected)
+            trust_of(trust.signer, trust.slsa_level, trust.builder, trust.rejected)
             if trust is not None
             else None
         ),
-        driver_version=module or (None if is_jetson(result) else driver_version_of(files)),
+        driver_version=driver_of(module, is_jetson(result), files),
         driver_cuda_max=cuda_max,
         findings=tuple((f.kind, f.message) for f in result.findings),
         producer=f"gpuprov {result.tool_version}",
         runtime=result.runtime is not None,
-        runtime_unreadable=_unreadable(result),
+        runtime_unreadable=unreadable_of(
+            len(result.runtime.unreadable), result.runtime.unreadable_mappings
+        )
+        if result.runtime is not None
+        else (),
     )

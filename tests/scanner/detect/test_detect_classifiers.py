@@ -156,7 +156,7 @@ def test_nvblas_is_part_of_cublas() -> None:
 def test_every_family_is_one_row_for_every_reader_of_it() -> None:
     """The table is the one place a family is declared: the driver families, the node's
     driver facts and the service's package recognition all read it."""
-    from app.domain import recognize
+    from scanner.detect import packages
     from scanner.detect.classifiers import CLASSIFIERS, DRIVER_FAMILIES, CudaRule
     from scanner.node import reader
 
@@ -164,8 +164,10 @@ def test_every_family_is_one_row_for_every_reader_of_it() -> None:
     assert len(families) == len(set(families))
     assert DRIVER_FAMILIES == tuple(r.family for r in CLASSIFIERS if r.cuda_rule is CudaRule.NONE)
     assert set(reader._DRIVER_LIBS) == set(DRIVER_FAMILIES)  # each has a DriverFacts field
-    assert set(recognize._PYPI.values()) | {f for _, f in recognize._OS_PACKAGES} <= set(families)
+    assert {r.family for r in packages._PYPI.values()} | {
+        r.family for _, r in packages._OS_PACKAGES
+    } <= set(families)
     for row in CLASSIFIERS:
         for name in row.pypi:
-            got = recognize.recognize_package(f"pkg:pypi/nvidia-{name}-cu12@1.2.3", None, None)
+            got = packages.recognize_package(f"pkg:pypi/nvidia-{name}-cu12@1.2.3", None, None)
             assert got is not None and got.family == row.family, name

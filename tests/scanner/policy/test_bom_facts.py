@@ -66,8 +66,18 @@ def test_syft_files_get_versions_only_from_complete_names() -> None:
                 "name": "/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9.7.0",
                 "hashes": [{"alg": "SHA-256", "content": sha}],
             },
-            {"type": "file", "name": "/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9"},
-            {"type": "file", "name": "/usr/local/cuda/lib64/libcudart.so.12.4.127"},
+            {
+                "type": "file",
+                "name": "/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9",
+                "hashes": [{"alg": "SHA-256", "content": "e" * 64}],
+            },
+            {
+                "type": "file",
+                "name": "/usr/local/cuda/lib64/libcudart.so.12.4.127",
+                "hashes": [{"alg": "SHA-256", "content": "f" * 64}],
+            },
+            # as the service's ingest: a GPU library file without a SHA-256 is no library
+            {"type": "file", "name": "/usr/local/cuda/lib64/libcublas.so.12.4.5.8"},
             {"type": "file", "name": "/etc/passwd"},
         ],
         type="container",
@@ -81,7 +91,21 @@ def test_syft_files_get_versions_only_from_complete_names() -> None:
     assert by_path["/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9.7.0"].sha256 == sha
     assert by_path["/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9"].version is None
     assert by_path["/usr/local/cuda/lib64/libcudart.so.12.4.127"].cuda_major == 12
-    assert "/etc/passwd" not in by_path
+    assert set(by_path) == {
+        "/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9.7.0",
+        "/usr/lib/x86_64-linux-gnu/libcudnn_ops.so.9",
+        "/usr/local/cuda/lib64/libcudart.so.12.4.127",
+    }
+
+
+def test_an_absurd_number_in_a_purl_is_an_error_naming_the_component() -> None:
+    raw = _bom(
+        [{"type": "library", "name": "x", "purl": "pkg:deb/debian/libcudnn9-cuda-99999999999@9"}],
+        type="container",
+        name="ml/train",
+    )
+    with pytest.raises(BomError, match="/components/0: the number 99999999999"):
+        facts_from_bom(raw)
 
 
 @pytest.mark.parametrize("raw", [b"not json", b"[]", b'{"bomFormat": "SPDX"}'])

@@ -1,0 +1,347 @@
+"""The one reader of a CycloneDX BOM's GPU library components, ours or another tool's.
+
+Our BOMs describe each GPU library file with ``gpuprov:`` properties (docs/bom-properties.md);
+Trivy, Syft and cdxgen list packages and files without verdicts, recognized here by purl, name
+and file name (`scanner.detect.packages`, the classifier table). Both places that gate a BOM
+read it with this module: `gpuprov gate --bom` (`scanner.policy.bom_facts`) and the service's
+ingest (`app.domain.report_parser`), so the same bytes give the same libraries, versions and
+CUDA majors wherever they are gated. Pure: JSON values in, records out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+from msgspec import Struct
+
+from scanner import vocabulary as v
+from scanner.detect.packages import OutOfRange, parse_purl, recognize_file, recognize_package
+
+#: other tools' properties naming where a package or file was found, and in which layer
+TRIVY_PATH: Final = "aquasecurity:trivy:FilePath"
+SYFT_PATH: Final = "syft:location:0:path"
+TRIVY_LAYER: Final = "aquasecurity:trivy:LayerDigest"
+SYFT_LAYER: Final = "syft:location:0:layerID"
+PATH_PROPERTIES: Final = (TRIVY_PATH, SYFT_PATH)
+LAYER_PROPERTIES: Final = (TRIVY_LAYER, SYFT_LAYER)
+#: a layer reference longer than this is no digest: it is dropped, not stored cut
+MAX_LAYER: Final = 80
+_SHA256: Final = re.compile(r"[0-9a-fA-F]{64}")
+
+Pointer = tuple[str | int, ...]
+
+
+class BadComponent(ValueError):
+    """A component whose name, purl or version holds a number out of range (`OutOfRange`):
+    the BOM cannot be read as it is. ``bad`` is the offending digits."""
+
+    def __init__(self, message: str, listed: Listed, bad: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.listed = listed
+        self.bad = bad
+
+    @property
+    def pointer(self) -> str:
+        """The JSON pointer of the component."""
+        return "".join(
+            "/" + str(p).replace("~", "~0").replace("/", "~1") for p in self.listed.where
+        )
+
+
+class ForeignLibrary(Struct, frozen=True):
+    """A GPU library another tool's BOM lists: a file with its digest, or a runtime package.
+    Its verdicts are unknown (None): no other tool compares files with their packages."""
+
+    kind: str  # "file" | "package"
+    name: str  # the file's base name, or the package's name
+    path: str | None  # an absolute file path; for a package, where the tool found it
+    family: str
+    component: str
+    version: str | None
+    cuda_major: int | None
+    sha256: str | None = None
+    layer: str | None = None
+    owner_purl: str | None = None  # a package's own purl
+    integrity: str | None = None
+    integrity_reason: str | None = None
+    provenance: str | None = None
+    provenance_signer: str | None = None
+    provenance_reason: str | None = None
+    loaded_processes: int = 0
+    loaded_containers: int = 0
+    loaded_deleted: bool = False
+    loaded_copy: bool = False
+    disk_sha256: str | None = None
+
+
+class Listed(Struct, frozen=True):
+    """One component of the BOM's component tree, where it is, and its properties."""
+
+    component: dict[str, Any]
+    where: Pointer
+    props: dict[str, list[str]]
+
+
+class GpuEntry(Struct, frozen=True):
+    """A GPU library of the BOM: ``library`` None for a file in our vocabulary (the caller
+    reads its ``gpuprov:`` properties), else what another tool's component says."""
+
+    listed: Listed
+    library: ForeignLibrary | None
+
+
+class Libraries(Struct, frozen=True):
+    """The GPU libraries of a BOM in the order they are stored and gated: files in document
+    order, then GPU packages whose files are not listed one by one."""
+
+    entries: tuple[GpuEntry, ...]
+    #: GPU packages and the owners of the listed files: each purl once, first occurrence
+    packages: tuple[Listed, ...]
+    #: what was left out, one message each ("ingest: NAME: file component without a SHA-256")
+    skipped: tuple[str, ...]
+
+
+def properties(item: Mapping[str, Any]) -> dict[str, list[str]]:
+    """A component's properties by name, each name's string values in order."""
+    found: dict[str, list[str]] = {}
+    for prop in item.get("properties") or ():
+        if not isinstance(prop, dict):
+            continue
+        name, value = prop.get("name"), prop.get("value")
+        if isinstance(name, str) and isinstance(value, str):
+            found.setdefault(name, []).append(value)
+    return found
+
+
+def first(props: Mapping[str, list[str]], *names: str) -> str | None:
+    """The first value of the first of ``names`` present."""
+    for name in names:
+        values = props.get(name)
+        if values:
+            return values[0]
+    return None
+
+
+def sha256_of(component: Mapping[str, Any]) -> str | None:
+    """The component's SHA-256 (lowercase hex), or None."""
+    for entry in component.get("hashes") or ():
+        if not isinstance(entry, dict) or entry.get("alg") != "SHA-256":
+            continue
+        content = entry.get("content")
+        if isinstance(content, str) and _SHA256.fullmatch(content):
+            return content.lower()
+    return None
+
+
+def walk(
+    components: Any, where: Pointer = ("components",)
+) -> Iterator[tuple[dict[str, Any], Pointer]]:
+    """Every component of a components array, nested ones after their parent."""
+    if not isinstance(components, list):
+        return
+    for i, component in enumerate(components):
+        if isinstance(component, dict):
+            here = (*where, i)
+            yield component, here
+            yield from walk(component.get("components"), (*here, "components"))
+
+
+def _layer(value: str | None) -> str | None:
+    return value if value and len(value) <= MAX_LAYER else None
+
+
+def _string(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def foreign_file(component: Mapping[str, Any]) -> ForeignLibrary | None:
+    """A ``file`` component another tool lists (Syft: its name is the path), when its name is
+    a GPU library's. Raises `scanner.detect.packages.OutOfRange` for an absurd number."""
+    name = str(component.get("name") or "")
+    found = recognize_file(name)
+    if found is None:
+        return None
+    return ForeignLibrary(
+        kind="file",
+        name=name.rsplit("/", 1)[-1],
+        path=name if name.startswith("/") else None,
+        family=found.family,
+        component=found.component,
+        version=found.version,
+        cuda_major=found.cuda_major,
+        sha256=sha256_of(component),
+    )
+
+
+def foreign_package(
+    component: Mapping[str, Any], props: Mapping[str, list[str]]
+) -> ForeignLibrary | None:
+    """A package component that is a GPU runtime (by purl, else name and version). Raises
+    `scanner.detect.packages.OutOfRange` for an absurd number."""
+    name = str(component.get("name") or "")
+    purl = _string(component.get("purl"))
+    found = recognize_package(purl, name, _string(component.get("version")))
+    if found is None:
+        return None
+    return ForeignLibrary(
+        kind="package",
+        name=name,
+        path=first(props, *PATH_PROPERTIES),
+        family=found.family,
+        component=found.component,
+        version=found.version,
+        cuda_major=found.cuda_major,
+        layer=_layer(first(props, *LAYER_PROPERTIES)),
+        owner_purl=purl,
+    )
+
+
+def package_manager(purl: str | None, props: Mapping[str, list[str]]) -> str | None:
+    """A package's manager: our property, else its purl's type."""
+    parsed = parse_purl(purl) if purl else None
+    return first(props, v.PACKAGE_MANAGER) or (parsed[0] if parsed else None)
+
+
+def _read(
+    reader: Callable[..., ForeignLibrary | None], listed: Listed, *args: Any
+) -> ForeignLibrary | None:
+    try:
+        return reader(*args)
+    except OutOfRange as e:
+        raise BadComponent(str(e.args[0]), listed, str(e.args[1])) from None
+
+
+def gpu_libraries(document: Mapping[str, Any]) -> Libraries:
+    """The GPU libraries a BOM lists (see `Libraries`). A ``device`` component (a GPU) and a
+    host file the container toolkit injects are node facts, never libraries. Raises
+    `scanner.detect.packages.OutOfRange` for an absurd number in a name or purl."""
+    files: list[GpuEntry] = []
+    gpu_packages: list[GpuEntry] = []
+    packages: dict[str, Listed] = {}
+    skipped: list[str] = []
+    for component, where in walk(document.get("components")):
+        props = properties(component)
+        listed = Listed(component, where, props)
+        if component.get("type") == "device" or v.INJECTED_HOST_PATH in props:
+            continue
+        if v.LIBRARY_FAMILY in props:
+            files.append(GpuEntry(listed, None))
+            continue
+        if component.get("type") == "file":
+            library = _read(foreign_file, listed, component)
+            if library is None:
+                continue
+            if library.sha256 is None:
+                name = str(component.get("name") or "")
+                skipped.append(f"ingest: {name[:1024]}: file component without a SHA-256 hash")
+                continue
+            files.append(GpuEntry(listed, library))
+            continue
+        purl = _string(component.get("purl"))
+        library = _read(foreign_package, listed, component, props)
+        if purl:
+            packages.setdefault(purl, listed)
+        if library is not None:
+            gpu_packages.append(GpuEntry(listed, library))
+    owners = {first(e.listed.props, v.OWNER_PURL) for e in files if e.library is None}
+    owners.discard(None)
+    entries = list(files)
+    for entry in gpu_packages:
+        assert entry.library is not None
+        if entry.library.owner_purl not in owners:  # else its files are listed one by one
+            entries.append(entry)
+    gpu_purls = {e.library.owner_purl for e in gpu_packages if e.library is not None}
+    kept = tuple(p for purl, p in packages.items() if purl in owners or purl in gpu_purls)
+    return Libraries(tuple(entries), kept, tuple(skipped))
+
+
+#: the tools whose BOMs the service tells apart (the scan's ``producer``), by name
+PRODUCERS: Final = ("gpuprov", "trivy", "syft", "cdxgen")
+
+
+def tool_of(metadata: Mapping[str, Any]) -> tuple[str, str]:
+    """(the tools that wrote the BOM, "name version" joined by ", ", or "unknown"; which of
+    `PRODUCERS` it is, or "other"). The first is what a gate reason names as the producer."""
+    tools = metadata.get("tools")
+    entries: list[Mapping[str, Any]] = []
+    if isinstance(tools, list):  # CycloneDX 1.4 (deprecated form, still allowed later)
+        entries = [t for t in tools if isinstance(t, dict)]
+    elif isinstance(tools, dict):
+        entries = [t for t in tools.get("components") or () if isinstance(t, dict)]
+        entries += [t for t in tools.get("services") or () if isinstance(t, dict)]
+    names = [f"{t.get('name', '?')} {t.get('version', '')}".strip() for t in entries]
+    lowered = " ".join(names).lower()
+    producer = next((p for p in PRODUCERS if p in lowered), "other")
+    return ", ".join(names) or "unknown", producer
+
+
+def _count(text: str | None) -> int:
+    return int(text) if text and text.isdigit() and len(text) <= 8 else 0
+
+
+def loaded_fields(
+    processes: Sequence[Mapping[str, Any]], props: Mapping[str, list[str]]
+) -> dict[str, Any]:
+    """The loaded-by fields of a file in our vocabulary (``gpuprov:runtime:*``), from its
+    processes (each with an integer ``pid``, parsed by the caller) and the counts it states."""
+    containers = {p["container"] for p in processes if isinstance(p.get("container"), str)}
+    disk = first(props, v.RUNTIME_DISK_SHA256)
+    return {
+        "loaded_processes": len({p["pid"] for p in processes})
+        or _count(first(props, v.RUNTIME_PROCESSES)),
+        "loaded_containers": len(containers) or _count(first(props, v.RUNTIME_CONTAINERS)),
+        "loaded_deleted": first(props, v.RUNTIME_DELETED) == "true"
+        or any(p.get("deleted") is True for p in processes),
+        # bytes only processes hold: the file at its path is other bytes, or none at all
+        "loaded_copy": first(props, v.RUNTIME_ON_DISK) == "false" or disk is not None,
+        "disk_sha256": disk.lower() if disk else None,
+    }
+
+
+#: the keys of a ``gpuprov:runtime:process`` object kept, and the longest string each may hold
+_PROCESS_STRINGS: Final = {"exe": 4096, "container": 255, "engine": 32, "pod": 64, "via": 16}
+
+
+def process_of(value: str) -> dict[str, Any] | None:
+    """One ``gpuprov:runtime:process`` value as kept (pid, the known strings that fit, a SHA-256,
+    ``deleted``); None when it is no JSON object with a 32-bit unsigned integer pid."""
+    try:
+        item = json.loads(value)
+    except (ValueError, RecursionError):
+        return None
+    pid = item.get("pid") if isinstance(item, dict) else None
+    if not isinstance(pid, int) or isinstance(pid, bool) or not 0 <= pid < 1 << 32:
+        return None
+    kept: dict[str, Any] = {"pid": pid}
+    for key, longest in _PROCESS_STRINGS.items():
+        text = item.get(key)
+        if isinstance(text, str) and len(text) <= longest:
+            kept[key] = text
+    sha = item.get("sha256")
+    if isinstance(sha, str) and _SHA256.fullmatch(sha):
+        kept["sha256"] = sha.lower()
+    if item.get("deleted") is True:
+        kept["deleted"] = True
+    return kept
+
+
+#: the label keys and values a BOM may carry (``gpuprov:label:KEY``) that are kept: what the
+#: service stores and filters on (its asset_label columns; a test holds the two together)
+MAX_LABEL_KEY: Final = 128
+MAX_LABEL_VALUE: Final = 256
+LABEL_KEY: Final = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._/\-]{{0,{MAX_LABEL_KEY - 1}}}")
+
+
+def labels_of(props: Mapping[str, list[str]]) -> dict[str, str]:
+    """The asset's labels a BOM states (an image's config labels, say): those that fit."""
+    out: dict[str, str] = {}
+    for name, values in props.items():
+        if name.startswith(v.ASSET_LABEL_PREFIX):
+            key = name[len(v.ASSET_LABEL_PREFIX) :]
+            if LABEL_KEY.fullmatch(key) and len(values[0]) <= MAX_LABEL_VALUE:
+                out[key] = values[0]
+    return out
