@@ -180,8 +180,12 @@ def foreign_file(component: Mapping[str, Any]) -> ForeignLibrary | None:
 def foreign_package(
     component: Mapping[str, Any], props: Mapping[str, list[str]]
 ) -> ForeignLibrary | None:
-    """A package component that is a GPU runtime (by purl, else name and version). Raises
-    `scanner.detect.packages.OutOfRange` for an absurd number."""
+    """A package component that is a GPU runtime (by purl, else name and version). A source
+    package (cdxgen tags Trivy's ``cudnn`` source of libcudnn9-cuda-12 ``source``) installs
+    nothing. Raises `scanner.detect.packages.OutOfRange` for an absurd number."""
+    tags = component.get("tags")
+    if isinstance(tags, list) and "source" in tags:
+        return None
     name = str(component.get("name") or "")
     purl = _string(component.get("purl"))
     found = recognize_package(purl, name, _string(component.get("version")))
