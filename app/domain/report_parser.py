@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any, NoReturn
-from urllib.parse import unquote
 
 from app.domain.columns import ColumnLimit, limits_of, max_length, misfit
 from app.domain.schema import SCHEMA_VERSIONS, schema_problems
@@ -43,6 +42,7 @@ from scanner.bom.foreign import (
     PATH_PROPERTIES,
     BadComponent,
     ForeignLibrary,
+    asset_of,
     first,
     gpu_libraries,
     labels_of,
@@ -449,7 +449,7 @@ def _normalize(document: dict[str, Any], spec: str, content_sha256: str) -> Repo
     meta_props = properties(metadata)
     tool, producer = tool_of(metadata)
     timestamp = _timestamp(metadata.get("timestamp"))
-    asset = _asset(metadata, meta_props)
+    asset = _asset(metadata)
     if asset.kind == "host":
         injected = _injected(document)
         details = {**asset.details, **({"injected_files": str(len(injected))} if injected else {})}
@@ -595,7 +595,7 @@ def _uses_vocabulary(document: Mapping[str, Any]) -> bool:
     )
 
 
-def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> ReportAsset:
+def _asset(metadata: Mapping[str, Any]) -> ReportAsset:
     component = metadata.get("component")
     if not isinstance(component, dict):
         _fail(
@@ -603,23 +603,14 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
             [("/metadata/component", "missing")],
         )
     props = properties(component)
-    # Another tool's image metadata sits on the component (Trivy) or the BOM metadata (cdxgen).
-    every = {**meta_props, **props}
     declared = first(props, v.ASSET_KIND)
     if declared is not None and declared not in ("image", "host"):
         _fail(
             f"{v.ASSET_KIND} must be 'image' or 'host', not {declared!r}",
             [("/metadata/component/properties", "bad asset kind")],
         )
-    kind = declared or ("image" if component.get("type") == "container" else "host")
-    name = str(component.get("name") or "")
-    if kind == "host":
-        name = first(props, v.HOST_HOSTNAME) or name
-    tag = component.get("version")
-    if kind == "image" and isinstance(tag, str) and tag and not _DIGEST.fullmatch(tag):
-        # cdxgen splits "repo:tag" into name and version
-        if ":" not in name.rsplit("/", 1)[-1]:
-            name = f"{name}:{tag}"
+    head = asset_of(metadata)  # the one reading of the asset, as `gate --bom` reads it
+    kind, name = head.kind, head.name
     if not name:
         _fail("metadata.component has no name", [("/metadata/component/name", "empty")])
     where = ("metadata", "component")
@@ -629,16 +620,13 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
     details: dict[str, str] = {}
     purl = component.get("purl") if isinstance(component.get("purl"), str) else None
     if kind == "image":
-        digest = _image_digest(component, purl, every)
         image_id = first(props, v.IMAGE_ID)
         if image_id is not None and not _DIGEST.fullmatch(image_id):
             _fail(
                 f"{v.IMAGE_ID} must be a config digest sha256:<64 lowercase hex>",
                 [("/metadata/component/properties", f"bad image id {image_id[:80]!r}")],
             )
-        config = (
-            image_id or first(every, "aquasecurity:trivy:ImageID") or first(every, "oci:image:Id")
-        )
+        digest, config = head.digest, head.config
         identity = digest or (f"config:{config}" if config else f"name:{name}")
         details.update(
             {
@@ -651,7 +639,7 @@ def _asset(metadata: Mapping[str, Any], meta_props: Mapping[str, list[str]]) -> 
         if platform:
             details["platform"] = platform
     else:
-        machine_id = first(props, v.HOST_MACHINE_ID)
+        machine_id = head.machine_id
         identity = machine_id or f"name:{name}"
         details.update({"hostname": name, "machine_id": machine_id or ""})
     for key, prop in (
@@ -949,22 +937,6 @@ def check_label(key: str, value: str, pointer: str = "") -> None:
             f"label {key!r} holds a control character or an unpaired surrogate",
             [(pointer, "bad label value")],
         )
-
-
-def _image_digest(
-    component: Mapping[str, Any], purl: str | None, props: Mapping[str, list[str]]
-) -> str | None:
-    candidates = [first(props, v.IMAGE_DIGEST)]
-    if purl and purl.startswith("pkg:oci/"):
-        candidates.append(unquote(purl.split("?", 1)[0].rpartition("@")[2]))
-    for prop in ("aquasecurity:trivy:RepoDigest", "oci:image:RepoDigest"):
-        value = first(props, prop)
-        candidates.append(value.rpartition("@")[2] if value else None)
-    candidates.append(str(component.get("version") or ""))  # Syft: the manifest digest
-    for candidate in candidates:
-        if candidate and _DIGEST.fullmatch(candidate):
-            return candidate
-    return None
 
 
 # Where each stored field of a library or package comes from, to point at a refused value: a

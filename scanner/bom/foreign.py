@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
+from urllib.parse import unquote
 
 from msgspec import Struct
 
@@ -349,3 +350,60 @@ def labels_of(props: Mapping[str, list[str]]) -> dict[str, str]:
             if LABEL_KEY.fullmatch(key) and len(values[0]) <= MAX_LABEL_VALUE:
                 out[key] = values[0]
     return out
+
+
+_DIGEST: Final = re.compile(r"sha256:[0-9a-f]{64}")
+#: other tools' image facts, on the asset component (Trivy) or on the BOM's metadata (cdxgen)
+REPO_DIGEST_PROPERTIES: Final = ("aquasecurity:trivy:RepoDigest", "oci:image:RepoDigest")
+CONFIG_PROPERTIES: Final = ("aquasecurity:trivy:ImageID", "oci:image:Id")
+
+
+class AssetHead(Struct, frozen=True):
+    """What a BOM's ``metadata.component`` says the asset is (docs/bom-properties.md)."""
+
+    kind: str  # "image" | "host"
+    name: str
+    digest: str | None = None  # an image's manifest digest
+    config: str | None = None  # an image's config digest, as stated
+    machine_id: str | None = None  # a host's
+
+    @property
+    def subject_digest(self) -> str | None:
+        """The digest a gate decision names: an image's manifest digest, else its config
+        digest; a host's machine id."""
+        return (self.digest or self.config) if self.kind == "image" else self.machine_id
+
+
+def asset_of(metadata: Mapping[str, Any]) -> AssetHead:
+    """The asset a BOM describes: a ``container`` (or ``gpuprov:asset:kind`` image) is an image,
+    anything else a host; cdxgen's tag (the component's version) joins an image's name."""
+    component = metadata.get("component")
+    component = component if isinstance(component, dict) else {}
+    props = properties(component)
+    every = {**properties(metadata), **props}
+    declared = first(props, v.ASSET_KIND)
+    if declared in ("image", "host"):
+        kind = str(declared)
+    else:
+        kind = "image" if component.get("type") == "container" else "host"
+    name = str(component.get("name") or "")
+    if kind == "host":
+        return AssetHead(
+            kind, first(props, v.HOST_HOSTNAME) or name, machine_id=first(props, v.HOST_MACHINE_ID)
+        )
+    tag = component.get("version")
+    if isinstance(tag, str) and tag and not _DIGEST.fullmatch(tag):
+        # cdxgen splits "repo:tag" into name and version
+        if ":" not in name.rsplit("/", 1)[-1]:
+            name = f"{name}:{tag}"
+    purl = _string(component.get("purl"))
+    candidates = [first(props, v.IMAGE_DIGEST)]
+    if purl and purl.startswith("pkg:oci/"):
+        candidates.append(unquote(purl.split("?", 1)[0].rpartition("@")[2]))
+    for prop in REPO_DIGEST_PROPERTIES:
+        value = first(every, prop)
+        candidates.append(value.rpartition("@")[2] if value else None)
+    candidates.append(str(tag or ""))  # Syft: the manifest digest
+    digest = next((c for c in candidates if c and _DIGEST.fullmatch(c)), None)
+    config = first(props, v.IMAGE_ID) or first(every, *CONFIG_PROPERTIES)
+    return AssetHead(kind, name, digest, config)

@@ -10,13 +10,13 @@ the rule the service applies to the same report, so `gate --bom` and the service
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from scanner import vocabulary as V
 from scanner.bom.foreign import (
     BadComponent,
     Listed,
+    asset_of,
     first,
     gpu_libraries,
     labels_of,
@@ -39,9 +39,6 @@ from scanner.policy.facts import (
     unreadable_of,
 )
 from scanner.versions import normalize_version
-
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-_DIGEST_PROPS = ("aquasecurity:trivy:RepoDigest", "oci:image:RepoDigest")
 
 
 class BomError(ScannerError):
@@ -113,30 +110,12 @@ def facts_from_bom(raw: bytes) -> AssetFacts:
     assert isinstance(asset, dict)
     aprops = properties(asset)
     mprops = properties(metadata)
-    kind_prop = first(aprops, V.ASSET_KIND)
-    kind = (
-        AssetKind(kind_prop)
-        if kind_prop in ("host", "image")
-        else AssetKind.IMAGE
-        if asset.get("type") == "container"
-        else AssetKind.HOST
-    )
-    digest = first(aprops, V.IMAGE_DIGEST)
-    for candidate in (
-        str(asset.get("purl", "")).replace("%3A", ":").replace("%3a", ":"),
-        str(asset.get("version", "")),
-        first(aprops, *_DIGEST_PROPS) or "",
-        first(mprops, *_DIGEST_PROPS) or "",
-    ):
-        if digest is None and (m := _DIGEST.search(candidate)):
-            digest = m.group(0)
-    if digest is None:
-        digest = first(aprops, V.IMAGE_ID, V.HOST_MACHINE_ID)
+    head = asset_of(metadata)
     files = _files(doc)
     return AssetFacts(
-        kind=kind,
-        name=first(aprops, V.HOST_HOSTNAME) or str(asset.get("name") or "unnamed"),
-        digest=digest,
+        kind=AssetKind(head.kind),
+        name=head.name or "unnamed",
+        digest=head.subject_digest,
         scanned_at=parse_time(metadata.get("timestamp")),
         files=files,
         labels=tuple(sorted(labels_of(aprops).items())),

@@ -170,14 +170,15 @@ def file_fact(a: StoredFile) -> FileFact:
 
 
 def parse_time(value: str | None) -> datetime | None:
-    """An RFC 3339 time as an aware datetime (naive ones are UTC); None when absent or bad."""
+    """An RFC 3339 time in UTC (naive ones are UTC, as the service stores every time); None
+    when absent, bad or out of range."""
     if not value:
         return None
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def driver_version_of(files: tuple[FileFact, ...]) -> str | None:

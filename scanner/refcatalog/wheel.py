@@ -10,13 +10,13 @@ import base64
 import binascii
 import csv
 import io
-import re
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
 from scanner.catalog.interface import purl
 from scanner.catalog.pip import normalize_name
+from scanner.detect.packages import OutOfRange, package_cuda_major, recognize_package
 from scanner.hash import hash_reader
 from scanner.model import Sha256
 from scanner.refcatalog.model import (
@@ -30,7 +30,6 @@ from scanner.refcatalog.model import (
     sha256_file,
 )
 
-_CUDA_SUFFIX = re.compile(r"-cu(\d+)$")
 _ARCHES = {"x86_64": "x86_64", "aarch64": "aarch64", "ppc64le": "ppc64le", "amd64": "x86_64"}
 
 
@@ -68,6 +67,20 @@ def _record_digest(value: str, where: str) -> str:
         raise RefCatalogError(f"{where}: RECORD digest is not base64: {e}") from e
 
 
+def _cuda_major(name: str, version: str, path: Path) -> int | None:
+    """The CUDA major the wheel is built for, by the rules the scanner and the BOM reader apply
+    (scanner/detect/packages.py): nvidia-cudnn-cu12, CUDA 13's nvidia-cuda-runtime 13.0.96,
+    torch 2.5.1+cu121."""
+    try:
+        stated = package_cuda_major(normalize_name(name), version)
+        if stated is not None:
+            return stated[0]
+        found = recognize_package(None, normalize_name(name), version)
+    except OutOfRange as e:
+        raise RefCatalogError(f"{path}: {e.args[0]}") from None
+    return found.cuda_major if found is not None else None
+
+
 def catalog_from_wheel(path: Path) -> Catalog:
     """Catalog every shared library of one wheel, RECORD digests checked against the bytes."""
     try:
@@ -87,7 +100,7 @@ def catalog_from_wheel(path: Path) -> Catalog:
         except KeyError as e:
             raise RefCatalogError(f"{path} has no RECORD") from e
         package = purl("pypi", None, normalize_name(name), version)
-        cuda = _CUDA_SUFFIX.search(normalize_name(name))
+        cuda = _cuda_major(name, version, path)
         arch = _arch(path.name)
         entries = []
         for row in csv.reader(io.StringIO(record)):
@@ -111,7 +124,7 @@ def catalog_from_wheel(path: Path) -> Catalog:
                     family,
                     component,
                     version,
-                    int(cuda.group(1)) if cuda else None,
+                    cuda,
                     arch,
                     size,
                     package,

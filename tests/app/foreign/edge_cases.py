@@ -11,6 +11,7 @@ import uuid
 from typing import Any
 
 from scanner import vocabulary as v
+from tests.app import boms
 
 TIMESTAMP = "2026-11-30T08:00:00Z"
 
@@ -31,6 +32,7 @@ def _bom(
     version: str = "0.58.1",
     kind: str = "container",
     asset_props: list[dict[str, str]] | None = None,
+    timestamp: str = TIMESTAMP,
 ) -> dict[str, Any]:
     asset: dict[str, Any] = {"bom-ref": "asset", "type": kind, "name": name}
     if kind == "container":
@@ -44,7 +46,7 @@ def _bom(
         "serialNumber": uuid.uuid5(uuid.NAMESPACE_URL, f"gpuprov-edge:{name}").urn,
         "version": 1,
         "metadata": {
-            "timestamp": TIMESTAMP,
+            "timestamp": timestamp,
             "tools": {"components": [{"type": "application", "name": tool, "version": version}]},
             "component": asset,
         },
@@ -121,6 +123,8 @@ def edge_cases() -> dict[str, dict[str, Any]]:
                 "a",
             ),
         ],
+        # a time with an offset is the same instant in UTC on both sides
+        timestamp="2026-11-30T09:00:00+01:00",
     )
     cases["rpm-toolkit-names"] = _bom(
         "reg.example/rpm:1",
@@ -289,4 +293,8 @@ def edge_cases() -> dict[str, dict[str, Any]]:
             (v.IMAGE_SIGNATURE_REJECTED, "sig 1: not signed by a trusted key"),
         ),
     )
+    # the builders the service tests use for each tool's shape (tests/app/boms.py)
+    cases["shape-trivy"] = boms.trivy_bom()
+    cases["shape-syft"] = boms.syft_bom()
+    cases["shape-cdxgen"] = boms.cdxgen_bom()
     return cases

@@ -99,14 +99,20 @@ _HOURS = re.compile(r"\d+\.\d h")
 
 
 def _comparable(answer: dict[str, Any]) -> dict[str, Any]:
-    """What must agree: the decision, every rule's result, the controls. The scan_age rule
-    says how many hours ago the scan was, at the moment each side evaluated it."""
+    """What must agree: the decision, every rule's result, the controls and the subject (kind,
+    name, digest, scan time, labels, producer). The scan_age rule says how many hours ago the
+    scan was, at the moment each side evaluated it."""
     rules = []
     for rule in answer["rules"]:
         if rule["rule"] == "scan_age":
             rule = {**rule, "message": _HOURS.sub("N h", rule["message"])}
         rules.append(rule)
-    return {"decision": answer["decision"], "rules": rules, "controls": answer["controls"]}
+    return {
+        "decision": answer["decision"],
+        "rules": rules,
+        "controls": answer["controls"],
+        "subject": answer["subject"],
+    }
 
 
 def _offline(tmp_path: Path, doc: dict[str, Any], policy: str) -> dict[str, Any]:

@@ -49,6 +49,26 @@ def test_from_wheel(tmp_path: Path) -> None:
     assert Catalog.from_bytes(catalog.to_bytes()).entries == catalog.entries
 
 
+@pytest.mark.parametrize(
+    ("name", "version", "member", "major"),
+    [
+        ("nvidia-cudnn-cu12", "9.1.0.70", "nvidia/cudnn/lib/libcudnn.so.9", 12),
+        # CUDA 13's toolkit wheels drop the -cu suffix: the runtime's own major is CUDA's
+        ("nvidia-cuda-runtime", "13.0.96", "nvidia/cu13/lib/libcudart.so.13", 13),
+        ("torch", "2.5.1+cu121", "torch/lib/libcudnn.so.9", 12),
+        ("nvidia-nccl", "2.27.7", "nvidia/nccl/lib/libnccl.so.2", None),
+    ],
+)
+def test_a_wheels_cuda_major_is_read_as_the_scanner_reads_it(
+    tmp_path: Path, name: str, version: str, member: str, major: int | None
+) -> None:
+    """One rule (scanner/detect/packages.py): the catalog builder read -cuN alone, so CUDA 13's
+    nvidia-cuda-runtime had no CUDA major in a catalog and 13 in the scan it vouches for."""
+    wheel = make_wheel(tmp_path, name, version, {member: GRAPH})
+    (entry,) = catalog_from_wheel(wheel).entries
+    assert entry.cuda_major == major
+
+
 def test_from_wheel_record_mismatch_is_refused(tmp_path: Path) -> None:
     wrong = "sha256=" + "A" * 43
     wheel = _cudnn_wheel(tmp_path, record_override={"nvidia/cudnn/lib/libcudnn_ops.so.9": wrong})
