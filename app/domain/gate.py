@@ -70,6 +70,13 @@ def _driver(asset: Asset, scan: Scan, files: tuple[FileFact, ...]) -> tuple[str 
     return version, details.get("driver_cuda_max")
 
 
+def _stated_time(scan: Scan) -> datetime | None:
+    """When the report says it was made. A report without a timestamp is dated by its arrival
+    (scanned_at == received_at, the same instant by ingest), which orders it but says nothing of
+    when it was made: scan_age then has no input, as `gate --bom` finds for the same BOM."""
+    return None if scan.scanned_at == scan.received_at else scan.scanned_at
+
+
 def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[StoredFile]) -> AssetFacts:
     """The facts of one stored scan of an asset."""
     files = tuple(file_fact(a) for a in artifacts)
@@ -79,7 +86,7 @@ def facts_of(asset: Asset, scan: Scan, artifacts: Sequence[StoredFile]) -> Asset
         kind=AssetKind(asset.kind),
         name=asset.name,
         digest=_digest(asset),
-        scanned_at=scan.scanned_at,
+        scanned_at=_stated_time(scan),
         files=files,
         labels=tuple(sorted(asset.labels.items())),
         # as for a BOM: the scan applied a trust policy to the image iff it states any outcome

@@ -293,6 +293,14 @@ def edge_cases() -> dict[str, dict[str, Any]]:
             (v.IMAGE_SIGNATURE_REJECTED, "sig 1: not signed by a trusted key"),
         ),
     )
+    # no metadata.timestamp: the scan time is unknown on both sides (scan_age has no input),
+    # though the service dates the stored scan by its arrival
+    undated = _bom(
+        "reg.example/undated:1",
+        [package("pkg:pypi/nvidia-cudnn-cu12@9.1.0.70", "nvidia-cudnn-cu12", "9.1.0.70")],
+    )
+    del undated["metadata"]["timestamp"]
+    cases["no-timestamp"] = undated
     # the builders the service tests use for each tool's shape (tests/app/boms.py)
     cases["shape-trivy"] = boms.trivy_bom()
     cases["shape-syft"] = boms.syft_bom()
