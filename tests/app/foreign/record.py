@@ -329,10 +329,10 @@ def _cdxgen(cdxgen: str, root: Path, tmp: Path) -> bytes:
     return report.read_bytes()
 
 
-def record(tools: dict[str, str], roots: list[str]) -> list[Path]:
+def record(tools: dict[str, str], roots: list[str], out_dir: Path = CORPUS) -> list[Path]:
     """Build each root and write each tool's documents of it: Syft of the root as an image
     (and of the deb root as a directory), Trivy and cdxgen of the root filesystem."""
-    CORPUS.mkdir(exist_ok=True)
+    out_dir.mkdir(exist_ok=True)
     written = []
     with tempfile.TemporaryDirectory(prefix="gpuprov-record-") as scratch:
         for name in roots:
@@ -355,7 +355,7 @@ def record(tools: dict[str, str], roots: list[str]) -> list[Path]:
                 documents[f"cdxgen-rootfs-{name}"] = _cdxgen(tools["cdxgen"], root, tmp)
             for stem, data in documents.items():
                 json.loads(data)  # each tool's own output, kept as it printed it
-                out = CORPUS / f"{stem}.cdx.json"
+                out = out_dir / f"{stem}.cdx.json"
                 out.write_bytes(data)
                 written.append(out)
             shutil.rmtree(root)
