@@ -20,6 +20,7 @@ record do not change between recordings. The tests never run this: they read the
 from __future__ import annotations
 
 import argparse
+import fcntl
 import io
 import json
 import os
@@ -334,7 +335,13 @@ def record(tools: dict[str, str], roots: list[str], out_dir: Path = CORPUS) -> l
     (and of the deb root as a directory), Trivy and cdxgen of the root filesystem."""
     out_dir.mkdir(exist_ok=True)
     written = []
-    with tempfile.TemporaryDirectory(prefix="gpuprov-record-") as scratch:
+    BASE.mkdir(parents=True, exist_ok=True)
+    # the roots lie at fixed paths: one recording at a time on a shared machine
+    with (
+        (BASE / ".lock").open("w") as lock,
+        tempfile.TemporaryDirectory(prefix="gpuprov-record-") as scratch,
+    ):
+        fcntl.flock(lock, fcntl.LOCK_EX)
         for name in roots:
             root = BASE / name
             if root.exists():
