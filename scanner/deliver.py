@@ -44,6 +44,7 @@ from msgspec.structs import replace
 
 from scanner.errors import ScannerError, UsageError
 from scanner.fsutil import atomic_write
+from scanner.loaders import DocumentError, load_json
 
 ENV_SERVER = "GPUPROV_SERVER"
 ENV_TOKEN = "GPUPROV_TOKEN"
@@ -174,13 +175,11 @@ class Delivered(Struct, frozen=True):
 def check_report(data: bytes) -> None:
     """Refuse, before sending or spooling, something that is not a CycloneDX JSON report."""
     try:
-        # RFC 8259 §8.1: JSON exchanged between systems is UTF-8. json.loads(bytes) would also
-        # guess UTF-16/32, which the service refuses: such a report must not reach the spool.
-        document = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        raise UsageError(f"the report is not UTF-8 JSON: {e}") from e
-    except (ValueError, RecursionError) as e:
-        raise UsageError(f"the report is not JSON: {e}") from e
+        # the service's own reading (UTF-8 only, each key once, ...): what it would refuse
+        # never reaches the spool
+        document = load_json(data)
+    except DocumentError as e:
+        raise UsageError(f"the report is not acceptable JSON: {e}") from e
     if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX":
         raise UsageError("the report is not a CycloneDX BOM (bomFormat 'CycloneDX' is missing)")
 
@@ -300,7 +299,7 @@ class SpoolEntry(Struct, frozen=True):
     def _load(cls, path: Path) -> SpoolEntry:
         entry = cls(path, {})
         try:
-            meta = json.loads(entry.meta_path.read_text())
+            meta = load_json(entry.meta_path.read_bytes())
             return cls(
                 path,
                 {str(k): str(v) for k, v in dict(meta.get("labels", {})).items()},

@@ -51,8 +51,6 @@ def parse(document: bytes, name: str, version: int | None = None) -> LoadedPolic
     except PolicyError as e:
         details = [{"pointer": _pointer(where), "message": why} for where, why in e.errors]
         raise InvalidPolicy(str(e), details=details) from None
-    except RecursionError:
-        raise InvalidPolicy("the policy nests too deeply") from None
     if loaded.policy.name != name:
         raise InvalidPolicy(
             f"the document's name {loaded.policy.name!r} differs from the URL's {name!r}",

@@ -1,10 +1,11 @@
 """Parse and check one CycloneDX JSON report into the normalized values that ingest stores.
 
 Checks run in order and stop at the first failing step, each answering 422 (413 for the size
-caps) with JSON pointers: UTF-8, JSON syntax and numbers, nesting depth and unstorable strings,
-CycloneDX identity and ``specVersion`` (1.4-1.7), the component and property caps, the schema of
-that version, duplicate ``bom-ref``s, then the ``gpuprov:`` property contract
-(docs/bom-properties.md), the timestamp's range, and every stored value against its column
+caps) with JSON pointers: UTF-8, JSON syntax and numbers, keys given twice in one object, nesting
+depth (`scanner.loaders.load_json`) and unstorable strings, CycloneDX identity and
+``specVersion`` (1.4-1.7), the component and property caps, the schema of that version,
+duplicate ``bom-ref``s, then the ``gpuprov:`` property contract (docs/bom-properties.md), the
+timestamp's range, and every stored value against its column
 (`app.domain.columns`), so the database never sees a value it would refuse. Other tools' BOMs
 are recognized by purl and file name (`app.domain.recognize`).
 """
@@ -13,8 +14,6 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import json
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -55,6 +54,7 @@ from scanner.bom.foreign import (
     walk,
 )
 from scanner.detect.packages import purl_qualifier
+from scanner.loaders import DocumentError, load_json
 
 SUPPORTED_SPEC_VERSIONS = SCHEMA_VERSIONS
 MAX_PROBLEMS = 5
@@ -71,9 +71,6 @@ _MAX_IMAGE_NAME = max_length(NodeContainer, "image_name")
 _MAX_LABEL_VALUE = max_length(AssetLabel, "value")
 #: the earliest report timestamp accepted: the Unix epoch, where an unset clock starts
 EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
-#: longest integer literal read (int() refuses more than 4300 digits); longer ones have no
-#: pointer, shorter ones too large for their column are refused with one
-_MAX_INT_DIGITS = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,8 +245,6 @@ def parse_report(
     skew ahead of it is refused."""
     text = _decode(data)
     document = _load_json(text, limits.max_depth)
-    if isinstance(document, dict | list):
-        _check_depth(document, limits.max_depth)
     _check_strings(document, text)
     if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX":
         _fail(
@@ -291,63 +286,15 @@ def _decode(data: bytes) -> str:
         )
 
 
-class _BadNumber(ValueError):
-    pass
-
-
-def _parse_int(literal: str) -> int:
-    if len(literal.lstrip("-")) > _MAX_INT_DIGITS:
-        raise _BadNumber(f"an integer of {len(literal)} digits is out of range")
-    return int(literal)
-
-
-def _parse_float(literal: str) -> float:
-    number = float(literal)
-    if not math.isfinite(number):
-        raise _BadNumber(f"the number {literal[:40]} is out of range")
-    return number
-
-
-def _parse_constant(name: str) -> Any:
-    raise _BadNumber(f"{name} is not a JSON number")
-
-
 def _load_json(text: str, max_depth: int) -> Any:
+    # the one strict JSON reader: numbers, duplicate keys and nesting (scanner.loaders)
     try:
-        return json.loads(
-            text,
-            parse_int=_parse_int,
-            parse_float=_parse_float,
-            parse_constant=_parse_constant,
-        )
-    except json.JSONDecodeError as e:
-        _fail(f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}")
-    except _BadNumber as e:
-        _fail(f"malformed JSON: {e}")
-    except RecursionError:
-        _fail(f"JSON nesting deeper than {max_depth} levels")
+        return load_json(text, max_depth=max_depth)
+    except DocumentError as e:
+        _fail(str(e), [("", str(e))])
 
 
 _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|d[89a-f])", re.IGNORECASE)
-
-
-_CONTAINERS = (dict, list)
-
-
-def _check_depth(document: Any, max_depth: int) -> None:
-    # breadth-first over containers only: cheap, and the parser has already refused anything
-    # deep enough to exhaust the interpreter's recursion limit
-    level: list[Any] = [document]
-    depth = 0
-    while level:
-        depth += 1
-        if depth > max_depth + 1:  # +1: the top-level object itself
-            _fail(f"JSON nesting deeper than {max_depth} levels", [("", "too deep")])
-        children: list[Any] = []
-        for node in level:
-            values = node.values() if type(node) is dict else node
-            children += [v for v in values if type(v) in _CONTAINERS]
-        level = children
 
 
 def _check_strings(document: Any, text: str) -> None:

@@ -10,7 +10,6 @@ CUDA majors wherever they are gated. Pure: JSON values in, records out.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Final
@@ -20,6 +19,7 @@ from msgspec import Struct
 
 from scanner import vocabulary as v
 from scanner.detect.packages import OutOfRange, parse_purl, recognize_file, recognize_package
+from scanner.loaders import DocumentError, load_json
 
 #: other tools' properties naming where a package or file was found, and in which layer
 TRIVY_PATH: Final = "aquasecurity:trivy:FilePath"
@@ -315,8 +315,8 @@ def process_of(value: str) -> dict[str, Any] | None:
     """One ``gpuprov:runtime:process`` value as kept (pid, the known strings that fit, a SHA-256,
     ``deleted``); None when it is no JSON object with a 32-bit unsigned integer pid."""
     try:
-        item = json.loads(value)
-    except (ValueError, RecursionError):
+        item = load_json(value)
+    except DocumentError:
         return None
     pid = item.get("pid") if isinstance(item, dict) else None
     if not isinstance(pid, int) or isinstance(pid, bool) or not 0 <= pid < 1 << 32:

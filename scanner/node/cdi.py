@@ -13,7 +13,6 @@ Parsing is pure; errors are `CdiError` with the reason.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Final
 
 from msgspec import Struct, field
@@ -104,15 +103,12 @@ def _edits(edits: Any, where: str, device: str, out: Injection) -> None:
 
 def parse_spec(text: str, source: str) -> Injection:
     """One CDI spec (YAML or JSON: JSON is YAML) as what it injects; raises CdiError."""
-    # Imported here: a host without CDI specs never parses one (start-up, docs/benchmarks.md).
-    import yaml
+    from scanner.loaders import DocumentError, load_json, load_yaml
 
-    # libyaml's safe loader when PyYAML was built with it (a 40-mount spec parses ~10x faster)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.load(text, loader)  # noqa: S506 - a safe loader
-    except (ValueError, yaml.YAMLError, RecursionError) as e:
-        raise CdiError(f"not YAML or JSON: {str(e).splitlines()[0]}") from None
+        doc = load_json(text) if text.lstrip().startswith("{") else load_yaml(text)
+    except DocumentError as e:
+        raise CdiError(f"not YAML or JSON: {e}") from None
     if not isinstance(doc, dict):
         raise CdiError("not a CDI spec (no mapping)")
     _str(doc.get("cdiVersion"), "cdiVersion")

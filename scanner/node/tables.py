@@ -87,10 +87,13 @@ def _load(name: str) -> dict[str, Any]:
     # Imported here: a host without a driver never reads a table (start-up, docs/benchmarks.md).
     from importlib import resources
 
-    import yaml
+    from scanner.loaders import DocumentError, load_yaml
 
     text = resources.files("scanner.node").joinpath(f"data/{name}").read_text("utf-8")
-    doc = yaml.safe_load(text)
+    try:
+        doc = load_yaml(text)
+    except DocumentError as e:
+        raise TableError(f"{name}: {e}") from None
     if not isinstance(doc, dict):
         raise TableError(f"{name}: not a mapping")
     return doc

@@ -9,7 +9,6 @@ the rule the service applies to the same report, so `gate --bom` and the service
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from scanner import vocabulary as V
@@ -27,6 +26,7 @@ from scanner.bom.foreign import (
     tool_of,
 )
 from scanner.errors import ScannerError
+from scanner.loaders import load_json
 from scanner.model import AssetKind
 from scanner.policy.facts import (
     AssetFacts,
@@ -99,7 +99,7 @@ def _files(doc: dict[str, Any]) -> tuple[FileFact, ...]:
 def facts_from_bom(raw: bytes) -> AssetFacts:
     """Asset facts from CycloneDX JSON bytes; raises BomError when it is no BOM."""
     try:
-        doc = json.loads(raw)
+        doc = load_json(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise BomError(f"not a JSON document: {e}") from None
     if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":

@@ -11,9 +11,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
 from msgspec import Struct
 
+from scanner.loaders import DocumentError, load_yaml
 from scanner.policy.document import RULE_IDS, PolicyError
 
 #: Controls that must never be cited for software integrity or configuration.
@@ -124,4 +124,7 @@ def parse_catalog(doc: Any) -> ControlsCatalog:
 def default_catalog() -> ControlsCatalog:
     """The catalog shipped with gpuprov (data/controls.yaml)."""
     text = resources.files("scanner.policy").joinpath("data/controls.yaml").read_text("utf-8")
-    return parse_catalog(yaml.safe_load(text))
+    try:
+        return parse_catalog(load_yaml(text))
+    except DocumentError as e:
+        raise PolicyError(f"controls catalog: {e}") from None

@@ -11,7 +11,6 @@ import hashlib
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -23,6 +22,7 @@ from pydantic import (
 
 from scanner.detect.classifiers import CLASSIFIERS
 from scanner.errors import ScannerError
+from scanner.loaders import DocumentError, load_yaml
 from scanner.versions import parse_version_filter
 
 API_VERSION = "gpuprov.dev/v1"
@@ -232,10 +232,11 @@ def validate_policy(doc: object) -> PromotionPolicy:
 
 
 def load_policy(raw: bytes, version: str | None = None) -> LoadedPolicy:
-    """Parse and validate a policy document (YAML or JSON bytes); sha256 is of these bytes."""
+    """Parse and validate a policy document (YAML or JSON bytes) with the limits of
+    `scanner.loaders.load_yaml`; sha256 is of these bytes."""
     try:
-        doc = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
+        doc = load_yaml(raw)
+    except DocumentError as e:
         raise PolicyError(f"policy is not YAML: {e}") from None
     policy = validate_policy(doc)
     return LoadedPolicy(policy=policy, sha256=hashlib.sha256(raw).hexdigest(), version=version)

@@ -6,9 +6,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
 from msgspec import Struct
 
+from scanner.loaders import DocumentError, load_yaml
 from scanner.policy.document import PolicyError
 from scanner.versions import version_key
 
@@ -49,4 +49,7 @@ def parse_drivers(doc: Any) -> DriverTable:
 def default_drivers() -> DriverTable:
     """The table shipped with gpuprov (NVIDIA's CUDA compatibility document)."""
     text = resources.files("scanner.policy").joinpath("data/drivers.yaml").read_text("utf-8")
-    return parse_drivers(yaml.safe_load(text))
+    try:
+        return parse_drivers(load_yaml(text))
+    except DocumentError as e:
+        raise PolicyError(f"driver table: {e}") from None

@@ -20,6 +20,7 @@ import scanner
 from scanner.detect.classifiers import classify_name
 from scanner.errors import ScannerError
 from scanner.hash import hash_reader
+from scanner.loaders import load_json
 from scanner.model import Sha256
 
 PREDICATE_TYPE = "https://gpuprov.dev/reference-catalog/v1"
@@ -203,7 +204,7 @@ class Catalog(Struct, frozen=True):
     @classmethod
     def from_bytes(cls, raw: bytes) -> Catalog:
         try:
-            return cls.from_statement(json.loads(raw))
+            return cls.from_statement(load_json(raw))
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise RefCatalogError(f"catalog is not JSON: {e}") from e
 

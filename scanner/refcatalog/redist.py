@@ -8,7 +8,6 @@ CUDA toolkit components map a platform straight to its archive, without a CUDA l
 
 from __future__ import annotations
 
-import json
 import re
 import tarfile
 import zipfile
@@ -20,6 +19,7 @@ from msgspec import Struct
 
 from scanner.catalog.interface import purl
 from scanner.hash import hash_reader
+from scanner.loaders import load_json
 from scanner.refcatalog.model import (
     Catalog,
     CatalogEntry,
@@ -54,7 +54,7 @@ class ManifestArchive(Struct, frozen=True):
 def read_manifest(raw: bytes) -> tuple[str, list[ManifestArchive]]:
     """Every archive a redistrib manifest lists, with the release label."""
     try:
-        doc = json.loads(raw)
+        doc = load_json(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise RefCatalogError(f"manifest is not JSON: {e}") from e
     if not isinstance(doc, dict):

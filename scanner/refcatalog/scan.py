@@ -7,12 +7,12 @@ out unless asked for: a golden scan should not bless bytes its own package manag
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from scanner import vocabulary as V
+from scanner.loaders import load_json
 from scanner.model import Sha256
 from scanner.refcatalog.model import (
     Catalog,
@@ -45,7 +45,7 @@ def catalog_from_scan(
 ) -> Catalog:
     """Catalog the GPU library files of a gpuprov CycloneDX report."""
     try:
-        doc = json.loads(report.read_bytes())
+        doc = load_json(report.read_bytes())
     except OSError as e:
         raise RefCatalogError(f"cannot read {report}: {e.strerror}") from e
     except (ValueError, UnicodeDecodeError, RecursionError) as e:

@@ -9,7 +9,6 @@ the signature and signer against the trust policy and drops entries outside the 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 
 from scanner.errors import VerifyError
+from scanner.loaders import load_json
 from scanner.refcatalog.model import Catalog, RefCatalogError
 from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, sign_envelope
 from scanner.verify.errors import Rejected
@@ -55,7 +55,7 @@ def sign_catalog(statement: bytes, key: PrivateKeyTypes, keyid: str = "") -> Env
 def load_catalog(raw: bytes, policy: TrustPolicy, name: str) -> VerifiedCatalog:
     """Verify a signed catalog against `policy`; `Rejected` says why it is not trusted."""
     try:
-        doc = json.loads(raw)
+        doc = load_json(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise Rejected(f"catalog {name} is not JSON: {e}") from e
     if not isinstance(doc, dict):

@@ -10,13 +10,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
 from cryptography import x509
 from msgspec import Struct, field
 
+from scanner.loaders import load_json
 from scanner.model import OciDigest
 from scanner.verify import cosign_tags, fulcio, slsa, tlog
 from scanner.verify.dsse import ENVELOPE_MEDIA_TYPE, INTOTO_PAYLOAD_TYPE, Envelope
@@ -126,7 +126,7 @@ def _in_scope(image: ImageRef, policy: TrustPolicy) -> tuple[Signer, ...]:
 def check_simple_signing(payload: bytes, image: ImageRef) -> str | None:
     """Check a simple-signing payload names this image; return its docker-reference."""
     try:
-        doc = json.loads(payload)
+        doc = load_json(payload)
         critical = doc["critical"]
         kind = critical["type"]
         digest = critical["image"]["docker-manifest-digest"]
@@ -316,7 +316,7 @@ def verify_referrer_bundle(layer: CosignLayer, image: ImageRef, policy: TrustPol
     signers = _in_scope(image, policy)
     content = layer.annotations.get(ANN_BUNDLE_CONTENT)
     try:
-        doc = json.loads(layer.data)
+        doc = load_json(layer.data)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise Rejected(f"referrer bundle is not JSON: {e}") from e
     is_dsse = isinstance(doc, dict) and "dsseEnvelope" in doc

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from msgspec import Struct
 
 from scanner.errors import VerifyError
+from scanner.loaders import load_json
 from scanner.verify.errors import Rejected
 from scanner.verify.keys import TrustedKey
 
@@ -84,7 +85,7 @@ class Envelope(Struct, frozen=True):
     @classmethod
     def from_json(cls, raw: bytes | str) -> Envelope:
         try:
-            doc = json.loads(raw)
+            doc = load_json(raw)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise Rejected(f"DSSE envelope is not JSON: {e}") from e
         return cls.from_dict(doc)

@@ -6,11 +6,11 @@ sigstore's `Statement` insists on subject names, which cosign statements lack.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from msgspec import Struct
 
+from scanner.loaders import load_json
 from scanner.verify.errors import Rejected
 
 STATEMENT_V1 = "https://in-toto.io/Statement/v1"
@@ -37,7 +37,7 @@ class Statement(Struct, frozen=True):
     def from_bytes(cls, payload: bytes, *, allow_v01: bool = False) -> Statement:
         """Parse a statement; v0.1 only where the caller opts in (old cosign attestations)."""
         try:
-            doc = json.loads(payload)
+            doc = load_json(payload)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise Rejected(f"in-toto statement is not JSON: {e}") from e
         if not isinstance(doc, dict):

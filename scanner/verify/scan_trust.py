@@ -8,13 +8,13 @@ signature under a policy is reported unsigned, never silently trusted.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from msgspec.structs import replace
 
 from scanner.errors import UsageError, VerifyError
+from scanner.loaders import load_json
 from scanner.model import GpuLibrary, ImageTrust, OciDigest
 from scanner.verify.catalogs import load_catalog_file
 from scanner.verify.cosign import (
@@ -82,7 +82,7 @@ def layer_from_file(path: Path) -> CosignLayer:
     """A local signature file: a Sigstore bundle or a DSSE envelope (an attestation)."""
     try:
         data = path.read_bytes()
-        doc = json.loads(data)
+        doc = load_json(data)
     except OSError as e:
         raise VerifyError(f"cannot read {path}: {e.strerror}") from e
     except (ValueError, UnicodeDecodeError, RecursionError) as e:

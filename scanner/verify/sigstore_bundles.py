@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -21,6 +20,7 @@ from typing import Any, BinaryIO
 from cryptography import x509
 from msgspec import Struct
 
+from scanner.loaders import load_json
 from scanner.verify import fulcio, keybundle, tlog
 from scanner.verify.dsse import INTOTO_PAYLOAD_TYPE, Envelope, verify_envelope
 from scanner.verify.errors import Rejected
@@ -91,7 +91,7 @@ class BundleVerification(Struct, frozen=True):
 def parse_bundle(raw: bytes | str) -> dict[str, Any]:
     """Parse bundle JSON into a dict; malformed input is rejected with the reason."""
     try:
-        doc = json.loads(raw)
+        doc = load_json(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise Rejected(f"bundle is not valid JSON: {e}") from e
     if not isinstance(doc, dict):

@@ -20,6 +20,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from msgspec import Struct
 
+from scanner.loaders import load_json
 from scanner.verify.dsse import Envelope, b64decode
 from scanner.verify.errors import Rejected
 from scanner.verify.trusted_roots import LogKey, SigstoreRoot
@@ -86,9 +87,9 @@ class LogEntry(Struct, frozen=True):
     def from_cosign_bundle(cls, annotation: str) -> LogEntry:
         """Parse cosign's `dev.sigstore.cosign/bundle` annotation (a Rekor v1 SET, no proof)."""
         try:
-            doc = json.loads(annotation)
+            doc = load_json(annotation)
             payload = doc["Payload"]
-            kind = json.loads(base64.b64decode(payload["body"]))
+            kind = load_json(base64.b64decode(payload["body"]))
             return cls(
                 _uint(payload["logIndex"]),
                 bytes.fromhex(payload["logID"]),
@@ -105,7 +106,7 @@ class LogEntry(Struct, frozen=True):
     def body_json(self) -> dict[str, Any]:
         """The canonicalized body as JSON; its kind and version must equal the entry's."""
         try:
-            doc = json.loads(self.body)
+            doc = load_json(self.body)
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise Rejected(f"log entry body is not JSON: {e}") from e
         if not isinstance(doc, dict):

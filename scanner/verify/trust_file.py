@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -33,6 +32,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from scanner.errors import VerifyError
+from scanner.loaders import DocumentError, load_yaml
 from scanner.verify.keys import TrustedKey
 from scanner.verify.trust import (
     BuilderRule,
@@ -61,12 +61,12 @@ def load_trust_policy(path: Path) -> TrustPolicy:
 def parse_trust_policy(
     raw: bytes, *, source: str = "<policy>", base_dir: Path | None = None
 ) -> TrustPolicy:
-    """Load a YAML trust policy from bytes. Without `base_dir` (the service) keys and roots
-    must be inline (`key_pem`, `trusted_root`): a file reference is refused."""
+    """Load a YAML trust policy from bytes (with the limits of `scanner.loaders.load_yaml`).
+    Without `base_dir` (the service) keys and roots must be inline (`key_pem`,
+    `trusted_root`): a file reference is refused."""
     try:
-        data = yaml.safe_load(raw)
-    # ValueError: a YAML timestamp that is no date; RecursionError: absurd nesting.
-    except (yaml.YAMLError, ValueError, RecursionError) as e:
+        data = load_yaml(raw)
+    except DocumentError as e:
         raise VerifyError(f"trust policy {source} is not valid YAML: {e}") from e
     return trust_policy_from_document(data, base_dir=base_dir, source=source)
 

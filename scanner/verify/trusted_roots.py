@@ -21,6 +21,7 @@ from msgspec import Struct
 
 from scanner.errors import VerifyError
 from scanner.fsutil import cache_root
+from scanner.loaders import load_json
 from scanner.verify.keys import TrustedKey
 
 #: Name of the Sigstore public-good production root shipped with gpuprov.
@@ -79,7 +80,7 @@ class SigstoreRoot:
     def from_bytes(cls, raw: bytes, name: str) -> SigstoreRoot:
         """Parse and check a trusted root; the sigstore-python view is built once to validate."""
         try:
-            doc = json.loads(raw)
+            doc = load_json(raw)
             if not isinstance(doc, dict):
                 raise ValueError("not a JSON object")
             media = doc.get("mediaType", "")
@@ -144,7 +145,7 @@ class SigstoreRoot:
         from sigstore.models import TrustedRoot
         from sigstore_models.trustroot import v1 as trustroot_v1
 
-        doc = json.loads(self.raw)
+        doc = load_json(self.raw)
         # sigstore-python 4.5 compares TSA validity ends with "<" although TimeRange is closed
         # (protobuf-specs; conformance case trust-root-tsa-validity-end-inclusive). Moving each
         # end by the 1 µs datetime resolution turns its "<" into the spec's "<=", exactly.

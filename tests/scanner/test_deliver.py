@@ -456,6 +456,14 @@ def test_a_utf16_report_is_refused_before_it_is_sent_or_spooled(tmp_path: Path) 
     assert spool.entries() == []
 
 
+def test_a_report_the_service_would_refuse_as_json_is_not_spooled(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    twice = REPORT.replace(b'"bomFormat"', b'"specVersion": "1.4", "bomFormat"', 1)
+    with pytest.raises(UsageError, match="duplicate key 'specVersion'"):
+        push(twice, _client(FakeService()), spool)
+    assert spool.entries() == []
+
+
 def test_retry_after_holds_a_push_even_with_an_empty_spool(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
     clock = Clock()

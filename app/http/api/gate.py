@@ -34,6 +34,7 @@ from app.http.params import Limit, Offset
 from app.http.schemas import ErrorResponse
 from app.http.schemas_policy import GateAnswer, GateDecisionPage, PromotionDiff
 from app.settings import Settings
+from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["gate"])
 
@@ -71,13 +72,11 @@ _REQUEST_SCHEMA = {
 }
 
 
-def _parse(raw: bytes) -> GateIn:
+def _parse(raw: bytes, max_depth: int) -> GateIn:
     try:
-        doc = json.loads(raw)
-    except RecursionError:
-        raise InvalidReport("the request nests too deeply") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InvalidReport(f"the request is not JSON: {e}") from None
+        doc = load_json(raw, max_depth=max_depth)
+    except DocumentError as e:
+        raise InvalidReport(f"the request is not acceptable JSON: {e}") from None
     try:
         return GateIn.model_validate(doc)
     except ValidationError as e:
@@ -163,7 +162,7 @@ def _gate(
     catalogs: CatalogsDep,
     signing: gate.VsaSigning | None,
 ) -> dict[str, Any]:
-    body = _parse(raw)
+    body = _parse(raw, settings.max_json_depth + 1)  # +1: the BOM is one level down
     if not principal.may_gate_under(body.policy):
         raise Forbidden(
             f"this token may gate only under the policies {', '.join(principal.policy_names)}; "

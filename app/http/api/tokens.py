@@ -14,8 +14,9 @@ from app.errors import AppError, BadRequest
 from app.http.deps import Admin, SessionDep, WriteSessionDep
 from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import AuditPage, ErrorResponse, NewTokenOut, TokenIn, TokenOut, TokenPage
+from app.http.strictjson import StrictJSONRoute
 
-router = APIRouter(tags=["tokens"])
+router = APIRouter(tags=["tokens"], route_class=StrictJSONRoute)
 
 
 @router.get("/tokens", response_model=TokenPage)

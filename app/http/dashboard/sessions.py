@@ -18,6 +18,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from scanner.loaders import load_json
+
 SESSION_COOKIE = "gpuprov_session"
 #: the login form's CSRF cookie (before a session exists): double-submit, signed
 LOGIN_COOKIE = "gpuprov_login"
@@ -70,7 +72,7 @@ class Signer:
         if not hmac.compare_digest(mac, self._mac(purpose, data.encode())):
             return None
         try:
-            payload = json.loads(_unb64(data))
+            payload = load_json(_unb64(data))
         except (binascii.Error, ValueError):
             return None
         return payload if isinstance(payload, dict) else None

@@ -74,6 +74,9 @@ def test_older_nvidia_ctk_hook_form() -> None:
         ),
         ("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: 3\n", "expected a list"),
         ("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- containerEdits: {}\n", "name"),
+        ("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\nkind: x/y\n", "duplicate key 'kind'"),
+        ('{"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "kind": "x/y"}', "duplicate key"),
+        ("cdiVersion: " + "9" * 5000 + "\n", "an integer of 5000 digits"),
     ],
 )
 def test_bad_specs_say_why(text: str, why: str) -> None:

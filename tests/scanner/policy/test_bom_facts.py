@@ -112,3 +112,10 @@ def test_an_absurd_number_in_a_purl_is_an_error_naming_the_component() -> None:
 def test_not_a_bom(raw: bytes) -> None:
     with pytest.raises(BomError):
         facts_from_bom(raw)
+
+
+def test_a_key_given_twice_is_no_bom() -> None:
+    """The service refuses it (422): the offline gate must not decide on one of the two."""
+    raw = b'{"bomFormat": "CycloneDX", "specVersion": "1.6", "components": [], "components": []}'
+    with pytest.raises(BomError, match="duplicate key 'components'"):
+        facts_from_bom(raw)

@@ -58,6 +58,23 @@ def test_sign_verify_each_key_type(kind: str) -> None:
     assert verify_envelope(parsed, [trusted]) == trusted
 
 
+def test_a_field_given_twice_is_refused_whichever_copy_is_signed() -> None:
+    """Readers disagree on which of two equal keys counts (the last here, the first in many
+    others): an envelope or statement with one may verify here and mean another thing there."""
+    key = keys.shared("ecdsa")
+    signed = statement([("lib.so", "a" * 64)], "https://example.test/p", {})
+    env = sign_envelope(INTOTO_PAYLOAD_TYPE, signed, key)
+    doc = env.to_json().strip()
+    forged = '"payload": "' + base64.b64encode(b'{"_type": "x"}').decode() + '", '
+    for twice in (doc.replace('"payload": ', forged + '"payload": ', 1), doc[:-1] + ", " + doc[1:]):
+        with pytest.raises(Rejected, match="duplicate key"):
+            Envelope.from_json(twice)
+    payload = env.payload.decode()
+    doubled = payload[:-1] + ', "predicateType": "https://example.test/other"}'
+    with pytest.raises(Rejected, match="duplicate key 'predicateType'"):
+        Statement.from_bytes(doubled.encode())
+
+
 def test_url_safe_unpadded_envelope_verifies() -> None:
     key = keys.shared("ecdsa")
     env = sign_envelope("text/plain", b"\xfb\xff payload with url-unsafe bytes \xfe", key)

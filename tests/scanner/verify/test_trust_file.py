@@ -18,6 +18,7 @@ from scanner.verify.trust_file import (
     trust_policy_from_document,
 )
 from tests.fixtures import keys
+from tests.scanner.test_loaders import laughs
 
 PEM = keys.public_pem(keys.shared("ecdsa")).decode()
 
@@ -111,6 +112,22 @@ def test_a_well_formed_document_still_loads() -> None:
 def test_yaml_that_python_cannot_build_is_a_verify_error(raw: bytes) -> None:
     with pytest.raises(VerifyError):
         parse_trust_policy(raw)
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"version: " + b"9" * 5000, "an integer of 5000 digits"),
+        (b"[" * 50_000 + b"]" * 50_000, "nesting"),
+        (b"version: 1\nsigners: []\nversion: 1\n", "duplicate key 'version'"),
+        (laughs(9).encode(), "nodes once its aliases are expanded"),
+    ],
+)
+def test_hostile_yaml_is_refused_by_the_one_loader(raw: bytes, reason: str) -> None:
+    """The promotion policy, the CDI specs and this loader read YAML with one set of limits."""
+    with pytest.raises(VerifyError, match="is not valid YAML") as raised:
+        parse_trust_policy(raw)
+    assert reason in str(raised.value)
 
 
 def test_inline_root_with_a_timestamp_is_refused_with_its_path() -> None:
