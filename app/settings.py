@@ -47,9 +47,9 @@ class Settings(BaseSettings):
     #: most values one repeatable filter (``label=``) may carry in one request
     max_filter_values: int = Field(default=20, ge=1, le=1000)
     #: largest accepted report, compressed and decompressed (bytes)
-    max_report_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    max_report_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
     #: value of the Retry-After header when the database is unavailable
-    retry_after_seconds: int = Field(default=30, ge=1)
+    retry_after_seconds: int = Field(default=30, ge=1, le=3600)
     #: signs the dashboard's session cookies (HMAC-SHA256); unset outside production: a random
     #: key per process (sessions end when it restarts and are not shared between workers)
     secret_key: str = ""
@@ -64,15 +64,15 @@ class Settings(BaseSettings):
     #: reject reports whose JSON nests deeper than this
     max_json_depth: int = Field(default=64, ge=8, le=512)
     #: most components in one report, nested ones included (413 above)
-    max_report_components: int = Field(default=100_000, ge=1)
+    max_report_components: int = Field(default=100_000, ge=1, le=10_000_000)
     #: most properties on one component, or on the report's metadata (413 above)
-    max_component_properties: int = Field(default=1_000, ge=1)
+    max_component_properties: int = Field(default=1_000, ge=1, le=100_000)
     #: how far ahead of the service's clock a report's metadata.timestamp may be (seconds)
     max_clock_skew_seconds: int = Field(default=300, ge=0, le=86_400)
     #: reports one process ingests at a time; one more answers 503 with Retry-After
     max_concurrent_ingests: int = Field(default=8, ge=1, le=1_000)
     #: scan history each asset keeps: its N newest scans (None: no count limit) ...
-    retention_keep_scans: int | None = Field(default=None, ge=1)
+    retention_keep_scans: int | None = Field(default=None, ge=1, le=1_000_000)
     #: ... or its scans of the last D days (None: no age limit); with both, a scan stays while
     #: either keeps it; an asset's latest scan always stays. Applied after each ingest to the
     #: reporting asset, and fleet-wide by `gpuprov db prune`

@@ -203,7 +203,7 @@ def reevaluate_pending(
         except SQLAlchemyError:
             log.error("policy %s version %s altered; not audited (database error)", name, version)
         return evaluated
-    except (SQLAlchemyError, ScannerError) as e:
+    except (SQLAlchemyError, ScannerError, policies.InvalidPolicy) as e:
         log.warning(
             "compliance under policy %s version %s stopped after %s assets: %s",
             name,
@@ -255,7 +255,8 @@ def reevaluate_after_facts_change(session: Session, now: datetime) -> list[tuple
     rows = policy_repo.current_all(session)
     if repo.scanned_asset_count(session) <= SYNC_ASSETS:
         for row in rows:
-            reevaluate_policy(session, row, now)
+            if _usable(row) is not None:
+                reevaluate_policy(session, row, now)
         return []
     for row in rows:
         repo.clear(session, row.name)
@@ -278,16 +279,28 @@ def evaluate_asset(session: Session, asset_id: int, now: datetime) -> int:
     count = 0
     for row in policy_repo.current_all(session):
         try:
-            loaded = policies.loaded_of(row)
+            loaded = _usable(row)
         except StoredDocumentAltered as e:
             # never evaluated under altered text, nor left showing an older verdict as current
             stored_documents.record(session, e)
             repo.clear(session, row.name, [asset.id])
             continue
+        if loaded is None:
+            continue
         baseline = gate.fleet_baseline(session, loaded.policy)
         _evaluate_batch(session, [asset], row, loaded, baseline, catalog, now)
         count += 1
     return count
+
+
+def _usable(row: PromotionPolicyVersion) -> LoadedPolicy | None:
+    """The stored version, or None (logged) when it is no longer accepted: a report or another
+    policy's change goes on without it, and every read of it says why (422)."""
+    try:
+        return policies.loaded_of(row)
+    except policies.InvalidPolicy as e:
+        log.warning("compliance not evaluated: %s", e.message)
+        return None
 
 
 def after_ingest(db: Database, asset_id: int, now: datetime) -> None:

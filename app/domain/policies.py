@@ -61,12 +61,20 @@ def parse(document: bytes, name: str, version: int | None = None) -> LoadedPolic
 
 def loaded_of(row: PromotionPolicyVersion) -> LoadedPolicy:
     """A stored version as the evaluator takes it (stored documents were validated on PUT),
-    refused (`StoredDocumentAltered`) when its text no longer hashes to the stored digest."""
+    refused (`StoredDocumentAltered`) when its text no longer hashes to the stored digest. One
+    stored before a check that now refuses it (a scan_age past its range) is a 422 saying so,
+    never evaluated as it reads."""
     document = row.document.encode("utf-8")
     stored_documents.check(
         "policy", f"policy:{row.name}@{row.version}", document, row.content_sha256
     )
-    return load_policy(document, str(row.version))
+    try:
+        return load_policy(document, str(row.version))
+    except PolicyError as e:
+        raise InvalidPolicy(
+            f"policy {row.name} version {row.version} is stored but no longer accepted: {e}; "
+            f"store a corrected version (PUT /api/v1/policies/{row.name})"
+        ) from None
 
 
 def is_intact(row: PromotionPolicyVersion) -> bool:

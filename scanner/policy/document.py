@@ -136,11 +136,16 @@ class ImageSignatureRule(_Rule):
 
 
 class SlsaRule(_Rule):
-    min_level: int = Field(default=1, ge=1, le=3)
+    min_level: int = Field(default=1, ge=1, le=3, strict=True)
+
+
+#: the longest scan age a policy may allow, 100 years: "now - max_hours" must stay a date
+MAX_SCAN_AGE_HOURS = 876_000
 
 
 class ScanAgeRule(_Rule):
-    max_hours: float = Field(gt=0)
+    # strict: a number, never true (1) or a string
+    max_hours: float = Field(gt=0, le=MAX_SCAN_AGE_HOURS, allow_inf_nan=False, strict=True)
 
 
 class ParityRule(_Rule):

@@ -28,6 +28,9 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 
 _SHARED_LIB = re.compile(r"\.so(?:\.\d+)*$")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+#: the ranges of an entry's numbers (a CUDA major; a file size that a 64-bit column holds)
+MAX_CUDA_MAJOR = 999
+MAX_FILE_SIZE = 2**63 - 1
 
 
 class RefCatalogError(ScannerError):
@@ -101,20 +104,29 @@ class CatalogEntry(Struct, frozen=True):
         source = doc.get("source", 0)
         if not isinstance(source, int) or not 0 <= source < max(sources, 1):
             raise RefCatalogError(f"catalog entry {name} names an unknown source")
-        cuda = doc.get("cudaMajor")
-        size = doc.get("size")
+        cuda = _opt_int(doc.get("cudaMajor"), MAX_CUDA_MAJOR, f"catalog entry {name}: cudaMajor")
+        size = _opt_int(doc.get("size"), MAX_FILE_SIZE, f"catalog entry {name}: size")
         return cls(
             name,
             Sha256(digest),
             _opt_str(doc.get("family")),
             _opt_str(doc.get("component")),
             _opt_str(doc.get("version")),
-            cuda if isinstance(cuda, int) else None,
+            cuda,
             _opt_str(doc.get("arch")),
-            size if isinstance(size, int) else None,
+            size,
             _opt_str(doc.get("package")),
             source,
         )
+
+
+def _opt_int(value: object, largest: int, what: str) -> int | None:
+    # a value given but unusable is refused: dropped, a cudaMajor would match every major
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value <= largest:
+        raise RefCatalogError(f"{what} must be an integer from 0 to {largest}: {value!r:.40}")
+    return value
 
 
 def _opt_str(value: object) -> str | None:

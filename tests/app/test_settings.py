@@ -32,6 +32,12 @@ def test_production_needs_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
         ("GPUPROV_DATABASE_POOL_TIMEOUT", "-1"),
         ("GPUPROV_MAX_FILTER_VALUES", "0"),
         ("GPUPROV_MAX_FILTER_VALUES", "100000"),
+        # past what the arithmetic holds: zlib's max_length, a SQLite INTEGER, a header
+        ("GPUPROV_MAX_REPORT_BYTES", str(2**63)),
+        ("GPUPROV_RETENTION_KEEP_SCANS", str(2**63)),
+        ("GPUPROV_RETRY_AFTER_SECONDS", str(2**63)),
+        ("GPUPROV_MAX_REPORT_COMPONENTS", str(2**63)),
+        ("GPUPROV_MAX_COMPONENT_PROPERTIES", str(10**9)),
     ],
 )
 def test_limits_that_would_disable_a_bound_are_refused(

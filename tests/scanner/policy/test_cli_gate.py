@@ -121,6 +121,25 @@ def test_gate_refuses_scan_output_options_and_bad_input(
     assert code == 2 and "not a JSON document" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("policy", "reason"),
+    [
+        (HEAD + "rules: {slsa: {min_level: " + "9" * 5000 + "}}\n", "5000 digits"),
+        ("[" * 50_000 + "]" * 50_000, "nesting"),
+        (HEAD + "rules: {scan_age: {max_hours: 1e300}}\n", "rules.scan_age.max_hours"),
+        (HEAD + "rules: {integrity: {}}\nrules: {}\n", "duplicate key 'rules'"),
+    ],
+)
+def test_a_hostile_policy_file_is_an_error_never_a_deny(
+    app: typer.Typer, host_bom: Path, tmp_path: Path, policy: str, reason: str
+) -> None:
+    """Exit 2 with the reason: it was a traceback and exit 1, which CI reads as a deny."""
+    path = _policy(tmp_path, policy)
+    code, _, err = run(app, "gate", "--bom", host_bom, "--policy-file", path)
+    assert code == 2, err
+    assert reason in err and "Traceback" not in err
+
+
 def test_gate_refuses_a_bom_over_the_size_limit(
     app: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,9 +2,26 @@
 
 from __future__ import annotations
 
-import pytest
+from datetime import UTC, datetime, timedelta
 
-from scanner.policy.document import RULE_IDS, Action, PolicyError, load_policy
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scanner.model import AssetKind
+from scanner.policy.document import (
+    MAX_SCAN_AGE_HOURS,
+    RULE_IDS,
+    Action,
+    PolicyError,
+    load_policy,
+)
+from scanner.policy.drivers import default_drivers
+from scanner.policy.evaluate import Status
+from scanner.policy.facts import AssetFacts
+from scanner.policy.rules import Context, scan_age
+
+HEAD = "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: p\n"
 
 EXAMPLE = b"""\
 apiVersion: gpuprov.dev/v1
@@ -37,9 +54,8 @@ def test_the_issue_example_loads_with_every_rule() -> None:
 
 
 def _error(text: str) -> str:
-    head = "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: p\n"
     with pytest.raises(PolicyError) as e:
-        load_policy((head + text).encode())
+        load_policy((HEAD + text).encode())
     return str(e.value)
 
 
@@ -71,3 +87,45 @@ def test_wrong_kind_and_version_and_non_mapping() -> None:
         load_policy(b"- a\n- b\n")
     with pytest.raises(PolicyError, match="not YAML"):
         load_policy(b"rules: [\n")
+
+
+@pytest.mark.parametrize(
+    "value", ["100000000", "1e11", "1e300", ".inf", "-.inf", ".nan", "0", "-1", "true", "'24'"]
+)
+def test_scan_age_is_a_number_the_date_arithmetic_can_hold(value: str) -> None:
+    """Stored with 201, 1e300 hours made every compliance read a 500 (OverflowError)."""
+    assert "rules.scan_age.max_hours: " in _error(f"rules: {{scan_age: {{max_hours: {value}}}}}")
+
+
+@given(st.floats() | st.integers(-(10**40), 10**40))
+def test_every_scan_age_a_policy_accepts_can_be_judged(value: float) -> None:
+    try:
+        loaded = load_policy(f"{HEAD}rules: {{scan_age: {{max_hours: {value!r}}}}}\n".encode())
+    except PolicyError:
+        assert not 0 < value <= MAX_SCAN_AGE_HOURS
+        return
+    rule = loaded.policy.rules.scan_age
+    assert rule is not None and 0 < value <= MAX_SCAN_AGE_HOURS
+    now = datetime.now(UTC)
+    # the service's cutoff (app.domain.compliance) and the rule itself, scanned long ago
+    assert now - timedelta(hours=rule.max_hours) > datetime.min.replace(tzinfo=UTC)
+    facts = AssetFacts(AssetKind.HOST, "h", None, datetime(1, 1, 1, tzinfo=UTC), ())
+    assert scan_age(rule, Context(facts, now, default_drivers())).status is Status.FAIL
+
+
+@pytest.mark.parametrize(
+    ("document", "reason"),
+    [
+        (HEAD + "rules: {slsa: {min_level: " + "9" * 5000 + "}}\n", "5000 digits"),
+        ("[" * 50_000 + "]" * 50_000, "nesting"),
+        (HEAD + "rules:\n  integrity: {}\nname: other\n", "duplicate key 'name'"),
+        (HEAD + "rules: {integrity: {}, integrity: {action: warn}}\n", "duplicate key"),
+        ("a: &a [1, *a]\n", "refers to a node that contains it"),
+    ],
+)
+def test_hostile_yaml_is_a_policy_error(document: str, reason: str) -> None:
+    """A 5,000-digit integer or 50,000-deep nesting escaped as ValueError / RecursionError
+    (a 500 in the service, a traceback and exit 1 in `gpuprov gate`)."""
+    with pytest.raises(PolicyError, match="policy is not YAML") as raised:
+        load_policy(document.encode())
+    assert reason in str(raised.value)
