@@ -362,6 +362,9 @@ def scan(
     )
     if missing:
         usage_error("; ".join(missing), "--fail-on")
+    if any(not path.strip() for path in include or ()):
+        # an empty path would name the root itself: the whole host, not a subtree
+        usage_error("an empty path; give a directory inside the root, such as /opt", "--include")
     labels = _labels(label) if push else {}
     options = ScanOptions(
         cache_dir=cache_dir,

@@ -148,7 +148,13 @@ def create_token(
         raise BadRequest(
             f"unknown or missing scopes {unknown}; choose from {', '.join(sorted(known))}"
         )
-    patterns = [p.strip() for p in asset_patterns or [] if p.strip()]
+    patterns = [p.strip() for p in asset_patterns or []]
+    if "" in patterns:
+        # dropping it would leave a token bound to nothing, one that reports for every asset
+        raise BadRequest(
+            f"asset pattern {patterns.index('') + 1} is empty; give a name or a glob "
+            "such as node-*, or no pattern for a token that reports for every asset"
+        )
     if patterns and Scope.REPORT_WRITE.value not in scopes:
         raise BadRequest("asset patterns only apply to tokens with the report:write scope")
     policies = _policy_names(policy_names or [], scopes)
@@ -270,7 +276,7 @@ def record_use(session: Session, principal: Principal, now: datetime) -> None:
 
 def revoke_token(session: Session, token_id: int, actor: Actor | None = None) -> ApiToken:
     """Revoke a token (idempotent: only the first revocation is recorded)."""
-    token = repo.by_id(session, token_id)
+    token = repo.by_id(session, token_id, lock=True)
     if token is None:
         raise NotFound(f"no token with id {token_id}")
     if token.revoked_at is None:
@@ -288,7 +294,8 @@ def rotate_token(
     (an expiring token's new expiry is as far from now as the old one's was from its
     creation). The old secret is revoked now, or with a `grace` period keeps working until then
     (its expiry brought forward), so agents can be moved to the new one without a gap."""
-    old = repo.by_id(session, token_id)
+    # locked: of concurrent rotations one succeeds, the others then see it rotated (409)
+    old = repo.by_id(session, token_id, lock=True)
     if old is None:
         raise NotFound(f"no token with id {token_id}")
     now = utcnow()

@@ -360,7 +360,7 @@ class Drift(BaseModel):
 class TokenIn(BaseModel):
     name: str = Field(min_length=1, max_length=128)
     scopes: list[Annotated[str, Field(max_length=64)]] = Field(min_length=1, max_length=16)
-    assets: list[Annotated[str, Field(max_length=1024)]] = Field(
+    assets: list[Annotated[str, Field(min_length=1, max_length=1024, pattern=r"\S")]] = Field(
         default=[], max_length=100, description="asset-name patterns (report:write only)"
     )
     policies: list[

@@ -129,6 +129,9 @@ def test_unsigned_on_an_image_with_a_key_is_evaluated(
         (["--attestation", "a.json"], "--attestation only applies to image targets"),
         (["--max-ratio", "5", "--max-size", "1G"], "--max-ratio, --max-size only apply to image"),
         (["--max-layer-size", "1G"], "--max-layer-size only applies to image targets"),
+        # an empty path named the root: a walk of the whole host, not of a subtree
+        (["--include", ""], "--include: an empty path"),
+        (["--include", "/usr", "--include", " "], "--include: an empty path"),
     ],
 )
 def test_options_this_scan_would_ignore_are_refused(

@@ -259,7 +259,9 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
     """Create a token; its secret is shown once, on the answer to this form."""
     form = await checked_form(request, state)
     scopes = [s for s in SCOPES if form.get(_field(s))]
-    patterns = [p for p in form.get("assets", "").split(",") if p.strip()]
+    # a blank field: no pattern; else every comma-separated entry, an empty one refused
+    assets = form.get("assets", "")
+    patterns = assets.split(",") if assets.strip() else []
     # every comma-separated entry is a policy name: an empty one is refused, not dropped
     limit = form.get("policies", "").strip()
     policy_names = [p.strip() for p in limit.split(",")] if limit else []

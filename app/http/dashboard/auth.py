@@ -5,7 +5,6 @@ every posted form, and the ``/login`` and ``/logout`` pages.
 
 from __future__ import annotations
 
-import hmac
 import logging
 from dataclasses import dataclass
 from typing import Annotated
@@ -103,7 +102,7 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
         raise LoginRequired(_here(request))
     with db.lookup() as conn:
         found = session_principal(conn, data.token_id, now)
-    if found is None or not hmac.compare_digest(signer.binding(found[1]), data.binding):
+    if found is None or not same_token(signer.binding(found[1]), data.binding):
         raise LoginRequired(_here(request))
     state = PageState(found[0], data.csrf)
     request.state.page = state

@@ -69,7 +69,7 @@ class Signer:
         if not value or len(value) > _MAX_COOKIE or value.count(".") != 1:
             return None
         data, mac = value.split(".")
-        if not hmac.compare_digest(mac, self._mac(purpose, data.encode())):
+        if not same_token(mac, self._mac(purpose, data.encode())):
             return None
         try:
             payload = load_json(_unb64(data))
@@ -123,5 +123,11 @@ class Signer:
 
 
 def same_token(expected: str, given: str | None) -> bool:
-    """Whether a submitted CSRF token equals the expected one (constant time)."""
-    return given is not None and hmac.compare_digest(expected.encode(), given.encode())
+    """Whether a submitted secret (CSRF token, MAC, binding) equals the expected one, in
+    constant time; compared as UTF-8 bytes, so any text a client sends is an answer, never an
+    error (`hmac.compare_digest` refuses ``str`` that is not ASCII)."""
+    if given is None:
+        return False
+    return hmac.compare_digest(
+        expected.encode("utf-8", "surrogatepass"), given.encode("utf-8", "surrogatepass")
+    )

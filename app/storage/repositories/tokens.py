@@ -65,8 +65,12 @@ def credentials_by_id(
     return row
 
 
-def by_id(session: Session, token_id: int) -> ApiToken | None:
-    """The token with this id."""
+def by_id(session: Session, token_id: int, *, lock: bool = False) -> ApiToken | None:
+    """The token with this id; ``lock`` holds its row until the transaction ends (a change of
+    state happens once, whatever races it)."""
+    if lock:
+        # populate_existing: the row as it is once the lock is held, not as first read
+        return session.get(ApiToken, token_id, with_for_update=True, populate_existing=True)
     return session.get(ApiToken, token_id)
 
 
