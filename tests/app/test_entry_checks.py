@@ -372,3 +372,25 @@ def test_concurrent_domain_rotations_and_revocations_happen_once(service: Servic
         actions = session.execute(text("SELECT action FROM audit_event")).scalars().all()
     assert sorted(actions) == ["token.revoke", "token.rotate"]  # ... and it is recorded once
     assert service.count("api_token") == 3
+
+
+def test_concurrent_identical_policy_and_catalog_stores_store_once(service: Service) -> None:
+    """The other documented "same again: 200, nothing stored" changes, raced the same way."""
+    admin = service.token("admin", name="admin")
+    answers = _race(4, lambda: put_policy(service, VALID, admin))
+    assert sorted(a.status_code for a in answers) == [200, 200, 200, 201]
+    assert service.count("promotion_policy") == 1
+    trust = catalogs.policy_yaml(("nvidia", NVIDIA)).encode()
+    stored = service.client.put(
+        "/api/v1/trust-policy", content=trust, headers=auth(admin, **catalogs.YAML)
+    )
+    assert stored.status_code == 201  # each PUT of a trust policy is a version (documented)
+    envelope = catalogs.signed(catalogs.catalog_from_bom(boms.gpuprov_bom(), "golden"), NVIDIA)
+    answers = _race(
+        4,
+        lambda: service.client.post(
+            "/api/v1/catalogs", content=envelope, headers=auth(admin, **JSON)
+        ),
+    )
+    assert sorted(a.status_code for a in answers) == [200, 200, 200, 201]
+    assert service.count("reference_catalog") == 1
