@@ -412,3 +412,109 @@ def test_the_installed_gate_decides_only_on_stored_facts(
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_installed_service_checks_every_value_where_it_enters(
+    installed: Installed, fresh_db: str, tmp_path: Path
+) -> None:
+    """Issue 17 §3 against the installed wheel: hostile YAML through the API, the dashboard and
+    the CLI; a cookie that is not ASCII; an empty asset pattern; a key given twice; racing
+    rotations of one token."""
+    import threading
+
+    from tests.app.test_entry_checks import HOSTILE_POLICIES
+
+    env = {**installed.env, "GPUPROV_DATABASE_URL": fresh_db}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(installed.venv / "bin" / "gpuprov"), *args],
+            cwd=installed.work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert cli("db", "upgrade").returncode == 0
+    admin = cli("token", "create", "--name", "ops", "--scope", "admin").stdout.strip()
+    unbound = cli("token", "create", "--name", "a", "--scope", "report:write", "--asset", "")
+    assert unbound.returncode == 2 and "is empty" in unbound.stderr and unbound.stdout == ""
+    root = tmp_path / "host"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "machine-id").write_text("0123456789abcdef0123456789abcdef\n")
+    bom = tmp_path / "host.cdx.json"
+    assert cli("scan", str(root), "-q", "-f", "cyclonedx", "-o", str(bom)).returncode == 0
+    for case, (document, reason) in HOSTILE_POLICIES.items():
+        policy = tmp_path / "policy.yaml"
+        policy.write_text(document)
+        gated = cli("gate", "--bom", str(bom), "--policy-file", str(policy))
+        assert gated.returncode == 2, (case, gated.returncode, gated.stderr[-500:])  # not 1: deny
+        assert reason in gated.stderr and "Traceback" not in gated.stderr, case
+
+    port = free_port()
+    server = subprocess.Popen(
+        [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
+        cwd=installed.work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": f"Bearer {admin}"}
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, server.communicate()[1]
+            time.sleep(0.2)
+        yaml = {**auth, "Content-Type": "application/yaml"}
+        with httpx.Client(base_url=url, timeout=60) as browser:
+            form = browser.get("/login").text
+            csrf = form.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
+            login = browser.post("/login", data={"token": admin, "csrf_token": csrf})
+            assert login.status_code == 303, login.text
+            page = browser.get("/admin/policies").text
+            session_csrf = page.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
+            for case, (document, reason) in HOSTILE_POLICIES.items():
+                put = httpx.put(f"{url}/api/v1/policies/prod", content=document, headers=yaml)
+                assert put.status_code == 422 and reason in put.text, (case, put.status_code)
+                posted = browser.post(
+                    "/admin/policies",
+                    data={"csrf_token": session_csrf, "name": "prod", "document": document},
+                )
+                assert posted.status_code == 422, (case, posted.status_code)
+        cookie = {"Cookie": "gpuprov_session=abc.\u00e9".encode()}
+        page = httpx.get(f"{url}/", headers=cookie)  # type: ignore[arg-type]
+        assert page.status_code == 303
+        twice = b'{"name": "a", "scopes": ["gate"], "scopes": ["admin"]}'
+        json_auth = {**auth, "Content-Type": "application/json"}
+        refused = httpx.post(f"{url}/api/v1/tokens", content=twice, headers=json_auth)
+        assert refused.status_code == 422 and "duplicate key 'scopes'" in refused.text
+        made = httpx.post(
+            f"{url}/api/v1/tokens", json={"name": "ci", "scopes": ["gate"]}, headers=auth
+        )
+        token_id = made.json()["id"]
+        barrier = threading.Barrier(6)
+        statuses: list[int] = []
+
+        def rotate() -> None:
+            barrier.wait()
+            answer = httpx.post(f"{url}/api/v1/tokens/{token_id}/rotate", headers=auth, timeout=60)
+            statuses.append(answer.status_code)
+
+        threads = [threading.Thread(target=rotate) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(statuses) == [201] + [409] * 5
+        listed = httpx.get(f"{url}/api/v1/tokens", headers=auth).json()["items"]
+        assert [t["name"] for t in listed].count("ci") == 2  # the token and one successor
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
