@@ -96,7 +96,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     metrics = Metrics()
     app.add_middleware(ContainErrors)
-    app.add_middleware(BodyLimit, report_bytes=settings.max_report_bytes)
+    app.add_middleware(BodyLimit, settings=settings)
     app.add_middleware(SecurityHeaders)
     app.add_middleware(RequestContext, metrics=metrics)  # outermost: sees every answer
     app.state.settings = settings
@@ -105,7 +105,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.auth_limiter = AuthFailureLimiter(
         settings.auth_failure_limit, settings.auth_failure_window_seconds
     )
-    app.state.ingest_gate = IngestGate(settings.max_concurrent_ingests, metrics)
+    app.state.ingest_gate = IngestGate(
+        settings.max_concurrent_ingests, settings.ingests_per_token, metrics
+    )
     install_error_handlers(app, settings)
     app.include_router(health_router)
     install_metrics(app, protected=settings.metrics_auth == "token")

@@ -71,6 +71,19 @@ class Settings(BaseSettings):
     max_clock_skew_seconds: int = Field(default=300, ge=0, le=86_400)
     #: reports one process ingests at a time; one more answers 503 with Retry-After
     max_concurrent_ingests: int = Field(default=8, ge=1, le=1_000)
+    #: of those, most one token may hold at once (None: half of them, at least one), so one
+    #: token (a stolen one, a misbehaving CI job) cannot keep every other agent out
+    max_concurrent_ingests_per_token: int | None = Field(default=None, ge=1, le=1_000)
+    #: seconds a request body may take to arrive once the service starts reading it, extended
+    #: by one second for each ``body_min_rate`` bytes received (Apache's mod_reqtimeout rule):
+    #: a body slower than that answers 408 and gives back the ingest slot it held
+    body_timeout_seconds: float = Field(default=20, gt=0, le=3600)
+    #: bytes a second a request body must keep up, on average, past ``body_timeout_seconds``
+    body_min_rate: int = Field(default=16 * 1024, ge=1, le=1024 * 1024 * 1024)
+    #: most labels one asset carries (the report's ``gpuprov:label:`` properties and the
+    #: push's ``label`` parameters together); more answers 413. The default is the CLI's
+    #: own cap on ``--label`` (scanner.vocabulary.MAX_ASSET_LABELS)
+    max_asset_labels: int = Field(default=100, ge=1, le=10_000)
     #: scan history each asset keeps: its N newest scans (None: no count limit) ...
     retention_keep_scans: int | None = Field(default=None, ge=1, le=1_000_000)
     #: ... or its scans of the last D days (None: no age limit); with both, a scan stays while
@@ -137,12 +150,25 @@ class Settings(BaseSettings):
     def _refuse_unsafe_defaults(self) -> Settings:
         if self.environment == "production" and not self.secret_key:
             raise ValueError("GPUPROV_SECRET_KEY must be set when GPUPROV_ENVIRONMENT=production")
+        per_token = self.max_concurrent_ingests_per_token
+        if per_token is not None and per_token > self.max_concurrent_ingests:
+            raise ValueError(
+                f"GPUPROV_MAX_CONCURRENT_INGESTS_PER_TOKEN ({per_token}) is more than "
+                f"GPUPROV_MAX_CONCURRENT_INGESTS ({self.max_concurrent_ingests})"
+            )
         if self.secret_key and len(self.secret_key) < MIN_SECRET_KEY_LENGTH:
             raise ValueError(
                 f"GPUPROV_SECRET_KEY must hold at least {MIN_SECRET_KEY_LENGTH} characters "
                 "(e.g. `openssl rand -hex 32`)"
             )
         return self
+
+    @property
+    def ingests_per_token(self) -> int:
+        """The ingest slots one token may hold at once."""
+        if self.max_concurrent_ingests_per_token is not None:
+            return self.max_concurrent_ingests_per_token
+        return max(1, self.max_concurrent_ingests // 2)
 
     @property
     def is_sqlite(self) -> bool:

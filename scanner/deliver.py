@@ -45,6 +45,7 @@ from msgspec.structs import replace
 from scanner.errors import ScannerError, UsageError
 from scanner.fsutil import atomic_write
 from scanner.loaders import DocumentError, load_json
+from scanner.vocabulary import MAX_ASSET_LABELS
 
 ENV_SERVER = "GPUPROV_SERVER"
 ENV_TOKEN = "GPUPROV_TOKEN"
@@ -691,4 +692,9 @@ def labels_from(pairs: list[str]) -> dict[str, str]:
         if not sep or not key.strip():
             raise UsageError(f"label {pair!r} must be KEY=VALUE")
         labels[key.strip()] = value.strip()
+    if len(labels) > MAX_ASSET_LABELS:
+        raise UsageError(
+            f"{len(labels)} labels; an asset carries at most {MAX_ASSET_LABELS} (the service "
+            "refuses more)"
+        )
     return labels

@@ -58,6 +58,9 @@ HOST_HOSTNAME: Final = "gpuprov:host:hostname"
 #: repeated, one running container each: "ENGINE NAMESPACE ID DIGEST CONFIG NAME" ("-" = none)
 NODE_CONTAINER: Final = "gpuprov:node:container"
 ASSET_LABEL_PREFIX: Final = "gpuprov:label:"  # gpuprov:label:env=prod style labels from agents
+#: most labels an asset carries (the service's GPUPROV_MAX_ASSET_LABELS default); the CLI
+#: refuses more ``--label`` options than this
+MAX_ASSET_LABELS: Final = 100
 SLSA_BUILD_LEVEL: Final = "gpuprov:slsa:build-level"
 SLSA_BUILDER: Final = "gpuprov:slsa:builder"
 IMAGE_SIGNER: Final = "gpuprov:image:signer"

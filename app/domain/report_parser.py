@@ -81,6 +81,7 @@ class ReportLimits:
     max_components: int = 100_000
     max_properties: int = 1_000  # per component (and per metadata object)
     max_clock_skew: timedelta = timedelta(minutes=5)
+    max_labels: int = 100  # distinct gpuprov:label: properties of the asset
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,6 +335,7 @@ def _check_size(document: dict[str, Any], limits: ReportLimits) -> None:
         root = metadata.get("component")
         if isinstance(root, dict):
             _check_property_count(root, ("metadata", "component"), limits)
+            _check_label_count(root, limits)
             roots.append((root.get("components"), ("metadata", "component", "components")))
     count = 0
     for components, path in roots:
@@ -357,6 +359,25 @@ def _check_property_count(
             f"{_pointer(where)} has {len(properties)} properties, more than the limit of "
             f"{limits.max_properties} (GPUPROV_MAX_COMPONENT_PROPERTIES)",
             details=[{"pointer": _pointer((*where, "properties")), "message": "too many"}],
+        )
+
+
+def _check_label_count(component: Mapping[str, Any], limits: ReportLimits) -> None:
+    properties = component.get("properties")
+    if not isinstance(properties, list):
+        return
+    keys = {
+        p["name"]
+        for p in properties
+        if isinstance(p, dict)
+        and isinstance(p.get("name"), str)
+        and p["name"].startswith(v.ASSET_LABEL_PREFIX)
+    }
+    if len(keys) > limits.max_labels:
+        raise PayloadTooLarge(
+            f"the asset has {len(keys)} {v.ASSET_LABEL_PREFIX} labels, more than the limit of "
+            f"{limits.max_labels} (GPUPROV_MAX_ASSET_LABELS)",
+            details=[{"pointer": "/metadata/component/properties", "message": "too many labels"}],
         )
 
 

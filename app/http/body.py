@@ -1,17 +1,20 @@
-"""Reading a report body: a slot among the reports ingested at once, content type and charset,
-optional gzip, and size limits before and after decompression (a small gzip body can expand to
-gigabytes; it is inflated at most one byte past the limit)."""
+"""Reading a request body, always in this order: authorize the caller, take an ingest slot
+where the body is large (`ingest_slot`: a report, a gate BOM, a catalog), then read with a size
+cap. A report's content type and charset, optional gzip, and size limits before and after
+decompression (a small gzip body can expand to gigabytes; it is inflated at most one byte past
+the limit)."""
 
 from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Request
 
+from app.domain.tokens import Principal
 from app.errors import (
     BadRequest,
     InvalidReport,
@@ -19,62 +22,90 @@ from app.errors import (
     ServiceUnavailable,
     UnsupportedMediaType,
 )
-from app.http.deps import SettingsDep
 from app.http.metrics import Metrics
+from app.settings import Settings
 
 ACCEPTED_MEDIA_TYPES = ("application/vnd.cyclonedx+json", "application/json")
 
 
 class IngestGate:
-    """Counts the reports a process is ingesting and admits at most `limit` at once.
+    """Counts the large bodies (reports, gate BOMs, catalogs) a process is taking in and admits
+    at most `limit` at once, at most `per_token` of them from one token.
 
     Refusing beats queueing: each report in flight holds its body and parsed document in memory
     (several times its size), so a burst of large reports answers 503 with Retry-After and the
-    agents spool and retry, instead of the process growing until it is killed.
+    agents spool and retry, instead of the process growing until it is killed. The share per
+    token keeps one token (a runaway CI job, a stolen secret) from holding every slot while the
+    rest of the fleet is refused.
     """
 
-    def __init__(self, limit: int, metrics: Metrics | None = None) -> None:
+    def __init__(self, limit: int, per_token: int | None = None, metrics: Metrics | None = None):
         self.limit = limit
+        self.per_token = min(per_token or limit, limit)
         self._active = 0
+        self._by_token: dict[int, int] = {}
         self._lock = threading.Lock()
         self._metrics = metrics
 
-    def enter(self) -> bool:
-        """Take a slot; False when all are taken."""
+    def enter(self, token: int) -> str | None:
+        """Take a slot for `token`; None when taken, else why not: ``busy`` (every slot is
+        taken) or ``share`` (the token holds its share)."""
         with self._lock:
-            if self._active >= self.limit:
-                if self._metrics is not None:
-                    self._metrics.ingest_rejected_busy.inc()
-                return False
-            self._active += 1
+            held = self._by_token.get(token, 0)
+            refused = "busy" if self._active >= self.limit else None
+            refused = "share" if refused is None and held >= self.per_token else refused
+            if refused is None:
+                self._active += 1
+                self._by_token[token] = held + 1
         if self._metrics is not None:
-            self._metrics.ingests_in_flight.inc()
-        return True
+            if refused == "busy":
+                self._metrics.ingest_rejected_busy.inc()
+            elif refused == "share":
+                self._metrics.ingest_rejected_share.inc()
+            else:
+                self._metrics.ingests_in_flight.inc()
+        return refused
 
-    def leave(self) -> None:
-        """Give a slot back."""
+    def leave(self, token: int) -> None:
+        """Give a slot of `token` back."""
         with self._lock:
             self._active -= 1
+            held = self._by_token.pop(token) - 1
+            if held:
+                self._by_token[token] = held
         if self._metrics is not None:
             self._metrics.ingests_in_flight.dec()
 
+    def held(self, token: int) -> int:
+        """The slots `token` holds now."""
+        with self._lock:
+            return self._by_token.get(token, 0)
 
-async def ingest_slot(request: Request, settings: SettingsDep) -> AsyncIterator[None]:
-    """Hold one of the process's ingest slots for the request, or answer 503."""
+
+@contextmanager
+def ingest_slot(request: Request, principal: Principal, settings: Settings) -> Iterator[None]:
+    """Hold one of the process's ingest slots for `principal` while the block runs, or raise
+    `ServiceUnavailable` (503): take it after authorization and before reading the body, so
+    only an authorized caller's body is ever held in memory, and never more of them at once
+    than there are slots."""
     gate: IngestGate = request.app.state.ingest_gate
-    if not gate.enter():
+    refused = gate.enter(principal.token_id)
+    if refused == "busy":
         raise ServiceUnavailable(
-            f"the service is already ingesting {gate.limit} reports "
+            f"the service is already taking in {gate.limit} reports, gate BOMs or catalogs "
             "(GPUPROV_MAX_CONCURRENT_INGESTS); retry later",
+            settings.retry_after_seconds,
+        )
+    if refused == "share":
+        raise ServiceUnavailable(
+            f"this token already has {gate.per_token} reports in flight, its share of the "
+            f"{gate.limit} ingest slots (GPUPROV_MAX_CONCURRENT_INGESTS_PER_TOKEN); retry later",
             settings.retry_after_seconds,
         )
     try:
         yield
     finally:
-        gate.leave()
-
-
-IngestSlot = Annotated[None, Depends(ingest_slot, scope="function")]
+        gate.leave(principal.token_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +147,17 @@ def gunzip(data: bytes, limit: int) -> bytes:
     return out
 
 
-async def read_report(request: Request, settings: SettingsDep) -> ReceivedReport:
-    """Check the headers and stream the body with a size cap (`ReceivedReport.decompressed`
-    then checks the decompressed size)."""
+@dataclass(frozen=True, slots=True)
+class ReportEncoding:
+    """How a report body is sent: its media type and whether it is gzip-compressed."""
+
+    media_type: str
+    gzip: bool
+
+
+def report_encoding(request: Request, settings: Settings) -> ReportEncoding:
+    """Check a report's headers (media type, charset, encoding, declared size) before anything
+    reads its body."""
     content_type = request.headers.get("content-type", "")
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type not in ACCEPTED_MEDIA_TYPES:
@@ -136,22 +175,19 @@ async def read_report(request: Request, settings: SettingsDep) -> ReceivedReport
         raise UnsupportedMediaType(
             f"Content-Encoding {encoding!r} is not supported; use gzip or none"
         )
+    _check_declared(request, settings.max_report_bytes, "the report")
+    return ReportEncoding(media_type, encoding == "gzip")
+
+
+async def read_report(
+    request: Request, settings: Settings, encoding: ReportEncoding
+) -> ReceivedReport:
+    """Stream a report's body with a size cap (`ReceivedReport.decompressed` then checks the
+    decompressed size): call it once the caller is authorized and holds an ingest slot."""
     limit = settings.max_report_bytes
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"the report is larger than the limit of {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"the report is larger than the limit of {limit} bytes")
-        chunks.append(chunk)
+    body = await _read(request, limit, "the report")
     # decompressed by the endpoint, in the worker thread it runs in anyway
-    return ReceivedReport(b"".join(chunks), media_type, encoding == "gzip", limit)
-
-
-ReportBody = Annotated[ReceivedReport, Depends(read_report)]
+    return ReceivedReport(body, encoding.media_type, encoding.gzip, limit)
 
 
 def _charset(content_type: str) -> str | None:
@@ -162,9 +198,10 @@ def _charset(content_type: str) -> str | None:
     return None
 
 
-async def read_limited(request: Request, limit: int, accepted: tuple[str, ...], what: str) -> bytes:
-    """A small uncompressed body of one of the `accepted` media types (a suffix such as
-    ``+json`` accepts every type ending in it), at most `limit` bytes."""
+def check_limited(request: Request, limit: int, accepted: tuple[str, ...], what: str) -> None:
+    """Refuse, before reading it, a body that is not one of the `accepted` media types (a
+    suffix such as ``+json`` accepts every type ending in it), is compressed, or declares more
+    than `limit` bytes."""
     media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if not any(media_type == a or (a.startswith("+") and media_type.endswith(a)) for a in accepted):
         raise UnsupportedMediaType(
@@ -174,9 +211,31 @@ async def read_limited(request: Request, limit: int, accepted: tuple[str, ...], 
     encoding = request.headers.get("content-encoding", "identity").strip().lower() or "identity"
     if encoding != "identity":
         raise UnsupportedMediaType(f"Content-Encoding {encoding!r} is not supported for {what}")
+    _check_declared(request, limit, what)
+
+
+async def read_limited(request: Request, limit: int, accepted: tuple[str, ...], what: str) -> bytes:
+    """A small uncompressed body checked by `check_limited`, at most `limit` bytes: call it
+    once the caller is authorized (and holds an ingest slot where one applies)."""
+    check_limited(request, limit, accepted, what)
+    return await _read(request, limit, what)
+
+
+async def read_body(request: Request, limit: int, what: str) -> bytes:
+    """A body of any media type, at most `limit` bytes (declared or streamed): call it once the
+    caller is authorized."""
+    _check_declared(request, limit, what)
+    return await _read(request, limit, what)
+
+
+def _check_declared(request: Request, limit: int, what: str) -> None:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"{what} is larger than the limit of {limit} bytes")
+
+
+async def _read(request: Request, limit: int, what: str) -> bytes:
+    # the middleware (app.http.bodylimit) bounds the time the body may take to arrive
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():

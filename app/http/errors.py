@@ -81,6 +81,20 @@ def _pointer(location: tuple[Any, ...] | list[Any]) -> str:
     return "".join(f"/{part}" for part in location)
 
 
+def validation_failure(
+    errors: Sequence[Any], prefix: tuple[str, ...] = (), *, status: int = 422
+) -> AppError:
+    """Pydantic's validation errors as the one error answer: the first in the message, up to
+    ten in the details, each located by a pointer (`prefix` first: ``("body",)`` for a body
+    validated by hand, as FastAPI names it)."""
+    details = [
+        {"pointer": _pointer((*prefix, *e.get("loc", ()))), "message": str(e.get("msg", ""))}
+        for e in errors[:10]
+    ]
+    first = details[0] if details else {"pointer": "", "message": "invalid request"}
+    return AppError(f"{first['pointer']}: {first['message']}", status, details=details)
+
+
 class ContainErrors:
     """Answers an unexpected exception with the JSON 500 here, so it never reaches the server.
 
@@ -164,14 +178,10 @@ def install_error_handlers(app: FastAPI, settings: Settings) -> None:
 
     async def validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        details = [
-            {"pointer": _pointer(e.get("loc", ())), "message": str(e.get("msg", ""))}
-            for e in exc.errors()[:10]
-        ]
-        first = details[0] if details else {"pointer": "", "message": "invalid request"}
         where = {e.get("loc", ("body",))[0] for e in exc.errors()}
         status = 400 if where <= _PARAMETER_LOCATIONS else 422
-        return _answer(request, status, f"{first['pointer']}: {first['message']}", details)
+        error = validation_failure(exc.errors(), status=status)
+        return _answer(request, error.status, error.message, error.details)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

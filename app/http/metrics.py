@@ -34,7 +34,8 @@ class Metrics:
         r = self.registry
         self.requests = Histogram(
             "gpuprov_http_request_duration_seconds",
-            "HTTP requests answered, by method, route template and status, and their latency.",
+            "HTTP requests answered, by method, route template and status, and their latency "
+            "(499: the client left before sending its whole body).",
             ["method", "route", "status"],
             buckets=_BUCKETS,
             registry=r,
@@ -59,14 +60,20 @@ class Metrics:
         )
         self.ingests_in_flight = Gauge(
             "gpuprov_ingests_in_flight",
-            "Reports and gate requests being ingested now (at most GPUPROV_MAX_CONCURRENT_INGESTS"
-            " per process; one more answers 503).",
+            "Reports, gate BOMs and catalogs being taken in now (at most "
+            "GPUPROV_MAX_CONCURRENT_INGESTS per process; one more answers 503).",
             registry=r,
             multiprocess_mode="livesum",
         )
         self.ingest_rejected_busy = Counter(
             "gpuprov_ingests_refused_busy",
             "Ingests answered 503 because every ingest slot of the process was taken.",
+            registry=r,
+        )
+        self.ingest_rejected_share = Counter(
+            "gpuprov_ingests_refused_token_share",
+            "Ingests answered 503 because their token already held its share of the process's "
+            "ingest slots (GPUPROV_MAX_CONCURRENT_INGESTS_PER_TOKEN).",
             registry=r,
         )
         self.gate_decisions = Counter(

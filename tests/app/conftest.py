@@ -183,15 +183,16 @@ def free_port() -> int:
 class LiveServer:
     """uvicorn serving the app on a loopback port, in a thread."""
 
-    def __init__(self, settings: Settings, port: int, app: Any = None) -> None:
+    def __init__(self, settings: Settings, port: int, app: Any = None, **overrides: Any) -> None:
         import uvicorn
 
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         from app.http.server import uvicorn_options
 
-        # as `gpuprov serve` runs it, less the logging set-up (pytest captures the logs)
-        options = {**uvicorn_options(), "log_config": None}
+        # as `gpuprov serve` runs it, less the logging set-up (pytest captures the logs); a test
+        # of the connection's deadlines overrides `http` with shorter ones
+        options = {**uvicorn_options(), "log_config": None, **overrides}
         config = uvicorn.Config(
             app or create_app(settings),
             host="127.0.0.1",

@@ -38,6 +38,11 @@ def test_production_needs_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
         ("GPUPROV_RETRY_AFTER_SECONDS", str(2**63)),
         ("GPUPROV_MAX_REPORT_COMPONENTS", str(2**63)),
         ("GPUPROV_MAX_COMPONENT_PROPERTIES", str(10**9)),
+        ("GPUPROV_BODY_TIMEOUT_SECONDS", "0"),
+        ("GPUPROV_BODY_MIN_RATE", "0"),
+        ("GPUPROV_BODY_MIN_RATE", str(2**63)),
+        ("GPUPROV_MAX_ASSET_LABELS", "0"),
+        ("GPUPROV_MAX_CONCURRENT_INGESTS_PER_TOKEN", "0"),
     ],
 )
 def test_limits_that_would_disable_a_bound_are_refused(
@@ -45,4 +50,18 @@ def test_limits_that_would_disable_a_bound_are_refused(
 ) -> None:
     monkeypatch.setenv(variable, value)
     with pytest.raises(ValidationError, match=variable.removeprefix("GPUPROV_").lower()):
+        Settings()
+
+
+def test_a_token_gets_half_the_slots_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings().ingests_per_token == 4  # of 8
+    assert Settings(max_concurrent_ingests=1).ingests_per_token == 1
+    assert Settings(max_concurrent_ingests=5).ingests_per_token == 2
+    explicit = Settings(max_concurrent_ingests=8, max_concurrent_ingests_per_token=8)
+    assert explicit.ingests_per_token == 8
+    monkeypatch.setenv("GPUPROV_MAX_CONCURRENT_INGESTS", "4")
+    monkeypatch.setenv("GPUPROV_MAX_CONCURRENT_INGESTS_PER_TOKEN", "5")
+    with pytest.raises(ValidationError, match="is more than GPUPROV_MAX_CONCURRENT_INGESTS"):
         Settings()

@@ -39,6 +39,7 @@ def test_fifty_agents_one_asset(fault_db: str, tmp_path: Path) -> None:
         fault_db,
         tmp_path / "api.log",
         max_concurrent_ingests=AGENTS,
+        max_concurrent_ingests_per_token=AGENTS,  # one token for all: all race at once
         database_pool_size=20,
         database_max_overflow=40,
     ).start()

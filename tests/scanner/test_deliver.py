@@ -38,6 +38,7 @@ from scanner.deliver import (
     retry_after,
 )
 from scanner.errors import UsageError
+from scanner.vocabulary import MAX_ASSET_LABELS
 
 REPORT = json.dumps({"bomFormat": "CycloneDX", "specVersion": "1.6", "serialNumber": "x"}).encode()
 
@@ -217,6 +218,10 @@ def test_labels() -> None:
     assert labels_from(["env=prod", "team = ml "]) == {"env": "prod", "team": "ml"}
     with pytest.raises(UsageError):
         labels_from(["env"])
+    most = [f"k{i}=v" for i in range(MAX_ASSET_LABELS)]
+    assert len(labels_from([*most, "k0=again"])) == MAX_ASSET_LABELS  # a key given twice
+    with pytest.raises(UsageError, match=f"at most {MAX_ASSET_LABELS}"):
+        labels_from([*most, "one=more"])
 
 
 def test_backoff_doubles_and_caps() -> None:

@@ -9,6 +9,7 @@ is a successful answer carrying a decision, not an HTTP error.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -20,7 +21,7 @@ from app.domain import gate
 from app.domain.tokens import Principal, Scope
 from app.errors import BadRequest, Forbidden, InvalidReport
 from app.http.api.reports import report_limits
-from app.http.body import IngestSlot, read_limited
+from app.http.body import check_limited, ingest_slot, read_limited
 from app.http.deps import (
     CatalogsDep,
     DatabaseDep,
@@ -93,13 +94,27 @@ def _parse(raw: bytes, max_depth: int) -> GateIn:
         ) from None
 
 
-async def _gate_body(request: Request, settings: SettingsDep) -> bytes:
-    return await read_limited(
-        request, settings.max_report_bytes, ("application/json",), "a gate request"
-    )
+#: a gate request by image digest (a policy name and a digest): what a token without
+#: report:write may send, read without an ingest slot
+DIGEST_REQUEST_BYTES = 16 * 1024
+_GATE_TYPES = ("application/json",)
 
 
-GateBody = Annotated[bytes, Depends(_gate_body)]
+async def _gate_body(
+    request: Request, settings: SettingsDep, principal: GateCaller
+) -> AsyncIterator[bytes]:
+    # authorized first; a BOM (up to the report limit) only from a token that may store it,
+    # read in an ingest slot; anything else is an image digest request, small and slot-free
+    if not principal.has(Scope.REPORT_WRITE):
+        what = "a gate request from a token without report:write (an image digest only)"
+        yield await read_limited(request, DIGEST_REQUEST_BYTES, _GATE_TYPES, what)
+        return
+    check_limited(request, settings.max_report_bytes, _GATE_TYPES, "a gate request")
+    with ingest_slot(request, principal, settings):
+        yield await read_limited(request, settings.max_report_bytes, _GATE_TYPES, "a gate request")
+
+
+GateBody = Annotated[bytes, Depends(_gate_body, scope="function")]
 
 
 def _signing(settings: Settings) -> gate.VsaSigning | None:
@@ -123,7 +138,12 @@ def _signing(settings: Settings) -> gate.VsaSigning | None:
             ),
             (404, "no such policy, or no image with this digest in the inventory"),
             (409, "the BOM's serial number was stored before with different content"),
-            (413, "the request is larger than the report size limit"),
+            (408, "the body arrived slower than GPUPROV_BODY_MIN_RATE"),
+            (
+                413,
+                "the request is larger than the report size limit (16 KiB from a token "
+                "without report:write)",
+            ),
             (415, "not JSON"),
             (422, "not a gate request, or the BOM is not acceptable: details say where"),
             (503, "database unavailable, too many reports at once, or the VSA key unreadable"),
@@ -144,7 +164,6 @@ def post_gate(
     settings: SettingsDep,
     db: DatabaseDep,
     catalogs: CatalogsDep,
-    _slot: IngestSlot,
 ) -> dict[str, Any]:
     """allow, warn or deny with every reason and the controls each cites, recorded in the
     decision audit; on allow, with the service's VSA key set, a signed VSA (DSSE)."""

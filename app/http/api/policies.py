@@ -48,7 +48,8 @@ PolicyName = Annotated[
 ]
 
 
-async def _policy_body(request: Request) -> bytes:
+async def _policy_body(request: Request, _: Admin) -> bytes:
+    # read once the caller is known to be an admin
     return await read_limited(
         request, policies.MAX_POLICY_BYTES, POLICY_TYPES, "a promotion policy"
     )

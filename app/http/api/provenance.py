@@ -3,6 +3,7 @@ reference catalogs that give stored GPU library files their provenance verdicts.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Response
@@ -10,7 +11,7 @@ from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Respons
 from app.clock import utcnow
 from app.domain import audit, catalogs, compliance
 from app.errors import AppError
-from app.http.body import read_limited
+from app.http.body import check_limited, ingest_slot, read_limited
 from app.http.deps import (
     Admin,
     DatabaseDep,
@@ -54,19 +55,25 @@ signers:
 """
 
 
-async def _policy_body(request: Request) -> bytes:
+async def _policy_body(request: Request, _: Admin) -> bytes:
+    # read once the caller is known to be an admin
     return await read_limited(request, catalogs.MAX_POLICY_BYTES, POLICY_TYPES, "a trust policy")
 
 
-async def _catalog_body(request: Request, settings: SettingsDep) -> bytes:
-    raw = await read_limited(request, settings.max_report_bytes, CATALOG_TYPES, "a catalog")
-    if not raw:
-        raise AppError("the request body is empty; send the signed catalog JSON", 422)
-    return raw
+async def _catalog_body(
+    request: Request, settings: SettingsDep, principal: Admin
+) -> AsyncIterator[bytes]:
+    # as large as a report: read by an admin, in an ingest slot
+    check_limited(request, settings.max_report_bytes, CATALOG_TYPES, "a catalog")
+    with ingest_slot(request, principal, settings):
+        raw = await read_limited(request, settings.max_report_bytes, CATALOG_TYPES, "a catalog")
+        if not raw:
+            raise AppError("the request body is empty; send the signed catalog JSON", 422)
+        yield raw
 
 
 PolicyBody = Annotated[bytes, Depends(_policy_body)]
-CatalogBody = Annotated[bytes, Depends(_catalog_body)]
+CatalogBody = Annotated[bytes, Depends(_catalog_body, scope="function")]
 
 
 def _body(media_types: tuple[str, ...], example: str) -> dict[str, Any]:

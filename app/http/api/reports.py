@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import gzip
 import time
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from app.clock import utcnow
 from app.domain import compliance
@@ -16,8 +17,14 @@ from app.domain.inventory.filters import label_filters
 from app.domain.report_parser import Report, ReportLimits, parse_report
 from app.domain.retention import retention_of
 from app.domain.tokens import Principal
-from app.errors import Forbidden
-from app.http.body import ACCEPTED_MEDIA_TYPES, IngestSlot, ReceivedReport, ReportBody
+from app.errors import Forbidden, PayloadTooLarge
+from app.http.body import (
+    ACCEPTED_MEDIA_TYPES,
+    ReceivedReport,
+    ingest_slot,
+    read_report,
+    report_encoding,
+)
 from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
 from app.http.metrics import Metrics
 from app.http.schemas import ErrorResponse, IngestAnswer
@@ -32,7 +39,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "missing or invalid token"),
         (403, "token lacks report:write or may not report for this asset"),
         (409, "serial number reused with different content"),
-        (413, "report larger than a configured limit (bytes, components, properties)"),
+        (408, "the body arrived slower than GPUPROV_BODY_MIN_RATE"),
+        (413, "report larger than a configured limit (bytes, components, properties, labels)"),
         (415, "not CycloneDX JSON, a charset other than UTF-8, or an unsupported encoding"),
         (
             422,
@@ -51,7 +59,47 @@ def report_limits(settings: Settings) -> ReportLimits:
         max_components=settings.max_report_components,
         max_properties=settings.max_component_properties,
         max_clock_skew=timedelta(seconds=settings.max_clock_skew_seconds),
+        max_labels=settings.max_asset_labels,
     )
+
+
+async def _labels(
+    settings: SettingsDep,
+    label: Annotated[
+        list[str] | None,
+        Query(description="asset label KEY=VALUE (repeatable); overrides gpuprov:label:KEY"),
+    ] = None,
+) -> dict[str, str]:
+    # query parameters: checked as the label filters are (400, the rules of stored labels),
+    # and counted before the body is read
+    labels = dict(label_filters(label or []))
+    _check_label_count(len(labels), settings, "label parameters")
+    return labels
+
+
+Labels = Annotated[dict[str, str], Depends(_labels)]
+
+
+def _check_label_count(count: int, settings: Settings, where: str) -> None:
+    cap = settings.max_asset_labels
+    if count > cap:
+        raise PayloadTooLarge(
+            f"{count} asset labels ({where}); an asset carries at most {cap} "
+            "(GPUPROV_MAX_ASSET_LABELS)"
+        )
+
+
+async def _received(
+    request: Request, settings: SettingsDep, principal: ReportWriter, _labels: Labels
+) -> AsyncIterator[ReceivedReport]:
+    # authorized (and the labels checked), then the headers, then a slot, then the body: no
+    # byte of a body is held for a caller who may not send it or while every slot is taken
+    encoding = report_encoding(request, settings)
+    with ingest_slot(request, principal, settings):
+        yield await read_report(request, settings, encoding)
+
+
+ReportBody = Annotated[ReceivedReport, Depends(_received, scope="function")]
 
 
 @router.post(
@@ -72,27 +120,24 @@ def report_limits(settings: Settings) -> ReportLimits:
 )
 def post_report(
     principal: ReportWriter,
-    _slot: IngestSlot,
     body: ReportBody,
+    labels: Labels,
     db: DatabaseDep,
     settings: SettingsDep,
     catalogs: CatalogsDep,
     request: Request,
     response: Response,
-    label: Annotated[
-        list[str] | None,
-        Query(description="asset label KEY=VALUE (repeatable); overrides gpuprov:label:KEY"),
-    ] = None,
 ) -> IngestAnswer:
     """Store a report once: a repeated delivery answers 200 with the stored scan's id.
 
     A plain function: FastAPI runs it in its thread pool, so decompressing, parsing and checking
-    a large report happen off the event loop, and `IngestSlot` bounds how many run at once.
+    a large report happen off the event loop, and the ingest slot its body was read in bounds
+    how many run at once.
     """
     metrics: Metrics = request.app.state.metrics
     started = time.perf_counter()
     try:
-        answer = _ingest(principal, body, db, settings, catalogs, response, label, metrics)
+        answer = _ingest(principal, body, db, settings, catalogs, response, labels, metrics)
     except Exception as e:
         metrics.reports.labels("refused").inc()
         if isinstance(e, Forbidden):  # an asset-bound token reporting for another asset
@@ -123,14 +168,14 @@ def _ingest(
     settings: Settings,
     catalogs: CatalogsDep,
     response: Response,
-    label: list[str] | None,
+    labels: dict[str, str],
     metrics: Metrics,
 ) -> IngestAnswer:
     now = utcnow()
     data = body.decompressed()
-    # query parameters: checked as the label filters are (400, the rules of stored labels)
-    labels = dict(label_filters(label or []))
     report = parse_report(data, report_limits(settings), now=now)
+    merged = report.asset.labels.keys() | labels.keys()
+    _check_label_count(len(merged), settings, "the report's and the label parameters together")
     # the stored copy: the gzip stream as received, else compressed at a fast level
     stored = body.gzip_data or gzip.compress(data, compresslevel=1)
     raw = RawReport(body.media_type, len(data), stored)

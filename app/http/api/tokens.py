@@ -6,12 +6,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import ValidationError
 
 from app.clock import utcnow
 from app.domain import audit, tokens
 from app.errors import AppError, BadRequest
+from app.http.body import read_body
 from app.http.deps import Admin, SessionDep, WriteSessionDep
+from app.http.errors import validation_failure
 from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import AuditPage, ErrorResponse, NewTokenOut, TokenIn, TokenOut, TokenPage
 from app.http.strictjson import StrictJSONRoute
@@ -33,8 +36,35 @@ def list_tokens(
     }
 
 
-@router.post("/tokens", status_code=201, response_model=NewTokenOut)
-def create_token(principal: Admin, session: WriteSessionDep, body: TokenIn) -> dict[str, Any]:
+#: a token request's largest valid body is ~105 KB (100 asset patterns of 1,024 characters)
+TOKEN_REQUEST_BYTES = 256 * 1024
+
+
+async def _token_request(request: Request, _: Admin) -> TokenIn:
+    # read once the caller is known to be an admin (FastAPI reads a body parameter before any
+    # dependency runs: anyone could make it read 1 MiB)
+    raw = await read_body(request, TOKEN_REQUEST_BYTES, "a token request")
+    try:
+        return TokenIn.model_validate_json(raw)
+    except ValidationError as e:
+        raise validation_failure(e.errors(), ("body",)) from None
+
+
+@router.post(
+    "/tokens",
+    status_code=201,
+    response_model=NewTokenOut,
+    responses={413: {"model": ErrorResponse, "description": "a body over 256 KiB"}},
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": TokenIn.model_json_schema()}},
+        }
+    },
+)
+def create_token(
+    principal: Admin, session: WriteSessionDep, body: Annotated[TokenIn, Depends(_token_request)]
+) -> dict[str, Any]:
     """Create a token; the answer is the only place its secret appears."""
     try:
         expires_at = tokens.parse_expiry(body.expires, utcnow()) if body.expires else None

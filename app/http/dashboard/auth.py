@@ -21,7 +21,8 @@ from app.domain.tokens import (
     hash_secret,
     session_principal,
 )
-from app.errors import AppError, BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
+from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
+from app.http.body import read_body
 from app.http.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE, Signer, same_token
 from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, authenticate_secret
@@ -31,6 +32,9 @@ log = logging.getLogger(__name__)
 
 #: largest form body a dashboard page accepts (the biggest, a policy document, fits)
 MAX_FORM_BYTES = 1024 * 1024
+#: largest login form (a token, its CSRF token and a `next` path of 2,048 characters, encoded):
+#: the one form read before anyone is known, so the smallest
+MAX_LOGIN_FORM_BYTES = 16 * 1024
 #: seconds a login form stays valid
 LOGIN_FORM_SECONDS = 3600
 _FORM_TYPE = "application/x-www-form-urlencoded"
@@ -129,16 +133,13 @@ Reader = Annotated[PageState, Depends(reader)]
 AdminUser = Annotated[PageState, Depends(admin)]
 
 
-async def read_form(request: Request) -> dict[str, str]:
-    """An url-encoded form body as a dict (the last value of a repeated field wins)."""
+async def read_form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, str]:
+    """An url-encoded form body of at most `limit` bytes as a dict (the last value of a
+    repeated field wins); read it once the session is checked (the login form aside)."""
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media != _FORM_TYPE:
         raise UnsupportedMediaType(f"forms are posted as {_FORM_TYPE}")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM_BYTES:
-            raise AppError(f"the form is larger than {MAX_FORM_BYTES} bytes", 413)
+    body = await read_body(request, limit, "the form")
     try:
         pairs = parse_qsl(body.decode(), keep_blank_values=True, max_num_fields=200)
     except (UnicodeDecodeError, ValueError) as e:
@@ -206,7 +207,7 @@ def login_form(
 @router.post("/login")
 async def login(request: Request, db: DatabaseDep) -> Response:
     """Check the token and start a session (303 to ``next``)."""
-    form = await read_form(request)
+    form = await read_form(request, MAX_LOGIN_FORM_BYTES)
     next_url = safe_next(form.get("next"))
     signer = signer_of(request)
     expected = signer.login_token(request.cookies.get(LOGIN_COOKIE), _now(), LOGIN_FORM_SECONDS)
