@@ -462,11 +462,14 @@ def main() -> None:
         db = Database(Settings(database_url=url))
         with db.transaction(write=True) as session:
             tokens = {
-                "writer": create_token(session, "agents", ["report:write"]).secret,
                 "reader": create_token(session, "reader", ["inventory:read"]).secret,
                 "admin": create_token(session, "admin", ["admin"]).secret,
                 "gate": create_token(session, "gate", ["gate"]).secret,
             }
+            writers = [
+                create_token(session, f"agent-{i}", ["report:write"]).secret
+                for i in range(args.agents)
+            ]
         db.dispose()
         if not args.database:
             out["seed"] = seed(url, args.assets)
@@ -483,7 +486,7 @@ def main() -> None:
                 bodies = [gzip.compress(new_scan(i, rng), 6) for i in indices]
                 before = machine()
                 counters = cpu.snapshot()
-                ingest = run_agents(bodies, args.agents, server, tokens["writer"])
+                ingest = run_agents(bodies, server, writers)
                 ingest["cpu"] = cpu.usage(counters, cpu.snapshot(), ingest["seconds"])
                 ingest["load_average_before"] = before["load_average"]
                 ingest["load_average_after"] = machine()["load_average"]

@@ -148,12 +148,15 @@ def start_server(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
     raise RuntimeError("the service did not become ready")
 
 
-def run_agents(bodies: list[bytes], agents: int, server: str, token: str) -> dict[str, Any]:
+def run_agents(bodies: list[bytes], server: str, tokens: list[str]) -> dict[str, Any]:
+    """One agent per token (a fleet's agents each hold their own: one token may hold only its
+    share of a process's ingest slots), posting its share of `bodies` one after another."""
+    agents = len(tokens)
     chunks = [bodies[i::agents] for i in range(agents)]
     statuses: Counter[int] = Counter()
     lock = threading.Lock()
 
-    def agent(mine: list[bytes]) -> None:
+    def agent(mine: list[bytes], token: str) -> None:
         headers = {
             "Authorization": f"Bearer {token}",
             "Content-Type": "application/vnd.cyclonedx+json",
@@ -167,7 +170,7 @@ def run_agents(bodies: list[bytes], agents: int, server: str, token: str) -> dic
 
     started = time.perf_counter()
     with ThreadPoolExecutor(agents) as pool:
-        list(pool.map(agent, chunks))
+        list(pool.map(agent, chunks, tokens))
     seconds = time.perf_counter() - started
     return {
         "reports": len(bodies),
@@ -488,14 +491,17 @@ def main() -> None:
         service_url = databases.create("svc")
         db = Database(Settings(database_url=service_url))
         with db.transaction(write=True) as session:
-            writer = create_token(session, "agents", ["report:write"]).secret
+            writers = [
+                create_token(session, f"agent-{i}", ["report:write"]).secret
+                for i in range(args.agents)
+            ]
             reader = create_token(session, "reader", ["inventory:read"]).secret
             admin = create_token(session, "admin", ["admin"]).secret
         db.dispose()
         port = 18000 + rng.randrange(1000)
         process = start_server(service_url, port, args.workers)
         server = f"http://127.0.0.1:{port}"
-        ingest = run_agents(gz_bodies, args.agents, server, writer)
+        ingest = run_agents(gz_bodies, server, writers)
         baseline = run_baseline(databases.create("core"), bodies, args.agents)
         fleet = grow_fleet(service_url, args.reports, args.assets, rng)
         digests = [

@@ -84,9 +84,10 @@ def add_links(document: dict[str, Any]) -> None:
 
 def complete_responses(document: dict[str, Any]) -> None:
     """Document what the error handlers answer, the same way on every operation: 400 for a bad,
-    unknown or repeated parameter (any operation refuses unknown query parameters), 401/403
-    where a token is required, 404 where a path names a resource, 422 for a body that is not
-    acceptable, 503 where the database is involved. FastAPI's own 422 "HTTPValidationError"
+    unknown or repeated parameter (any operation refuses unknown query parameters), 431 for an
+    oversized head, 401/403 where a token is required, 404 where a path names a resource,
+    408/413/422 for a body too slow, too large or not acceptable, 503 where the database is
+    involved. FastAPI's own 422 "HTTPValidationError"
     never happens here: validation errors are rendered as `ErrorResponse`."""
     for path, item in document.get("paths", {}).items():
         for method, operation in item.items():
@@ -96,7 +97,15 @@ def complete_responses(document: dict[str, Any]) -> None:
                 del responses["422"]
             if "requestBody" in operation and "422" not in responses:
                 responses["422"] = _error("the body is not acceptable; details say where")
-            defaults = [("400", "a query or path parameter is invalid, unknown or repeated")]
+            defaults = [
+                ("400", "a query or path parameter is invalid, unknown or repeated"),
+                ("431", "the request line and headers are over 16 KiB or 100 fields"),
+            ]
+            if "requestBody" in operation:
+                defaults += [
+                    ("408", "the body arrived slower than GPUPROV_BODY_MIN_RATE"),
+                    ("413", "the body is larger than its limit"),
+                ]
             if operation.get("security"):
                 defaults += [
                     ("401", "missing, unknown, revoked or expired bearer token"),

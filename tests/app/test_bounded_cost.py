@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import logging
+import re
 import socket
 import threading
 import time
@@ -32,6 +33,8 @@ from typer.testing import CliRunner
 from app.domain.tokens import authenticate
 from app.http.body import IngestGate
 from app.http.bodylimit import MAX_HEAD_BYTES, MAX_HEADERS
+from app.http.dashboard.sessions import SESSION_COOKIE
+from app.http.observe import served_routes
 from app.http.server import NoDelayH11Protocol
 from app.main import create_app
 from app.settings import Settings
@@ -132,7 +135,57 @@ def token_id(service: Service, secret: str) -> int:
         return authenticate(session, secret).token_id
 
 
+def session_cookie(server: LiveServer, secret: str) -> str:
+    """A dashboard session cookie of `secret`, made by the login form."""
+    with httpx.Client(base_url=server.url, timeout=ANSWER_WITHIN) as client:
+        page = client.get("/login")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+        assert csrf is not None, page.text
+        client.post("/login", data={"csrf_token": csrf.group(1), "token": secret, "next": "/"})
+        return f"{SESSION_COOKIE}={client.cookies[SESSION_COOKIE]}"
+
+
 # -- every body is read after authorization, and large ones in an ingest slot -----------------
+
+#: the dashboard's admin forms (a concrete path for each route)
+DASHBOARD_FORMS = (
+    "/admin/policies",
+    "/admin/trust-policy",
+    "/admin/catalogs",
+    "/admin/tokens",
+    "/admin/tokens/1/revoke",
+)
+#: every operation that reads a body, by a concrete path
+BODIES = (
+    ("POST", "/api/v1/reports"),
+    ("POST", "/api/v1/gate"),
+    ("POST", "/api/v1/catalogs"),
+    ("PUT", "/api/v1/policies/prod"),
+    ("PUT", "/api/v1/trust-policy"),
+    ("POST", "/api/v1/tokens"),
+    ("POST", "/login"),
+    ("POST", "/logout"),
+    *(("POST", path) for path in DASHBOARD_FORMS),
+)
+#: operations that take no body
+NO_BODY = {("POST", "/api/v1/tokens/{token_id}/rotate")}
+
+
+def test_the_walk_below_covers_every_operation_that_takes_a_body(service: Service) -> None:
+    """A new POST, PUT or PATCH route must join `BODIES` (and the walk) or `NO_BODY`."""
+    app = service.client.app
+    served = {
+        (method, route.path)
+        for route in served_routes(app.routes)  # type: ignore[attr-defined]
+        for method in getattr(route, "methods", None) or ()
+        if method in ("POST", "PUT", "PATCH")
+    }
+    templates = {(m, re.sub(r"/(prod|1)(?=/|$)", _template, p)) for m, p in BODIES}
+    assert served - NO_BODY == templates
+
+
+def _template(match: re.Match[str]) -> str:
+    return "/{name}" if match.group(1) == "prod" else "/{token_id}"
 
 
 def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Service) -> None:
@@ -160,11 +213,17 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
         ("PUT", "/api/v1/trust-policy", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
         ("POST", "/api/v1/tokens", auth(reader, **{"Content-Type": "application/json"}), 403, ""),
         ("POST", "/login", {"Content-Type": FORM}, 413, "16384 bytes"),
-        ("POST", "/admin/policies", {"Content-Type": FORM}, 303, ""),
         ("POST", "/logout", {"Content-Type": FORM}, 303, ""),
     ]
+    for path in DASHBOARD_FORMS:  # no session: to the login form; a reader's: not an admin
+        cases.append(("POST", path, {"Content-Type": FORM}, 303, ""))
+        cases.append(("POST", path, {"Content-Type": FORM, "Cookie": ""}, 403, "admin"))
+    assert {(m, p) for m, p, *_ in cases} >= {(m, p) for m, p in BODIES}
     with live(service) as (server, _):
+        reader_session = session_cookie(server, reader)
         for method, path, headers, status, fragment in cases:
+            if headers.get("Cookie") == "":
+                headers = {**headers, "Cookie": reader_session}
             size = (
                 big
                 if path.startswith(("/api/v1/reports", "/api/v1/gate", "/api/v1/cat"))
