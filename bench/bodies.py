@@ -5,8 +5,8 @@
 
 1. **memory**: `--clients` connections each send a `--mb` MB gate request (a BOM padded to the
    size) at once, with a gate-only token (it may not send a BOM) and with a token holding
-   `gate` and `report:write` (it may); the server's peak resident memory (`VmHWM`) before and
-   after each round, and the answers' statuses;
+   `gate` and `report:write` (it may); the server's resident memory before each round and its
+   peak (`VmHWM`, reset before the round) after it, and the answers' statuses;
 2. **trickle**: one client declares a 10 MB report and sends a byte every 2 s: seconds until
    the service answers (capped at `--trickle-cap` s) and whether its ingest slot was held all
    along; meanwhile eight such clients of one token, and another token's push: its status.
@@ -34,11 +34,25 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.domain.tokens import create_token  # noqa: E402
-from app.settings import Settings  # noqa: E402
-from app.storage.migrate import upgrade  # noqa: E402
-from app.storage.session import Database  # noqa: E402
 from tests.app import boms  # noqa: E402
+
+#: run with the served tree's own code: its migrations and its token table
+_SETUP = """
+import json, sys
+from app.domain.tokens import create_token
+from app.settings import Settings
+from app.storage.migrate import upgrade
+from app.storage.session import Database
+upgrade(sys.argv[1])
+db = Database(Settings(database_url=sys.argv[1]))
+with db.transaction(write=True) as session:
+    print(json.dumps({
+        "gate_only": create_token(session, "gate", ["gate"]).secret,
+        "writer": create_token(session, "ci", ["gate", "report:write"]).secret,
+        "agent": create_token(session, "agent", ["report:write"]).secret,
+    }))
+db.dispose()
+"""
 
 
 def free_port() -> int:
@@ -100,6 +114,7 @@ def memory_round(port: int, pid: int, token: str, clients: int, size: int) -> di
         "POST /api/v1/gate HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
         f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
     ).encode()
+    Path(f"/proc/{pid}/clear_refs").write_text("5")  # the peak starts again from now
     before = memory(pid)
     statuses: Counter[int] = Counter()
     lock = threading.Lock()
@@ -211,17 +226,18 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = f"sqlite:///{tmp}/bench.db"
-        upgrade(url)
-        db = Database(Settings(database_url=url))
-        with db.transaction(write=True) as session:
-            tokens = {
-                "gate_only": create_token(session, "gate", ["gate"]).secret,
-                "writer": create_token(session, "ci", ["gate", "report:write"]).secret,
-                "agent": create_token(session, "agent", ["report:write"]).secret,
-            }
-        db.dispose()
+        tree = args.tree.resolve()
+        setup = subprocess.run(
+            [sys.executable, "-c", _SETUP, url],
+            cwd=tree,
+            env={**os.environ, "PYTHONPATH": str(tree)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        tokens = json.loads(setup.stdout.splitlines()[-1])
         port = free_port()
-        process = serve(args.tree.resolve(), url, port)
+        process = serve(tree, url, port)
         server = f"http://127.0.0.1:{port}"
         try:
             size = args.mb * 1_000_000

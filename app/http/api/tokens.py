@@ -13,6 +13,7 @@ from app.clock import utcnow
 from app.domain import audit, tokens
 from app.errors import AppError, BadRequest
 from app.http.body import read_body
+from app.http.bodylimit import SMALL_BODY_BYTES
 from app.http.deps import Admin, SessionDep, WriteSessionDep
 from app.http.errors import validation_failure
 from app.http.params import IdPath, Limit, Offset
@@ -36,14 +37,10 @@ def list_tokens(
     }
 
 
-#: a token request's largest valid body is ~105 KB (100 asset patterns of 1,024 characters)
-TOKEN_REQUEST_BYTES = 256 * 1024
-
-
 async def _token_request(request: Request, _: Admin) -> TokenIn:
     # read once the caller is known to be an admin (FastAPI reads a body parameter before any
     # dependency runs: anyone could make it read 1 MiB)
-    raw = await read_body(request, TOKEN_REQUEST_BYTES, "a token request")
+    raw = await read_body(request, SMALL_BODY_BYTES, "a token request")
     try:
         return TokenIn.model_validate_json(raw)
     except ValidationError as e:
@@ -54,7 +51,7 @@ async def _token_request(request: Request, _: Admin) -> TokenIn:
     "/tokens",
     status_code=201,
     response_model=NewTokenOut,
-    responses={413: {"model": ErrorResponse, "description": "a body over 256 KiB"}},
+    responses={413: {"model": ErrorResponse, "description": "a body over 1 MiB"}},
     openapi_extra={
         "requestBody": {
             "required": True,
