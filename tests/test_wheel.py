@@ -518,3 +518,114 @@ def test_the_installed_service_checks_every_value_where_it_enters(
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_the_installed_service_bounds_slow_and_large_bodies(
+    installed: Installed, fresh_db: str, tmp_path: Path
+) -> None:
+    """Issue 17 §2 against the installed service: a body its caller may not send is answered
+    before it is sent, a trickling token holds only its share of the ingest slots while an
+    asset-bound agent's `gpuprov push` is stored, the tricklers answer 408, a client leaving
+    mid-body is a 499 (no traceback), and a 100 KB header is refused."""
+    from tests.app import boms
+    from tests.app.test_bounded_cost import Trickler, answer_of, connect, send_head
+
+    env = {
+        **installed.env,
+        "GPUPROV_DATABASE_URL": fresh_db,
+        "GPUPROV_MAX_CONCURRENT_INGESTS": "4",
+        "GPUPROV_BODY_TIMEOUT_SECONDS": "10",
+        "GPUPROV_BODY_MIN_RATE": "100",
+        "GPUPROV_METRICS_AUTH": "none",
+    }
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(installed.venv / "bin" / "gpuprov"), *args],
+            cwd=installed.work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    assert cli("db", "upgrade").returncode == 0
+    greedy = cli("token", "create", "--name", "ci", "--scope", "report:write").stdout.strip()
+    gate_only = cli("token", "create", "--name", "gate", "--scope", "gate").stdout.strip()
+    made = cli("token", "create", "--name", "agent", "--scope", "report:write", "--asset", "gpu-*")
+    assert made.returncode == 0, made.stderr
+    (installed.work / "bounded-agent.token").write_text(made.stdout)
+    (installed.work / "bounded.cdx.json").write_bytes(
+        boms.encode(boms.gpuprov_bom(kind="host", name="gpu-node-1"))
+    )
+    port = free_port()
+    server = subprocess.Popen(
+        [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
+        cwd=installed.work,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def metric(name: str) -> float:
+        for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        return 0.0
+
+    slow: list[Trickler] = []
+    try:
+        for _ in range(300):
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None, server.communicate()[1]
+            time.sleep(0.2)
+        # a 40 MB gate request from a token that may only gate digests: refused unsent
+        with connect(port) as sock:
+            headers = {"Authorization": f"Bearer {gate_only}", "Content-Type": "application/json"}
+            send_head(sock, "POST", "/api/v1/gate", {**headers, "Content-Length": "40000000"})
+            status, text = answer_of(sock)
+            assert status == 413 and "image digest only" in text, text
+        # four trickling pushes of one token: two slots (half of four), two refused at once
+        cdx = {"Content-Type": "application/vnd.cyclonedx+json"}
+        headers = {"Authorization": f"Bearer {greedy}", **cdx, "Content-Length": "10000000"}
+        slow = [Trickler(port, "/api/v1/reports", headers, every=0.5) for _ in range(4)]
+        deadline = time.monotonic() + 8
+        while metric("gpuprov_ingests_refused_token_share_total") < 2:
+            assert time.monotonic() < deadline, "the token's share was not enforced"
+            time.sleep(0.1)
+        assert metric("gpuprov_ingests_in_flight") == 2
+        pushed = cli(
+            "push", "bounded.cdx.json", "--server", url, "--token-file", "bounded-agent.token"
+        )
+        assert pushed.returncode == 0 and "stored" in pushed.stderr, pushed.stderr
+        assert metric("gpuprov_ingests_in_flight") == 2  # the tricklers still trickle
+        answers = [t.answer() for t in slow]
+        assert sorted(status for status, _ in answers) == [408, 408, 503, 503], answers
+        assert metric("gpuprov_ingests_in_flight") == 0
+        # a client leaving mid-body, without a token: a 499, not a 500
+        with connect(port) as sock:
+            form = {"Content-Type": "application/x-www-form-urlencoded", "Content-Length": "900"}
+            send_head(sock, "POST", "/login", form)
+            sock.sendall(b"token=")
+        deadline = time.monotonic() + 8
+        text = ""
+        while 'route="/login",status="499"' not in text:
+            assert time.monotonic() < deadline, "no 499 counted"
+            time.sleep(0.1)
+            text = httpx.get(f"{url}/metrics", timeout=30).text
+        assert 'status="500"' not in text
+        with connect(port) as sock:
+            send_head(sock, "GET", "/healthz", {"X-Big": "a" * 100_000})
+            assert answer_of(sock)[0] in (400, 431)
+    finally:
+        for trickler in slow:
+            trickler.close()
+        server.terminate()
+        _, stderr = server.communicate(timeout=30)
+    assert "Traceback" not in stderr, stderr[-3000:]

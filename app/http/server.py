@@ -1,6 +1,7 @@
 """How uvicorn serves the app: `uvicorn_options` (no ``server`` header, log lines with a
-timestamp and the logger's name, for uvicorn's loggers and the service's), and uvicorn's HTTP/1.1
-protocol with TCP_NODELAY on every accepted connection.
+timestamp and the logger's name, for uvicorn's loggers and the service's, h11's head limit), and
+uvicorn's HTTP/1.1 protocol with TCP_NODELAY on every accepted connection and deadlines on a
+request's head and on the unread rest of a body answered early.
 
 With ``--workers N`` uvicorn binds its listening socket with protocol number 0, and CPython only
 sets TCP_NODELAY on sockets whose protocol is IPPROTO_TCP, so each answer written in two pieces

@@ -59,8 +59,8 @@ def live(service: Service, **settings: Any) -> Iterator[tuple[LiveServer, FastAP
         yield server, app
 
 
-def connect(server: LiveServer) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", server.port), timeout=ANSWER_WITHIN)
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=ANSWER_WITHIN)
 
 
 def send_head(sock: socket.socket, method: str, path: str, headers: dict[str, str]) -> None:
@@ -95,8 +95,8 @@ class Trickler:
     """A client sending one byte of its body every `every` seconds, from a thread, until the
     server answers or closes; the answer is read on the calling thread (`answer`)."""
 
-    def __init__(self, server: LiveServer, path: str, headers: dict[str, str], every: float):
-        self.sock = connect(server)
+    def __init__(self, port: int, path: str, headers: dict[str, str], every: float):
+        self.sock = connect(port)
         send_head(self.sock, "POST", path, headers)
         self.every = every
         self.stop = threading.Event()
@@ -229,7 +229,7 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
                 if path.startswith(("/api/v1/reports", "/api/v1/gate", "/api/v1/cat"))
                 else (str(900_000))
             )
-            with connect(server) as sock:
+            with connect(server.port) as sock:
                 send_head(sock, method, path, {**headers, "Content-Length": size})
                 try:
                     got, text = answer_of(sock)
@@ -253,7 +253,7 @@ def test_every_slot_taken_is_answered_before_the_body(service: Service) -> None:
                 ("/api/v1/gate", writer),
                 ("/api/v1/catalogs", admin),
             ):
-                with connect(server) as sock:
+                with connect(server.port) as sock:
                     media = JSON_HEADERS if path.endswith("reports") else {}
                     headers = {"Content-Type": "application/json", **media}
                     send_head(
@@ -288,7 +288,7 @@ def test_a_trickling_body_answers_408_and_gives_its_slot_back(service: Service) 
         gate: IngestGate = app.state.ingest_gate
         # five bytes a second against a minimum of 100: cut off about a second in
         headers = auth(writer, **JSON_HEADERS, **{"Content-Length": "10000000"})
-        slow = Trickler(server, "/api/v1/reports", headers, every=0.2)
+        slow = Trickler(server.port, "/api/v1/reports", headers, every=0.2)
         try:
             wait_for(lambda: gate.held(writer_id) == 1, "the trickler's slot")
             status, text = slow.answer()
@@ -323,7 +323,7 @@ def test_one_token_holds_at_most_its_share_and_an_agent_gets_through(
         gate: IngestGate = app.state.ingest_gate
         assert gate.per_token == 2  # half of the slots by default
         headers = auth(greedy, **JSON_HEADERS, **{"Content-Length": "10000000"})
-        slow = [Trickler(server, "/api/v1/reports", headers, every=0.5) for _ in range(4)]
+        slow = [Trickler(server.port, "/api/v1/reports", headers, every=0.5) for _ in range(4)]
         try:
             wait_for(lambda: gate.held(greedy_id) == 2, "the greedy token's two slots")
             # the other two are refused at once, naming the share
@@ -387,7 +387,7 @@ def test_a_client_leaving_mid_body_is_a_499_without_a_traceback(
             ("/api/v1/gate", auth(admin, **{"Content-Type": "application/json"})),
         )
         for path, headers in cases:
-            with connect(server) as sock:
+            with connect(server.port) as sock:
                 send_head(sock, "POST", path, {**headers, "Content-Length": "5000"})
                 sock.sendall(b"token=abc&")
                 time.sleep(0.2)  # the server reads what came, then waits for the rest
@@ -428,19 +428,19 @@ def test_the_head_is_held_to_its_documented_limits(service: Service) -> None:
             ({"X-Big": "a" * 100_000}, "/healthz", {400, 431}),
             (report, f"/api/v1/reports?{labels}", {400, 431}),
         ):
-            with connect(server) as sock:
+            with connect(server.port) as sock:
                 send_head(sock, "GET" if path == "/healthz" else "POST", path, headers)
                 status, text = answer_of(sock)
                 assert status in statuses, (path, status, text)
         # at the limits: served
-        with connect(server) as sock:
+        with connect(server.port) as sock:
             send_head(sock, "GET", "/healthz", {"X-Big": "a" * (MAX_HEAD_BYTES - 200)})
             assert answer_of(sock)[0] == 200
-        with connect(server) as sock:
+        with connect(server.port) as sock:
             send_head(sock, "GET", "/healthz", {f"X-F{i}": "1" for i in range(MAX_HEADERS - 1)})
             assert answer_of(sock)[0] == 200
         # a head still incomplete past the limit: uvicorn's h11 refuses it and closes
-        with connect(server) as sock:
+        with connect(server.port) as sock:
             sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * MAX_HEAD_BYTES)
             status, _ = answer_of(sock)
             assert status == 400 and closed(sock)
@@ -457,9 +457,9 @@ def test_a_connection_is_closed_past_its_head_and_linger_deadlines(service: Serv
     the service had refused, was held open for as long as the client liked."""
     writer = service.token("report:write", name="writer")
     with LiveServer(service.settings, free_port(), http=QuickDeadlines) as server:
-        with connect(server) as sock:  # nothing sent at all
+        with connect(server.port) as sock:  # nothing sent at all
             assert closed(sock)
-        with connect(server) as sock:  # a head that never ends, a byte at a time
+        with connect(server.port) as sock:  # a head that never ends, a byte at a time
             sock.sendall(b"GET /healthz HTTP/1.1\r\n")
             for _ in range(5):
                 time.sleep(0.2)
@@ -468,7 +468,8 @@ def test_a_connection_is_closed_past_its_head_and_linger_deadlines(service: Serv
                 except OSError:
                     break
             assert closed(sock)
-        with connect(server) as sock:  # refused (401) before its body: the rest may not trickle
+        # refused (401) before its body: the rest may not trickle
+        with connect(server.port) as sock:
             send_head(
                 sock, "POST", "/api/v1/reports", {**JSON_HEADERS, "Content-Length": "1000000"}
             )
@@ -480,13 +481,13 @@ def test_a_connection_is_closed_past_its_head_and_linger_deadlines(service: Serv
                 except OSError:
                     break
             assert closed(sock)
-        with connect(server) as sock:  # keep-alive is unchanged: two requests, one connection
+        with connect(server.port) as sock:  # keep-alive is unchanged: two requests, one connection
             for _ in range(2):
                 send_head(sock, "GET", "/healthz", {})
                 assert answer_of(sock)[0] == 200
         # the rest of a refused body sent at once is read and dropped, and the connection
         # serves on: its next request may take longer than the linger
-        with connect(server) as sock:
+        with connect(server.port) as sock:
             send_head(sock, "POST", "/api/v1/reports", {**JSON_HEADERS, "Content-Length": "10"})
             assert answer_of(sock)[0] == 401
             body = boms.encode(boms.gpuprov_bom())
