@@ -18,9 +18,9 @@ from app.http.deps import Admin, SessionDep, WriteSessionDep
 from app.http.errors import validation_failure
 from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import AuditPage, ErrorResponse, NewTokenOut, TokenIn, TokenOut, TokenPage
-from app.http.strictjson import StrictJSONRoute
+from scanner.loaders import DocumentError, load_json
 
-router = APIRouter(tags=["tokens"], route_class=StrictJSONRoute)
+router = APIRouter(tags=["tokens"])
 
 
 @router.get("/tokens", response_model=TokenPage)
@@ -38,11 +38,16 @@ def list_tokens(
 
 
 async def _token_request(request: Request, _: Admin) -> TokenIn:
-    # read once the caller is known to be an admin (FastAPI reads a body parameter before any
-    # dependency runs: anyone could make it read 1 MiB)
+    # read once the caller is known to be an admin (FastAPI reads a model body before any
+    # dependency runs: anyone could make it read 1 MiB), by the one strict JSON reader (no key
+    # twice, no NaN; json.loads, FastAPI's, keeps the last of two keys)
     raw = await read_body(request, SMALL_BODY_BYTES, "a token request")
     try:
-        return TokenIn.model_validate_json(raw)
+        document = load_json(raw)
+    except DocumentError as e:
+        raise AppError(f"the body is not acceptable JSON: {e}", 422) from None
+    try:
+        return TokenIn.model_validate(document)
     except ValidationError as e:
         raise validation_failure(e.errors(), ("body",)) from None
 
