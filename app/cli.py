@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from scanner.cli_common import StrictCommand, fail, say, split_list, typer_app
+from scanner.terminal import printable
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -322,7 +323,10 @@ def token_list(database_url: DatabaseUrl = None) -> None:
                 state = f"{'expired' if expired else 'expires'} {t.expires_at.isoformat()}"
             assets = f" assets={','.join(t.asset_patterns)}" if t.asset_patterns else ""
             assets += f" policies={','.join(t.policy_names)}" if t.policy_names else ""
-            lines.append(f"{t.id}\t{t.name}\t{t.prefix}…\t{','.join(t.scopes)}\t{state}{assets}")
+            # tab-separated fields, each printable: a name stored through the API could hold a
+            # tab, a newline (a forged row) or an escape sequence for the terminal
+            fields = (t.id, t.name, f"{t.prefix}…", ",".join(t.scopes), state + assets)
+            lines.append("\t".join(printable(f) for f in fields))
     for line in lines:
         typer.echo(line)
 
