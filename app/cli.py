@@ -287,15 +287,17 @@ def token_create(
 
     scopes = split_list(scope)
     try:
-        expires_at = parse_expiry(expires, utcnow()) if expires else None
+        expires_at = parse_expiry(expires.strip(), utcnow()) if expires else None
     except AppError as e:
         raise fail(e.message, EXIT_USAGE) from e
     with _transaction(database_url, "cannot store the token", refused=EXIT_USAGE) as session:
+        # typed on a command line: spaces around a value are not meant (an empty one is refused)
+        patterns = [a.strip() for a in asset or []]
         new = create_token(
             session,
-            name,
+            name.strip(),
             scopes,
-            asset or [],
+            patterns,
             expires_at=expires_at,
             actor=cli_actor(),
             policy_names=policy or [],
@@ -367,7 +369,7 @@ def token_rotate(
     from app.errors import AppError
 
     try:
-        period = parse_duration(grace) if grace else timedelta(0)
+        period = parse_duration(grace.strip()) if grace else timedelta(0)
     except AppError as e:
         raise fail(e.message, EXIT_USAGE) from e
     with _transaction(database_url, "cannot rotate the token") as session:

@@ -3,18 +3,30 @@ rotation), and ``/api/v1/audit``: the log of administrative actions."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import ValidationError
 
 from app.clock import utcnow
 from app.domain import audit, tokens
 from app.errors import AppError, BadRequest
+from app.http.body import read_limited
+from app.http.bodylimit import SMALL_BODY_BYTES
 from app.http.deps import Admin, SessionDep, WriteSessionDep
-from app.http.params import IdPath, Limit, Offset
-from app.http.schemas import AuditPage, ErrorResponse, NewTokenOut, TokenIn, TokenOut, TokenPage
+from app.http.params import IdPath, Limit, Offset, Timestamp, rfc3339
+from app.http.schemas import (
+    AuditPage,
+    ErrorResponse,
+    NewTokenOut,
+    TokenIn,
+    TokenOut,
+    TokenPage,
+    error_responses,
+)
 from app.http.strictjson import StrictJSONRoute
+from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["tokens"], route_class=StrictJSONRoute)
 
@@ -33,8 +45,45 @@ def list_tokens(
     }
 
 
-@router.post("/tokens", status_code=201, response_model=NewTokenOut)
-def create_token(principal: Admin, session: WriteSessionDep, body: TokenIn) -> dict[str, Any]:
+async def _token_body(request: Request) -> TokenIn:
+    # read here, after the admin dependency: FastAPI parses a declared body before any
+    # dependency, so a caller without a token learnt 422 about its JSON before 401
+    raw = await read_limited(request, SMALL_BODY_BYTES, ("application/json",), "a token request")
+    try:  # the product's one strict JSON reader (app/http/strictjson.py says why)
+        document = load_json(raw)
+    except DocumentError as e:
+        raise AppError(f"the body is not acceptable JSON: {e}", 422) from None
+    try:
+        return TokenIn.model_validate(document)
+    except ValidationError as e:
+        details = [
+            {"pointer": "/body" + "".join(f"/{p}" for p in err["loc"]), "message": err["msg"]}
+            for err in e.errors()[:10]
+        ]
+        first = details[0]
+        raise AppError(f"{first['pointer']}: {first['message']}", 422, details=details) from None
+
+
+@router.post(
+    "/tokens",
+    status_code=201,
+    response_model=NewTokenOut,
+    responses=error_responses(
+        (413, "larger than 1 MiB"),
+        (415, "not JSON"),
+    ),
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": TokenIn.model_json_schema()}},
+        }
+    },
+)
+def create_token(
+    principal: Admin,
+    body: Annotated[TokenIn, Depends(_token_body)],
+    session: WriteSessionDep,
+) -> dict[str, Any]:
     """Create a token; the answer is the only place its secret appears."""
     try:
         expires_at = tokens.parse_expiry(body.expires, utcnow()) if body.expires else None
@@ -72,8 +121,9 @@ def rotate_token(
         str | None,
         Query(
             max_length=16,
-            description="how long the old secret keeps working (`15m`, `24h`, `7d`); "
-            "default: revoked at once",
+            description="how long the old secret keeps working (`15m`, `24h`, `7d`; at most "
+            "3660 days); default: revoked at once",
+            json_schema_extra={"pattern": tokens.DURATION_PATTERN},
         ),
     ] = None,
 ) -> dict[str, Any]:
@@ -84,21 +134,13 @@ def rotate_token(
     return {**tokens.token_dict(new.token), "token": new.secret}
 
 
-def _utc(value: datetime | None, name: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
-    except OverflowError:
-        raise BadRequest(f"{name} is out of range") from None
-
-
 @router.get("/audit", response_model=AuditPage)
 def audit_log(
     _: Admin,
     session: SessionDep,
     action: Annotated[
-        str | None, Query(min_length=1, max_length=64, description=", ".join(audit.ACTIONS))
+        str | None,
+        Query(description="one of the actions", json_schema_extra={"enum": list(audit.ACTIONS)}),
     ] = None,
     actor: Annotated[
         str | None, Query(min_length=1, max_length=128, description="token name or cli:USER")
@@ -106,18 +148,15 @@ def audit_log(
     target: Annotated[
         str | None, Query(min_length=1, max_length=1024, description="e.g. token:12")
     ] = None,
-    since: Annotated[
-        datetime | None, Query(description="events at or after this time (RFC 3339)")
-    ] = None,
-    until: Annotated[
-        datetime | None, Query(description="events before this time (RFC 3339)")
-    ] = None,
+    since: Timestamp = None,
+    until: Timestamp = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
     """The audit log of administrative actions, newest first: token creation, revocation and
     rotation (by the API or `gpuprov token`), trust policy, catalog and promotion policy
-    changes."""
+    changes; events at or after ``since`` and before ``until`` (``since`` after ``until``:
+    400)."""
     return audit.events_page(
         session,
         limit,
@@ -125,6 +164,6 @@ def audit_log(
         action=action,
         actor=actor,
         target=target,
-        since=_utc(since, "since"),
-        until=_utc(until, "until"),
+        since=rfc3339(since, "since"),
+        until=rfc3339(until, "until"),
     )
