@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from scanner.cli_common import StrictCommand, fail, say, split_list, typer_app
+from scanner.terminal import printable
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -286,15 +287,17 @@ def token_create(
 
     scopes = split_list(scope)
     try:
-        expires_at = parse_expiry(expires, utcnow()) if expires else None
+        expires_at = parse_expiry(expires.strip(), utcnow()) if expires else None
     except AppError as e:
         raise fail(e.message, EXIT_USAGE) from e
     with _transaction(database_url, "cannot store the token", refused=EXIT_USAGE) as session:
+        # typed on a command line: spaces around a value are not meant (an empty one is refused)
+        patterns = [a.strip() for a in asset or []]
         new = create_token(
             session,
-            name,
+            name.strip(),
             scopes,
-            asset or [],
+            patterns,
             expires_at=expires_at,
             actor=cli_actor(),
             policy_names=policy or [],
@@ -322,7 +325,10 @@ def token_list(database_url: DatabaseUrl = None) -> None:
                 state = f"{'expired' if expired else 'expires'} {t.expires_at.isoformat()}"
             assets = f" assets={','.join(t.asset_patterns)}" if t.asset_patterns else ""
             assets += f" policies={','.join(t.policy_names)}" if t.policy_names else ""
-            lines.append(f"{t.id}\t{t.name}\t{t.prefix}…\t{','.join(t.scopes)}\t{state}{assets}")
+            # tab-separated fields, each printable: a name stored through the API could hold a
+            # tab, a newline (a forged row) or an escape sequence for the terminal
+            fields = (t.id, t.name, f"{t.prefix}…", ",".join(t.scopes), state + assets)
+            lines.append("\t".join(printable(f) for f in fields))
     for line in lines:
         typer.echo(line)
 
@@ -363,7 +369,7 @@ def token_rotate(
     from app.errors import AppError
 
     try:
-        period = parse_duration(grace) if grace else timedelta(0)
+        period = parse_duration(grace.strip()) if grace else timedelta(0)
     except AppError as e:
         raise fail(e.message, EXIT_USAGE) from e
     with _transaction(database_url, "cannot rotate the token") as session:

@@ -112,7 +112,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health_router)
     install_metrics(app, protected=settings.metrics_auth == "token")
     app.include_router(api_router)
-    install_docs(app)
+    install_docs(app, settings)
     install_dashboard(app, settings)
     return app
 

@@ -8,11 +8,13 @@ or warn, 1 deny, 2 error (bad policy, unreadable target or BOM, failed scan).
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import quote, urlencode, urlsplit
 
 import click
 import typer
@@ -52,6 +54,22 @@ def _read(path: Path, what: str) -> bytes:
     if len(data) > MAX_INPUT_BYTES:
         raise fail(f"{what} {path} is larger than {MAX_INPUT_BYTES} bytes", EXIT_ERROR)
     return data
+
+
+#: the characters of an RFC 3986 URI reference, "%" only as a percent-encoded octet, and "[ ]"
+#: only around an IP literal host (checked apart)
+_URI_REFERENCE = re.compile(r"(?:[A-Za-z0-9\-._~:/?#@!$&'()*+,;=\[\]]|%[0-9A-Fa-f]{2})*")
+
+
+def _is_uri_reference(value: str) -> bool:
+    """Whether ``value`` is a URI reference as SARIF and the VSA's ``policy.uri`` need it."""
+    if not _URI_REFERENCE.fullmatch(value):
+        return False
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # a bracket that opens no IP literal host
+        return False
+    return not re.search(r"[\[\]]", parts.path + parts.query + parts.fragment)
 
 
 def _target_or_bom(bom: Path | None, scan_args: list[str]) -> None:
@@ -203,6 +221,12 @@ def _local(
 
     if (vsa_key is None) != (vsa_out is None):
         raise fail("give --vsa-key and --vsa-out together", EXIT_ERROR)
+    if policy_uri is not None and not _is_uri_reference(policy_uri):
+        raise fail(
+            f"--policy-uri {policy_uri!r} is not a URI (RFC 3986): percent-encode spaces and "
+            "other characters (a space is %20)",
+            EXIT_ERROR,
+        )
     scan_args = list(ctx.args)
     _target_or_bom(bom, scan_args)
     assert policy_file is not None
@@ -223,7 +247,7 @@ def _local(
         evaluation = evaluate(facts, loaded.policy, catalog, now=now, baseline=fleet)
     except ScannerError as e:
         raise fail(str(e), EXIT_ERROR) from None
-    uri = policy_uri or policy_file.name
+    uri = policy_uri or quote(policy_file.name, safe="")
     ref = loaded.ref()
     subject = facts.subject()
     text = _render(fmt, evaluation, ref, subject, catalog, uri)
@@ -262,13 +286,20 @@ def _remote(
         check_report(raw)
         answer = _ask(target, policy, raw)
         evaluation = evaluation_from_json(answer)
+        ref = dict(answer["policy"])
+        subject = dict(answer["subject"])
+        record = _record_of(answer)
     except ScannerError as e:
         raise fail(str(e), EXIT_ERROR) from None
     except (KeyError, TypeError, ValueError) as e:
         raise fail(f"the service's answer is not a gate decision: {e!r}", EXIT_ERROR) from None
-    ref = dict(answer["policy"])
-    uri = f"{target.server}/api/v1/policies/{policy}?version={ref.get('version')}"
-    text = _render(fmt, evaluation, ref, dict(answer["subject"]), default_catalog(), uri)
+    uri = f"{target.server}/api/v1/policies/{quote(policy, safe='')}?" + urlencode(
+        {"version": ref.get("version")}
+    )
+    if fmt is GateFormat.JSON:  # the service's answer as it came: the decision and its record
+        text = json.dumps(answer, indent=2) + "\n"
+    else:
+        text = _render(fmt, evaluation, ref, subject, default_catalog(), uri, record)
     write_output(text, output)
     if vsa_out is not None:
         if answer.get("vsa"):
@@ -283,6 +314,14 @@ def _remote(
             say(f"no VSA: {why} ({vsa_out} not written)")
     if evaluation.decision is Decision.DENY:
         raise typer.Exit(EXIT_DENY)
+
+
+def _record_of(answer: dict[str, Any]) -> dict[str, Any]:
+    """The service's audit record of its decision: ``decision_id`` and ``decided_at``."""
+    decision_id, decided_at = answer["decision_id"], answer["decided_at"]
+    if type(decision_id) is not int or not isinstance(decided_at, str):
+        raise ValueError(f"decision_id {decision_id!r}, decided_at {decided_at!r}")
+    return {"decision_id": decision_id, "decided_at": decided_at}
 
 
 def _ask(target: Any, policy: str, bom: bytes) -> dict[str, Any]:
@@ -327,19 +366,18 @@ def _render(
     subject: dict[str, Any],
     catalog: ControlsCatalog,
     uri: str,
+    record: dict[str, Any] | None = None,
 ) -> str:
+    """The decision in ``fmt``; ``record``: the service's audit record of a remote decision."""
     from scanner.policy import formats
-    from scanner.terminal import printable
 
     if fmt is GateFormat.JSON:
         return formats.to_json(evaluation, ref, subject)
     if fmt is GateFormat.SARIF:
-        return formats.to_sarif(evaluation, ref, subject, catalog, uri)
+        return formats.to_sarif(evaluation, ref, subject, catalog, uri, record)
     if fmt is GateFormat.JUNIT:
-        return formats.to_junit(evaluation, ref, subject)
-    # target data (paths, names) reaches a terminal: escape control characters
-    text = formats.to_text(evaluation, ref, subject)
-    return "\n".join(printable(line) for line in text.split("\n"))
+        return formats.to_junit(evaluation, ref, subject, record)
+    return formats.to_text(evaluation, ref, subject, record)
 
 
 def _write_vsa(

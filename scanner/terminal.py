@@ -15,8 +15,9 @@ def printable(text: object) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``, ``\\n``, ...).
 
     File names, package fields and image labels come from the scanned target: an ANSI escape
-    in them could repaint the terminal, a newline could forge a line of our own output, and a
-    lone surrogate (an undecodable byte of a file name) would crash the write.
+    in them could repaint the terminal, a newline (or U+2028/U+2029, a line break to many log
+    viewers) could forge a line of our own output, and a lone surrogate (an undecodable byte of
+    a file name) would crash the write.
     """
     s = str(text)
     if s.isprintable():
@@ -24,7 +25,7 @@ def printable(text: object) -> str:
     out: list[str] = []
     for ch in s:
         cat = unicodedata.category(ch)
-        if cat in ("Cc", "Cs") or ch in _BIDI:
+        if cat in ("Cc", "Cs", "Zl", "Zp") or ch in _BIDI:
             code = ord(ch)
             out.append(
                 {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch)

@@ -338,6 +338,16 @@ def decision_dict(row: GateDecision) -> dict[str, Any]:
     }
 
 
+#: the ``subject`` filter of `list_decisions` as one regular expression (the API documents the
+#: parameter with it): an image digest in either case, or any name not starting with sha256:
+SUBJECT_PATTERN = (
+    r"^(?:[Ss][Hh][Aa]256:[0-9A-Fa-f]{64}"
+    r"|[Ss]?|[Ss][Hh]|[Ss][Hh][Aa]|[Ss][Hh][Aa]2|[Ss][Hh][Aa]25|[Ss][Hh][Aa]256"
+    r"|(?:[^Ss\u0000]|[Ss](?:[^Hh\u0000]|[Hh](?:[^Aa\u0000]|[Aa](?:[^2\u0000]|2(?:[^5\u0000]"
+    r"|5(?:[^6\u0000]|6[^:\u0000]))))))[^\u0000]*)$"
+)
+
+
 def list_decisions(
     session: Session,
     limit: int,
@@ -354,7 +364,7 @@ def list_decisions(
         # A digest-shaped subject is matched as a digest: a malformed one would match nothing
         # and read as "never gated", so it is refused.
         subject = subject.lower()
-        if not _DIGEST.match(subject):
+        if not _DIGEST.fullmatch(subject):  # "$" alone let a trailing newline through
             raise BadRequest(
                 f"subject {subject[:80]!r} is not an image digest: sha256: and 64 hexadecimal"
                 " digits (or give a subject name)"

@@ -69,6 +69,12 @@ _MAX_IDENTITY = max_length(Asset, "identity")
 _MAX_CONTAINER = max_length(NodeContainer, "container_id")
 _MAX_IMAGE_NAME = max_length(NodeContainer, "image_name")
 _MAX_LABEL_VALUE = max_length(AssetLabel, "value")
+#: a label as KEY=VALUE, the rules of `check_label` as one regular expression (the API documents
+#: its ``label`` parameters with it); the same in Python's and ECMA-262's dialects
+LABEL_PATTERN = (
+    rf"^[A-Za-z0-9][A-Za-z0-9._/\-]{{0,{_MAX_LABEL_KEY - 1}}}"
+    rf"=[^\u0000-\u001f\u007f]{{0,{_MAX_LABEL_VALUE}}}$"
+)
 #: the earliest report timestamp accepted: the Unix epoch, where an unset clock starts
 EARLIEST_TIMESTAMP = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -1,5 +1,5 @@
 """Streamed CSV and JSON exports, shared by every export endpoint: rows go out as they are read,
-and no cell of a report reaches a spreadsheet as a formula."""
+and no cell of a report reaches a spreadsheet as a formula or as a second row."""
 
 from __future__ import annotations
 
@@ -9,15 +9,27 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+#: a cell starting with one of these is a formula to a spreadsheet (OWASP, "CSV Injection")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
 
 def csv_chunks(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> Iterator[str]:
-    """CSV text chunks (header first). Cells starting with = + - @ are prefixed with ' so a
-    spreadsheet never evaluates a report's strings as formulas."""
+    """RFC 4180 CSV text chunks (header first, CRLF rows); a string cell starting with one of
+    `FORMULA_STARTS` is prefixed with ' so a spreadsheet shows it as text."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    # RFC 4180 section 2.6: a field holding CR, LF, a comma or a double quote is quoted. The
+    # csv module quotes a field only for the characters of its line terminator: with "\n" a
+    # lone CR went out bare, and a spreadsheet started a new row there.
+    writer = csv.DictWriter(
+        buffer,
+        fieldnames=columns,
+        extrasaction="ignore",
+        lineterminator="\r\n",
+        quoting=csv.QUOTE_MINIMAL,
+    )
     writer.writeheader()
     for i, row in enumerate(rows, 1):
-        writer.writerow({k: _csv_safe(row.get(k)) for k in columns})
+        writer.writerow({k: _cell(row.get(k)) for k in columns})
         if i % 500 == 0:
             yield buffer.getvalue()
             buffer.seek(0)
@@ -25,8 +37,9 @@ def csv_chunks(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> Ite
     yield buffer.getvalue()
 
 
-def _csv_safe(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+def _cell(value: Any) -> Any:
+    """``value`` as a spreadsheet may show it: a string starting a formula gets a leading '."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
         return "'" + value
     return value
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.clock import utcnow
 from app.domain.audit import Actor, record
+from app.domain.patterns import trimmed_text
 from app.errors import BadRequest, Conflict, NotFound, Unauthorized
 from app.storage.repositories import tokens as repo
 from app.storage.tables import ApiToken
@@ -31,6 +32,42 @@ _TOUCH_INTERVAL = timedelta(minutes=1)
 MAX_LIFETIME = timedelta(days=3660)
 _DURATION = re.compile(r"([1-9][0-9]{0,6})([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+
+
+def _at_most(n: int) -> str:
+    """A regular expression of the decimal numbers 1..n, no leading zero (n >= 1)."""
+    digits = str(n)
+    alternatives = [f"[1-9][0-9]{{0,{len(digits) - 2}}}"] if len(digits) > 1 else []
+    for i, digit in enumerate(digits):
+        low, rest = (1 if i == 0 else 0), len(digits) - i - 1
+        if int(digit) > low:
+            tail = f"[0-9]{{{rest}}}" if rest else ""
+            alternatives.append(f"{digits[:i]}[{low}-{int(digit) - 1}]{tail}")
+    alternatives.append(digits)
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+_DURATIONS = "|".join(
+    _at_most(min(int(MAX_LIFETIME.total_seconds()) // seconds, 9_999_999)) + unit
+    for unit, seconds in _UNITS.items()
+)
+#: a duration `parse_duration` accepts, within `MAX_LIFETIME`, as one regular expression (the
+#: API documents ``grace`` with it)
+DURATION_PATTERN = f"^(?:{_DURATIONS})$"
+#: the forms of an expiry (`parse_expiry`): a duration, a date or an RFC 3339 date-time; whether
+#: it lies in the future and within `MAX_LIFETIME` is the time's, not the pattern's
+EXPIRY_PATTERN = (
+    f"^(?:{_DURATIONS}"
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:[Zz]|[+-][0-9]{2}:[0-9]{2})"
+    r")$"
+)
+#: a token's name and an asset-name pattern: no control character, no white space around
+NAME_PATTERN = trimmed_text(128)
+ASSET_PATTERN = trimmed_text(1024)
+_NAME = re.compile(NAME_PATTERN)
+_EXPIRY = re.compile(EXPIRY_PATTERN)
+_ASSET = re.compile(ASSET_PATTERN)
 
 
 class Scope(StrEnum):
@@ -87,8 +124,9 @@ def hash_secret(secret: str) -> str:
 
 
 def parse_duration(text: str) -> timedelta:
-    """``90s``, ``15m``, ``12h``, ``30d`` or ``2w``, at most `MAX_LIFETIME`."""
-    match = _DURATION.fullmatch(text.strip())
+    """``90s``, ``15m``, ``12h``, ``30d`` or ``2w``, at most `MAX_LIFETIME`
+    (`DURATION_PATTERN`)."""
+    match = _DURATION.fullmatch(text)
     if match is None:
         raise BadRequest(f"{text!r} is not a duration such as 90s, 15m, 12h, 30d or 2w")
     duration = timedelta(seconds=int(match[1]) * _UNITS[match[2]])
@@ -101,14 +139,18 @@ def parse_expiry(text: str, now: datetime) -> datetime:
     """When a token given ``--expires TEXT`` expires: a duration from now (`parse_duration`), a
     date (``2027-01-31``: the start of that day, UTC) or an RFC 3339 time; in the future and
     within `MAX_LIFETIME`."""
-    text = text.strip()
+    if not _EXPIRY.fullmatch(text):
+        raise BadRequest(
+            f"expiry {text[:80]!r} is neither a duration (30d, 12h, 2w) nor a date (2027-01-31) "
+            "or an RFC 3339 time (2027-01-31T12:00:00Z)"
+        )
     if _DURATION.fullmatch(text):
         return now + parse_duration(text)
     try:
-        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
             when = datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
         else:
-            when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            when = datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
             when = (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(UTC)
     except (ValueError, OverflowError):
         raise BadRequest(
@@ -139,21 +181,30 @@ def create_token(
     """Create a token; refuses unknown scopes, asset patterns on tokens that cannot write and
     policy limits on tokens that cannot gate. With an `actor`, the creation is recorded in the
     audit log."""
-    name = name.strip()
-    if not name or len(name) > 128:
-        raise BadRequest("token name must be 1-128 characters")
+    if not _NAME.fullmatch(name):
+        raise BadRequest(
+            "token name must be 1-128 characters without control characters or white space "
+            "around them"
+        )
     known = {s.value for s in Scope}
     unknown = sorted(set(scopes) - known)
     if unknown or not scopes:
         raise BadRequest(
             f"unknown or missing scopes {unknown}; choose from {', '.join(sorted(known))}"
         )
-    patterns = [p.strip() for p in asset_patterns or []]
-    if "" in patterns:
+    patterns = list(asset_patterns or [])
+    if any(not p.strip() for p in patterns):
         # dropping it would leave a token bound to nothing, one that reports for every asset
+        empty = next(n for n, p in enumerate(patterns, 1) if not p.strip())
         raise BadRequest(
-            f"asset pattern {patterns.index('') + 1} is empty; give a name or a glob "
+            f"asset pattern {empty} is empty; give a name or a glob "
             "such as node-*, or no pattern for a token that reports for every asset"
+        )
+    bad = [p for p in patterns if not _ASSET.fullmatch(p)]
+    if bad:
+        raise BadRequest(
+            f"asset pattern {bad[0][:80]!r} must be 1-1024 characters without control "
+            "characters or white space around them"
         )
     if patterns and Scope.REPORT_WRITE.value not in scopes:
         raise BadRequest("asset patterns only apply to tokens with the report:write scope")

@@ -24,6 +24,7 @@ from app.domain.tokens import Principal, Scope, authenticate, record_use, use_is
 from app.errors import Forbidden, TooManyRequests, Unauthorized
 from app.http.errors import safe_description
 from app.http.metrics import Metrics
+from app.http.params import after_authentication, check_query
 from app.http.ratelimit import AuthFailureLimiter
 from app.settings import Settings
 from app.storage.session import Database
@@ -131,6 +132,7 @@ def authenticate_secret(request: Request, db: Database, secret: str) -> Principa
 CurrentToken = Annotated[Principal, Depends(current_principal)]
 
 
+@after_authentication
 async def _require_scopes(
     security_scopes: SecurityScopes, principal: CurrentToken, request: Request
 ) -> Principal:
@@ -138,6 +140,7 @@ async def _require_scopes(
         if not principal.has(Scope(scope)):
             request.app.state.metrics.auth_failures.labels("scope").inc()
             raise Forbidden(f"this endpoint needs a token with the {scope} scope")
+    check_query(request)  # 401 and 403 come before a 400 about the query
     return principal
 
 

@@ -15,6 +15,8 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from app.settings import Settings
+
 STATIC_URL = "/docs/static"
 _STATIC_DIR = Path(fastapi_offline.__file__).parent / "static"
 _ERROR = {"$ref": "#/components/schemas/ErrorResponse"}
@@ -126,7 +128,42 @@ def complete_responses(document: dict[str, Any]) -> None:
         schemas.pop(unused, None)
 
 
-def install_docs(app: FastAPI) -> None:
+#: a string parameter without a pattern of its own: any text but NUL (`strict_query`)
+_NO_NUL = "^[^\\u0000]*$"
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``anyOf: [X, null]`` as X: a parameter left out is absent, never null."""
+    branches = schema.get("anyOf")
+    if not branches:
+        return schema
+    kept = [b for b in branches if b != {"type": "null"}]
+    if len(kept) != 1:
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**kept[0], **rest}
+
+
+def tighten_parameters(document: dict[str, Any], max_filter_values: int) -> None:
+    """Say of each parameter what the service checks beyond its type (`app.http.params`): a
+    query parameter is never null, no string of a query holds NUL, and a repeatable filter of a
+    GET takes at most ``max_filter_values`` values."""
+    for item in document.get("paths", {}).values():
+        for method, operation in item.items():
+            for parameter in operation.get("parameters", []):
+                schema = _without_null(parameter["schema"])
+                parameter["schema"] = schema
+                if parameter["in"] != "query":
+                    continue
+                if schema.get("type") == "array" and method == "get":
+                    schema["maxItems"] = max_filter_values
+                for one in (schema, schema.get("items") or {}):
+                    free = not {"pattern", "enum", "format"} & one.keys()
+                    if one.get("type") == "string" and free:
+                        one["pattern"] = _NO_NUL
+
+
+def install_docs(app: FastAPI, settings: Settings) -> None:
     """Serve the completed OpenAPI document and the offline documentation pages."""
 
     def openapi() -> dict[str, Any]:
@@ -137,6 +174,7 @@ def install_docs(app: FastAPI) -> None:
                 summary=app.summary,
                 routes=app.routes,
             )
+            tighten_parameters(document, settings.max_filter_values)
             complete_responses(document)
             add_links(document)
             app.openapi_schema = document

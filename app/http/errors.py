@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse, Response
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import AppError, StoredDocumentAltered
@@ -93,6 +94,23 @@ def validation_failure(
     ]
     first = details[0] if details else {"pointer": "", "message": "invalid request"}
     return AppError(f"{first['pointer']}: {first['message']}", status, details=details)
+
+
+#: the methods a 405's ``Allow`` may name
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` of a 405: every method some route serves at the request's path, each
+    asked of the router as a request would be (Starlette names only the methods of the first
+    route whose path matched: GET for /api/v1/tokens, whose POST is another route)."""
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in _METHODS
+        if any(r.matches({**request.scope, "method": method})[0] is Match.FULL for r in routes)
+    ]
+    return ", ".join(allowed)
 
 
 class ContainErrors:
@@ -185,7 +203,10 @@ def install_error_handlers(app: FastAPI, settings: Settings) -> None:
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return _answer(request, exc.status_code, str(exc.detail), headers=exc.headers)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        return _answer(request, exc.status_code, str(exc.detail), headers=headers)
 
     messages = {
         "unavailable": "the database is unavailable; retry later",

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.domain import tokens
+from app.domain.tokens import Scope
 
 
 class ErrorDetail(BaseModel):
@@ -358,10 +361,56 @@ class Drift(BaseModel):
 
 
 class TokenIn(BaseModel):
-    name: str = Field(min_length=1, max_length=128)
-    scopes: list[Annotated[str, Field(max_length=64)]] = Field(min_length=1, max_length=16)
-    assets: list[Annotated[str, Field(min_length=1, max_length=1024, pattern=r"\S")]] = Field(
-        default=[], max_length=100, description="asset-name patterns (report:write only)"
+    """A token to create. The patterns document the domain's rules (`app.domain.tokens`), which
+    refuse the rest with their own messages; asset patterns need the report:write scope, policy
+    limits the gate scope without admin."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [
+                {
+                    "anyOf": [
+                        {
+                            "properties": {
+                                "scopes": {"contains": {"const": Scope.REPORT_WRITE.value}}
+                            }
+                        },
+                        {"properties": {"assets": {"maxItems": 0}}},
+                    ]
+                },
+                {
+                    "anyOf": [
+                        {
+                            "properties": {
+                                "scopes": {
+                                    "contains": {"const": Scope.GATE.value},
+                                    "not": {"contains": {"const": Scope.ADMIN.value}},
+                                }
+                            }
+                        },
+                        {"properties": {"policies": {"maxItems": 0}}},
+                    ]
+                },
+            ]
+        },
+    )
+
+    name: str = Field(
+        min_length=1, max_length=128, json_schema_extra={"pattern": tokens.NAME_PATTERN}
+    )
+    scopes: list[str] = Field(
+        min_length=1,
+        max_length=16,
+        json_schema_extra={"items": {"type": "string", "enum": [s.value for s in Scope]}},
+    )
+    assets: list[str] = Field(
+        default=[],
+        max_length=100,
+        description="asset-name patterns (report:write only)",
+        json_schema_extra={
+            "items": {"type": "string", "maxLength": 1024, "pattern": tokens.ASSET_PATTERN}
+        },
     )
     policies: list[
         Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
@@ -374,7 +423,9 @@ class TokenIn(BaseModel):
         default=None,
         max_length=64,
         description="when the token stops working: a duration (`30d`, `12h`, `2w`), a date "
-        "(`2027-01-31`, the start of that day UTC) or an RFC 3339 time; default never",
+        "(`2027-01-31`, the start of that day UTC) or an RFC 3339 time, in the future and at "
+        "most 3660 days away (format `gpuprov-expiry`); default never",
+        json_schema_extra={"pattern": tokens.EXPIRY_PATTERN, "format": "gpuprov-expiry"},
     )
 
 

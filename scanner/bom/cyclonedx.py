@@ -211,7 +211,7 @@ def _injected_component(item: InjectedFile) -> Any:
         type=ComponentType.FILE,
         name=item.host_path,
         version=item.version,
-        bom_ref="injected:" + quote(item.host_path, safe="/._-+"),
+        bom_ref="injected:" + _ref_path(item.host_path),
         hashes=hashes,
         properties=_props(
             [
@@ -280,7 +280,7 @@ def _evidence(lib: GpuLibrary) -> Any:
     # (and the BOM's bytes) changed from run to run.
     ref = _file_ref(lib)
     occurrences = [
-        Occurrence(location=p, bom_ref=f"{ref}#occurrence:{quote(p, safe='/._-+')}")
+        Occurrence(location=p, bom_ref=f"{ref}#occurrence:{_ref_path(p)}")
         for p in (lib.ref.path, *lib.aliases)
     ]
     occurrences += [
@@ -339,8 +339,18 @@ def _runtime_props(lib: GpuLibrary) -> list[tuple[str, str | None]]:
     ]
 
 
+def _ref_path(path: str) -> str:
+    """A path in a bom-ref, percent-encoded; a file name's undecodable byte (a surrogate escape
+    of os.fsdecode) is that byte, where encoding it as UTF-8 raised."""
+    try:
+        raw = path.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate no file name decodes to
+        raw = path.encode("utf-8", "surrogatepass")
+    return quote(raw, safe="/._-+")
+
+
 def _file_ref(lib: GpuLibrary) -> str:
-    path = quote(lib.ref.path, safe="/._-+")
+    path = _ref_path(lib.ref.path)
     # a loaded copy may share its path with the file on disk now: its bytes tell them apart
     return f"loaded:{lib.digests.sha256}:{path}" if lib.loaded_copy else f"file:{path}"
 

@@ -15,7 +15,7 @@ import typer
 from typer.testing import CliRunner
 
 from app import cli
-from app.domain.tokens import authenticate
+from app.domain.tokens import authenticate, create_token
 from app.settings import Settings
 from app.storage.session import Database
 from gpuprov.cli import app as gpuprov_app
@@ -89,6 +89,24 @@ def test_token_list_and_revoke(db_url: str) -> None:
     assert _run("token", "revoke", token_id, "--database-url", db_url)[0] == 0
     assert "revoked" in _run("token", "list", "--database-url", db_url)[1]
     assert _run("token", "revoke", "999", "--database-url", db_url)[0] == 1
+
+
+def test_token_list_shows_names_printable(db_url: str) -> None:
+    """A stored name holding a tab, a newline or an escape sequence is shown escaped, one token
+    a line."""
+    db = Database(Settings(database_url=db_url))
+    try:
+        with db.session() as session:
+            new = create_token(session, "ci", ["gate"], [])
+            # a name stored before names were checked for control characters
+            new.token.name = "ci\t1\n2\tforged\x1b[2J"
+            session.commit()
+    finally:
+        db.dispose()
+    code, out, _ = _run("token", "list", "--database-url", db_url)
+    assert code == 0
+    (line,) = out.splitlines()
+    assert line.split("\t")[1] == "ci\\t1\\n2\\tforged\\x1b[2J" and "\x1b" not in out
 
 
 @pytest.mark.parametrize(

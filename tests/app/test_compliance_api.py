@@ -453,3 +453,25 @@ def test_a_restart_resumes_the_evaluation_that_an_earlier_process_left_unfinishe
         assert compliance.outdated_policies(session) == []
     # nothing left to resume: a start does no work
     assert compliance.resume_pending(service.db, _now(0), threading.Event()) == 0
+
+
+def test_compliance_csv_of_a_hostile_asset_name_reads_back(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    """Issue 17: an asset name holding CR split its rows in a spreadsheet, the next starting
+    with a formula; the export reads back row for row, no cell a formula."""
+    from tests.app.test_tabular import FORMULA_STARTS, spreadsheet_rows
+
+    name = "x\r=1+2"
+    bom = boms.gpuprov_bom(kind="host", name=name, timestamp=_now(1))
+    assert post_report(boms.encode(bom)).status_code == 201
+    put_policy(service, POLICY)
+    reader = auth(service.token("inventory:read"))
+    text = service.client.get(
+        "/api/v1/compliance/export?policy=prod&format=csv", headers=reader
+    ).text
+    table = list(csv.DictReader(io.StringIO(text, newline="")))
+    assert table and {r["asset_name"] for r in table} == {name}
+    rows = spreadsheet_rows(text)
+    assert len(rows) == 1 + len(table) and all(len(r) == len(rows[0]) for r in rows)
+    assert [c for r in rows for c in r if c.startswith(FORMULA_STARTS)] == []

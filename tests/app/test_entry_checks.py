@@ -298,7 +298,7 @@ def test_no_body_is_parsed_by_fastapi(service: Service) -> None:
     served = served_routes(service.client.app.routes)  # type: ignore[attr-defined]
     routes = [getattr(r, "original_route", r) for r in served]
     routes = [r for r in routes if isinstance(r, APIRoute)]
-    assert len(routes) > 20, "the walk finds the routes"
+    assert len(routes) >= 30, "too few routes: the check below checks nothing"
     assert [r.path for r in routes if r.body_field is not None] == []
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree as ET
 
 import pytest
 import typer
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 
 from gpuprov.cli import app as cli_app
 from tests.app import boms
-from tests.app.conftest import LiveServer, Service, free_port
+from tests.app.conftest import LiveServer, Service, auth, free_port
 from tests.app.test_agent import host_root as host_root  # noqa: F401 - the fixture
 from tests.app.test_gate_api import POLICY, image_bom, put_policy, tampered
 from tests.fixtures import keys
@@ -81,13 +82,28 @@ def test_remote_gate_of_a_bom_exit_codes_and_formats(
     assert ok.exit_code == 0, ok.output
     doc = json.loads(ok.stdout)
     assert doc["decision"] == "allow" and doc["policy"]["version"] == "1"
+    # every format carries the service's record of its decision (issue 17: -f json dropped it)
+    reader = auth(service.token("inventory:read"))
+    recorded = service.client.get("/api/v1/gate/decisions?limit=10", headers=reader).json()
+    records = {d["id"]: d["decided_at"] for d in recorded["items"]}
+    assert records[doc["decision_id"]] == doc["decided_at"]
     assert denied.exit_code == 1, denied.output
     sarif = json.loads(denied.stdout)
     (result,) = sarif["runs"][0]["results"]
     assert result["ruleId"] == "integrity" and result["level"] == "error"
     assert "CIS-2.5" in result["properties"]["controls"]
+    run_props = sarif["runs"][0]["properties"]
+    assert records[run_props["decision_id"]] == run_props["decided_at"]
+    assert sarif["runs"][0]["results"][0]["locations"]
     assert junit.exit_code == 1 and "<failure" in junit.stdout
+    suite = ET.fromstring(junit.stdout).find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert records[int(props["decision_id"] or 0)] == props["decided_at"]
     assert text.exit_code == 0 and text.stdout.startswith("decision: ALLOW")
+    (line,) = [x for x in text.stdout.splitlines() if x.startswith("record:")]
+    number, _, when = line.removeprefix("record:").strip().partition(" at ")
+    assert records[int(number)] == when
     assert unknown.exit_code == 2 and "404" in unknown.stderr and "nope" in unknown.stderr
     assert refused.exit_code == 2 and "403" in refused.stderr
     # every remote decision is recorded by the service (the refused ones are not decisions)

@@ -344,3 +344,37 @@ def test_sbom_of_another_assets_scan_is_not_found(service: Service, fleet: dict[
         headers=auth(fleet["token"]),
     )
     assert answer.status_code == 404
+
+
+def test_csv_export_of_hostile_names_reads_back_row_for_row(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    """Issue 17: a cell holding only CR went out unquoted, and a spreadsheet began a new row
+    there with a formula; every cell now reads back as stored, none as a formula."""
+    from tests.app.test_tabular import FORMULA_STARTS, spreadsheet_rows
+
+    hostile = ["\r=1+2", "a\rb\nc", "@SUM(A1)", "-1+2", '"q",x']
+    libs = [
+        boms.Lib(
+            path=f"/opt/{value}/libcudnn_ops.so.9",
+            family="cudnn",
+            component="cudnn_ops",
+            version="9.1.0.70",
+            sha256=boms.digest_of(value),
+        )
+        for value in hostile
+    ]
+    name = '=HYPERLINK("http://x")'
+    bom = boms.gpuprov_bom(kind="host", name=name, owners=[], extra_libs=libs)
+    answer = post_report(boms.encode(bom))
+    assert answer.status_code == 201, answer.text
+    reader = auth(service.token("inventory:read"))
+    text = service.client.get(
+        "/api/v1/inventory/export", params={"format": "csv"}, headers=reader
+    ).text
+    table = list(csv.DictReader(io.StringIO(text, newline="")))
+    assert sorted(r["path"] for r in table) == sorted(lib.path for lib in libs)
+    assert {r["asset_name"] for r in table} == {"'" + name}
+    rows = spreadsheet_rows(text)
+    assert len(rows) == 1 + len(libs) and all(len(r) == len(rows[0]) for r in rows)
+    assert [c for r in rows for c in r if c.startswith(FORMULA_STARTS)] == []

@@ -1,7 +1,15 @@
 """A bounded schemathesis run over every operation of the OpenAPI document, on both databases,
 with a token of every scope and with none: no answer is a 5xx, and every answer (status, media
-type, body, headers) is one the document describes. Positive cases (valid by the document) and
-negative ones (invalid parameters and bodies, which must be refused with a 4xx) both run.
+type, body with its formats, headers) is one the document describes. Positive cases (valid by
+the document, formats included) must be accepted: an answer of 400 or 422 to one of them means
+the document is looser than the service (issue 17). Negative ones (invalid parameters and
+bodies) must be refused with a 4xx.
+
+What the document cannot state, the positive cases are given (`_positive`): a valid CycloneDX
+BOM, policy, trust policy or signed catalog where the document says only "a BOM" or "YAML";
+``where-used`` with at least one filter; an ``audit`` window that does not end before it
+starts; a token expiry in the future (the format ``gpuprov-expiry``). Each is said in the
+document's descriptions.
 
 Bounded: a few dozen examples per operation in all (``EXAMPLES``), so the whole run takes tens of
 seconds; hypothesis keeps no example database between runs, so each run is reproducible from
@@ -10,30 +18,37 @@ its seed (`pytest -p hypothesis --hypothesis-seed=N`).
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
 )
 
-from app.domain.tokens import Scope
-from tests.app import boms
+from app.domain.tokens import MAX_LIFETIME, Scope
+from app.http.params import rfc3339
+from tests.app import boms, catalogs
 from tests.app.conftest import Service, auth
+from tests.fixtures import keys
 
 #: examples per operation and generation mode: for an operation the caller may call (its scope,
 #: or admin), and for one it may not (every answer is then a 401 or 403)
@@ -51,6 +66,71 @@ CHECKS = [
 ]
 
 
+#: the checks of a positive case: also accepted (no 400 or 422 to a request valid by the document)
+POSITIVE_CHECKS = [*CHECKS, positive_data_acceptance]
+#: the signer of the trust policy and catalogs the positive cases send
+SIGNER = keys.shared("ecdsa", "schemathesis")
+#: the library filters of where-used, at least one of which it needs
+WHERE_USED_FILTERS = ("family", "version", "sha256", "verdict", "integrity", "provenance", "loaded")
+_SERIALS = itertools.count()
+POLICY = (
+    "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: {name}\nrules:\n  integrity: {{}}\n"
+)
+
+
+def _expiry() -> st.SearchStrategy[str]:
+    """`TokenIn.expires` (format ``gpuprov-expiry``): a duration, date or RFC 3339 time in the
+    future and at most 3660 days away (a day of margin at each end for the clock)."""
+    days = MAX_LIFETIME.days
+    units = {"m": 24 * 60, "h": 24, "d": 1, "w": 1 / 7}
+    durations = st.sampled_from(sorted(units)).flatmap(
+        lambda u: st.integers(1, int((days - 1) * units[u])).map(lambda n: f"{n}{u}")
+    )
+    today = datetime.now(UTC).date()
+    dates = st.dates(today + timedelta(days=2), today + timedelta(days=days - 1)).map(str)
+    times = st.datetimes(
+        datetime.now() + timedelta(days=2), datetime.now() + timedelta(days=days - 1)
+    ).map(lambda t: t.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return durations | dates | times
+
+
+schemathesis.openapi.format("gpuprov-expiry", _expiry())
+
+
+def _bom() -> dict[str, Any]:
+    n = next(_SERIALS)
+    return boms.gpuprov_bom(name=f"registry.example/positive-{n}:1")
+
+
+def _positive(case: schemathesis.Case) -> schemathesis.Case:
+    """What the document states in words and the positive cases need in fact (module doc)."""
+    method, path = case.method.lower(), case.operation.path
+    if (method, path) == ("post", "/api/v1/reports"):
+        case.body = _bom()
+        case.media_type = "application/json"
+    elif (method, path) == ("post", "/api/v1/gate") and isinstance(case.body, dict):
+        if "bom" in case.body:
+            case.body["bom"] = _bom()
+    elif (method, path) == ("put", "/api/v1/policies/{name}"):
+        name = (case.path_parameters or {})["name"]
+        case.body = POLICY.format(name=name).encode()
+    elif (method, path) == ("put", "/api/v1/trust-policy"):
+        case.body = catalogs.policy_yaml(("vendor", SIGNER)).encode()
+    elif (method, path) == ("post", "/api/v1/catalogs"):
+        catalog = catalogs.catalog_from_bom(_bom(), f"golden-{next(_SERIALS)}")
+        case.body = json.loads(catalogs.signed(catalog, SIGNER))
+    elif (method, path) == ("get", "/api/v1/where-used"):
+        query = case.query if case.query is not None else {}
+        if not set(query) & set(WHERE_USED_FILTERS):
+            query["family"] = "cudnn"
+        case.query = query
+    elif (method, path) == ("get", "/api/v1/audit") and case.query:
+        since, until = (rfc3339(case.query.get(k), k) for k in ("since", "until"))
+        if since is not None and until is not None and since > until:
+            case.query["since"], case.query["until"] = case.query["until"], case.query["since"]
+    return case
+
+
 def _scopes(operation: schemathesis.APIOperation) -> set[str]:
     requirements = operation.definition.raw.get("security", [])
     return {scope for r in requirements for scope in r.get("HTTPBearer", [])}
@@ -63,7 +143,9 @@ def _check(
     examples: int,
 ) -> str | None:
     """Run ``examples`` cases of one operation; the first failure's report, or None."""
-    checks = [*CHECKS, negative_data_rejection] if mode is GenerationMode.NEGATIVE else CHECKS
+    positive = mode is GenerationMode.POSITIVE
+    checks = POSITIVE_CHECKS if positive else [*CHECKS, negative_data_rejection]
+    strategy = operation.as_strategy(generation_mode=mode, headers=headers or None)
 
     @seed(20261202)
     @settings(
@@ -75,7 +157,7 @@ def _check(
         suppress_health_check=list(HealthCheck),
     )
     # the token as a fixed header: a negative case never drops it (that is the no-token run)
-    @given(case=operation.as_strategy(generation_mode=mode, headers=headers or None))
+    @given(case=strategy.map(_positive) if positive else strategy)
     def call(case: schemathesis.Case) -> None:
         REQUESTS[0] += 1
         case.validate_response(case.call(), checks=checks)

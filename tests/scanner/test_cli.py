@@ -612,3 +612,28 @@ def test_real_process_bad_input(tmp_path: Path, graph_lib: bytes) -> None:
     assert done.stderr.strip() == (
         f"gpuprov: error: {tmp_path / 'nowhere'}: no such file or directory"
     )
+
+
+def test_a_directory_name_of_any_bytes_in_every_format(graph_lib: bytes, tmp_path: Path) -> None:
+    """A directory named with an undecodable byte, an escape sequence, a newline, U+2028, a space,
+    "#" and "%": every format written, none a traceback (CycloneDX raised UnicodeEncodeError
+    quoting the undecodable byte into a bom-ref), the table printable, the JSON exact."""
+    odd = b"d\xff\x1b[2J\n=x\xe2\x80\xa8 #%"
+    lib_dir = os.path.join(os.fsencode(tmp_path), b"root", b"opt", odd)
+    os.makedirs(lib_dir)
+    with open(os.path.join(lib_dir, b"libcudnn_graph.so.9.1.0"), "wb") as f:
+        f.write(graph_lib)
+    root = tmp_path / "root"
+    path = "/opt/" + os.fsdecode(odd) + "/libcudnn_graph.so.9.1.0"
+    out = {}
+    for fmt in ("table", "json", "cyclonedx"):
+        target = tmp_path / f"out.{fmt}"
+        result = invoke(["scan", str(root), "-f", fmt, "-o", str(target), "--no-cache"])
+        assert result.exit_code in (0, 1), result.output
+        out[fmt] = target.read_bytes().decode()
+    assert not [c for c in out["table"] if c != "\n" and (ord(c) < 0x20 or c == "\x7f")]
+    assert "d\\udcff\\x1b[2J\\n=x\\u2028" in out["table"]
+    assert [lib["ref"]["path"] for lib in json.loads(out["json"])["libraries"]] == [path]
+    assert validate_json(out["cyclonedx"], "1.6") is None
+    refs = re.findall(r'"bom-ref": "file:([^"#]*)"', out["cyclonedx"])
+    assert refs == ["/opt/d%FF%1B%5B2J%0A%3Dx%E2%80%A8%20%23%25/libcudnn_graph.so.9.1.0"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from app.domain.patterns import CONTROL, SPACE_OR_CONTROL
 from app.domain.report_parser import check_label
 from app.domain.versions import parse_version_filter
 from app.errors import BadRequest, InvalidReport
@@ -20,6 +21,17 @@ from scanner import vocabulary as v
 VERDICT_VALUES = tuple(dict.fromkeys((*v.INTEGRITY_VALUES, *v.PROVENANCE_VALUES)))
 
 
+# The ``version`` filter's syntax, one regular expression (the API documents the parameter with
+# it): a range of clauses joined by "," (an operator, a dotted number with an optional "v" and
+# ".*"), or one exact version (anything else, up to its first comma: no control character,
+# not starting with an operator, ".", or a space, and not ending with a space). Spaces only as
+# " ", so Python's, ECMA-262's and Rust's regular expressions read it alike.
+_CLAUSE = r" *(?:==|>=|<=|>|<)? *v?[0-9]+(?:\.[0-9]+)*(?:\.\*)? *"
+_EXACT = rf" *(?:== *)?[^{SPACE_OR_CONTROL},.<>=](?:[^{CONTROL},]*[^{SPACE_OR_CONTROL},])? *"
+VERSION_PATTERN = rf"^(?:{_CLAUSE}(?:,{_CLAUSE})*|{_EXACT})$"
+_VERSION = re.compile(VERSION_PATTERN)
+
+
 def version_range(expression: str | None) -> VersionRange | None:
     """Parse a ``version`` query parameter into key criteria, answering 400 on bad syntax."""
     if expression is None:
@@ -28,22 +40,27 @@ def version_range(expression: str | None) -> VersionRange | None:
         parsed = parse_version_filter(expression)
     except ValueError as e:
         raise BadRequest(f"version: {e}") from e
+    if not _VERSION.fullmatch(expression):  # what the parser would take, and the API refuses
+        raise BadRequest(
+            f"version: {expression[:80]!r} is neither a range (9.1.0, 9.1.*, >=9.0,<9.2) nor one "
+            "exact version (no comma or control character, not starting with < > = or .)"
+        )
     return VersionRange(lower=parsed.lower, upper=parsed.upper, exact=parsed.exact)
 
 
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+#: a ``sha256`` filter: 64 hexadecimal digits, optionally ``sha256:``-prefixed, in either case
+SHA256_PATTERN = r"^(?:[Ss][Hh][Aa]256:)?[0-9A-Fa-f]{64}$"
+_SHA256 = re.compile(SHA256_PATTERN)
 
 
 def file_digest(value: str | None) -> str | None:
-    """A ``sha256`` query parameter: 64 hexadecimal digits, optionally ``sha256:``-prefixed,
-    in either case; 400 otherwise, since a malformed digest would match nothing and read as
-    "not in the fleet"."""
+    """A ``sha256`` query parameter (`SHA256_PATTERN`); 400 otherwise, since a malformed digest
+    would match nothing and read as "not in the fleet"."""
     if value is None:
         return None
-    digest = value.lower().removeprefix("sha256:")
-    if not _HEX64.match(digest):
-        raise BadRequest("sha256 must be 64 hexadecimal digits")
-    return digest
+    if not _SHA256.fullmatch(value):  # fullmatch: "$" alone let a trailing newline through
+        raise BadRequest("sha256 must be 64 hexadecimal digits, optionally sha256:-prefixed")
+    return value.lower().removeprefix("sha256:")
 
 
 def check_choice(name: str, value: str | None, allowed: Sequence[str]) -> str | None:

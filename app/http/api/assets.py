@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from app.clock import utcnow
 from app.domain import compliance
 from app.domain.inventory import filters, queries, sbom
+from app.domain.report_parser import LABEL_PATTERN
 from app.http.deps import InventoryReader, SessionDep
 from app.http.params import MAX_BIGINT, IdPath, Limit, Offset
 from app.http.schemas import AssetPage, ErrorResponse
@@ -23,14 +24,21 @@ router = APIRouter(tags=["inventory"])
 # empty one is refused too (it would otherwise select nothing less: a filter silently ignored).
 Labels = Annotated[
     list[str] | None,
-    Query(description="KEY=VALUE, repeatable (all must match; at most max_filter_values)"),
+    Query(
+        description="KEY=VALUE, repeatable (all must match; at most max_filter_values)",
+        json_schema_extra={"items": {"type": "string", "pattern": LABEL_PATTERN}},
+    ),
 ]
 Family = Annotated[
     str | None, Query(min_length=1, max_length=64, description="library family, e.g. cudnn")
 ]
 Version = Annotated[
     str | None,
-    Query(max_length=128, description="9.1.0, 9.1.*, >=9.0,<9.2 (any family unless given)"),
+    Query(
+        max_length=128,
+        description="9.1.0, 9.1.*, >=9.0,<9.2 (any family unless given), or one exact version",
+        json_schema_extra={"pattern": filters.VERSION_PATTERN},
+    ),
 ]
 Verdict = Annotated[
     str | None,

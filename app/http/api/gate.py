@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -19,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from app.clock import utcnow
 from app.domain import gate
 from app.domain.tokens import Principal, Scope
-from app.errors import BadRequest, Forbidden, InvalidReport
+from app.errors import Forbidden, InvalidReport
 from app.http.api.reports import report_limits
 from app.http.body import check_limited, ingest_slot, read_limited
 from app.http.deps import (
@@ -31,7 +30,7 @@ from app.http.deps import (
     scoped,
 )
 from app.http.metrics import Metrics
-from app.http.params import Limit, Offset
+from app.http.params import Limit, Offset, Timestamp, rfc3339
 from app.http.schemas import ErrorResponse
 from app.http.schemas_policy import GateAnswer, GateDecisionPage, PromotionDiff
 from app.settings import Settings
@@ -41,6 +40,7 @@ router = APIRouter(tags=["gate"])
 
 GateCaller = Annotated[Principal, scoped(Scope.GATE)]
 _DIGEST = r"^sha256:[0-9a-f]{64}$"
+_POLICY_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ImageDigest = Annotated[str, Query(pattern=_DIGEST, description="an image manifest digest")]
 
 
@@ -49,7 +49,7 @@ class GateIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    policy: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    policy: str = Field(min_length=1, max_length=128, pattern=_POLICY_NAME)
     image: str | None = Field(default=None, pattern=_DIGEST)
     bom: dict[str, Any] | None = None
 
@@ -60,15 +60,17 @@ class GateIn(BaseModel):
         return self
 
 
+#: `GateIn` as the document states it: the policy's name rule, and exactly one of the subjects
 _REQUEST_SCHEMA = {
     "type": "object",
     "required": ["policy"],
     "additionalProperties": False,
     "properties": {
-        "policy": {"type": "string", "minLength": 1, "maxLength": 128},
+        "policy": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": _POLICY_NAME},
         "image": {"type": "string", "pattern": _DIGEST},
         "bom": {"type": "object", "description": "a CycloneDX 1.4-1.7 JSON BOM"},
     },
+    "oneOf": [{"required": ["image"]}, {"required": ["bom"]}],
     "description": "exactly one of image or bom",
 }
 
@@ -206,22 +208,26 @@ def list_decisions(
     decision: Literal["allow", "warn", "deny"] | None = None,
     subject: Annotated[
         str | None,
-        Query(min_length=1, max_length=1024, description="an image digest or a subject name"),
+        Query(
+            min_length=1,
+            max_length=1024,
+            description="an image digest or a subject name",
+            json_schema_extra={"pattern": gate.SUBJECT_PATTERN},
+        ),
     ] = None,
-    since: Annotated[
-        datetime | None, Query(description="decisions at or after this time (RFC 3339)")
-    ] = None,
+    since: Timestamp = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
-    """The recorded gate decisions, newest first."""
-    if since is not None:
-        try:
-            since = (since if since.tzinfo else since.replace(tzinfo=UTC)).astimezone(UTC)
-        except OverflowError:
-            raise BadRequest("since is out of range") from None
+    """The recorded gate decisions, newest first (``since``: at or after)."""
     return gate.list_decisions(
-        session, limit, offset, policy=policy, decision=decision, subject=subject, since=since
+        session,
+        limit,
+        offset,
+        policy=policy,
+        decision=decision,
+        subject=subject,
+        since=rfc3339(since, "since"),
     )
 
 

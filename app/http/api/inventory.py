@@ -40,7 +40,12 @@ def where_used(
     family: Family = None,
     version: Version = None,
     sha256: Annotated[
-        str | None, Query(max_length=71, description="file digest, 64 hex digits")
+        str | None,
+        Query(
+            max_length=71,
+            description="file digest, 64 hex digits, optionally sha256:-prefixed",
+            json_schema_extra={"pattern": filters.SHA256_PATTERN},
+        ),
     ] = None,
     verdict: Verdict = None,
     integrity: Integrity = None,
@@ -51,8 +56,8 @@ def where_used(
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> JSONResponse:
-    """Every asset whose latest scan holds a library (by family, version, digest or verdicts;
-    every given filter must hold)."""
+    """Every asset whose latest scan holds a library (by family, version, digest, verdicts or
+    loaded; at least one of them, 400 otherwise, and every given filter must hold)."""
     match = filters.library_match(
         family=family,
         version=version,

@@ -14,7 +14,7 @@ from app.clock import utcnow
 from app.domain import compliance
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory.filters import label_filters
-from app.domain.report_parser import Report, ReportLimits, parse_report
+from app.domain.report_parser import LABEL_PATTERN, Report, ReportLimits, parse_report
 from app.domain.retention import retention_of
 from app.domain.tokens import Principal
 from app.errors import Forbidden, PayloadTooLarge
@@ -67,7 +67,10 @@ async def _labels(
     settings: SettingsDep,
     label: Annotated[
         list[str] | None,
-        Query(description="asset label KEY=VALUE (repeatable); overrides gpuprov:label:KEY"),
+        Query(
+            description="asset label KEY=VALUE (repeatable); overrides gpuprov:label:KEY",
+            json_schema_extra={"items": {"type": "string", "pattern": LABEL_PATTERN}},
+        ),
     ] = None,
 ) -> dict[str, str]:
     # query parameters: checked as the label filters are (400, the rules of stored labels),

@@ -3,7 +3,7 @@ rotation), and ``/api/v1/audit``: the log of administrative actions."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -12,12 +12,20 @@ from pydantic import ValidationError
 from app.clock import utcnow
 from app.domain import audit, tokens
 from app.errors import AppError, BadRequest
-from app.http.body import read_body
+from app.http.body import read_limited
 from app.http.bodylimit import SMALL_BODY_BYTES
 from app.http.deps import Admin, SessionDep, WriteSessionDep
 from app.http.errors import validation_failure
-from app.http.params import IdPath, Limit, Offset
-from app.http.schemas import AuditPage, ErrorResponse, NewTokenOut, TokenIn, TokenOut, TokenPage
+from app.http.params import IdPath, Limit, Offset, Timestamp, rfc3339
+from app.http.schemas import (
+    AuditPage,
+    ErrorResponse,
+    NewTokenOut,
+    TokenIn,
+    TokenOut,
+    TokenPage,
+    error_responses,
+)
 from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["tokens"])
@@ -39,9 +47,10 @@ def list_tokens(
 
 async def _token_request(request: Request, _: Admin) -> TokenIn:
     # read once the caller is known to be an admin (FastAPI reads a model body before any
-    # dependency runs: anyone could make it read 1 MiB), by the one strict JSON reader (no key
-    # twice, no NaN; json.loads, FastAPI's, keeps the last of two keys)
-    raw = await read_body(request, SMALL_BODY_BYTES, "a token request")
+    # dependency runs: anyone could make it read 1 MiB, and a caller without a token learnt
+    # 422 about its JSON before 401), by the one strict JSON reader (no key twice, no NaN;
+    # json.loads, FastAPI's, keeps the last of two keys)
+    raw = await read_limited(request, SMALL_BODY_BYTES, ("application/json",), "a token request")
     try:
         document = load_json(raw)
     except DocumentError as e:
@@ -56,7 +65,10 @@ async def _token_request(request: Request, _: Admin) -> TokenIn:
     "/tokens",
     status_code=201,
     response_model=NewTokenOut,
-    responses={413: {"model": ErrorResponse, "description": "a body over 1 MiB"}},
+    responses=error_responses(
+        (413, "larger than 1 MiB"),
+        (415, "not JSON"),
+    ),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -104,8 +116,9 @@ def rotate_token(
         str | None,
         Query(
             max_length=16,
-            description="how long the old secret keeps working (`15m`, `24h`, `7d`); "
-            "default: revoked at once",
+            description="how long the old secret keeps working (`15m`, `24h`, `7d`; at most "
+            "3660 days); default: revoked at once",
+            json_schema_extra={"pattern": tokens.DURATION_PATTERN},
         ),
     ] = None,
 ) -> dict[str, Any]:
@@ -116,21 +129,13 @@ def rotate_token(
     return {**tokens.token_dict(new.token), "token": new.secret}
 
 
-def _utc(value: datetime | None, name: str) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
-    except OverflowError:
-        raise BadRequest(f"{name} is out of range") from None
-
-
 @router.get("/audit", response_model=AuditPage)
 def audit_log(
     _: Admin,
     session: SessionDep,
     action: Annotated[
-        str | None, Query(min_length=1, max_length=64, description=", ".join(audit.ACTIONS))
+        str | None,
+        Query(description="one of the actions", json_schema_extra={"enum": list(audit.ACTIONS)}),
     ] = None,
     actor: Annotated[
         str | None, Query(min_length=1, max_length=128, description="token name or cli:USER")
@@ -138,18 +143,15 @@ def audit_log(
     target: Annotated[
         str | None, Query(min_length=1, max_length=1024, description="e.g. token:12")
     ] = None,
-    since: Annotated[
-        datetime | None, Query(description="events at or after this time (RFC 3339)")
-    ] = None,
-    until: Annotated[
-        datetime | None, Query(description="events before this time (RFC 3339)")
-    ] = None,
+    since: Timestamp = None,
+    until: Timestamp = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
     """The audit log of administrative actions, newest first: token creation, revocation and
     rotation (by the API or `gpuprov token`), trust policy, catalog and promotion policy
-    changes."""
+    changes; events at or after ``since`` and before ``until`` (``since`` after ``until``:
+    400)."""
     return audit.events_page(
         session,
         limit,
@@ -157,6 +159,6 @@ def audit_log(
         action=action,
         actor=actor,
         target=target,
-        since=_utc(since, "since"),
-        until=_utc(until, "until"),
+        since=rfc3339(since, "since"),
+        until=rfc3339(until, "until"),
     )

@@ -259,16 +259,17 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
     """Create a token; its secret is shown once, on the answer to this form."""
     form = await checked_form(request, state)
     scopes = [s for s in SCOPES if form.get(_field(s))]
-    # a blank field: no pattern; else every comma-separated entry, an empty one refused
+    # a blank field: no pattern; else every comma-separated entry (the spaces around it are the
+    # list's, not the pattern's), an empty one refused
     assets = form.get("assets", "")
-    patterns = assets.split(",") if assets.strip() else []
+    patterns = [p.strip() for p in assets.split(",")] if assets.strip() else []
     # every comma-separated entry is a policy name: an empty one is refused, not dropped
     limit = form.get("policies", "").strip()
     policy_names = [p.strip() for p in limit.split(",")] if limit else []
     try:
         new = tokens.create_token(
             session,
-            form.get("name", ""),
+            form.get("name", "").strip(),
             scopes,
             patterns,
             actor=_actor(state),

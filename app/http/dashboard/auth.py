@@ -26,6 +26,7 @@ from app.http.body import read_body
 from app.http.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE, Signer, same_token
 from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, authenticate_secret
+from app.http.params import after_authentication, check_query
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -119,14 +120,27 @@ def _require(scope: Scope, state: PageState) -> PageState:
     return state
 
 
-async def reader(state: Annotated[PageState, Depends(page_state)]) -> PageState:
-    """A logged-in user who may read the inventory."""
-    return _require(Scope.INVENTORY_READ, state)
+@after_authentication
+async def user(request: Request, state: Annotated[PageState, Depends(page_state)]) -> PageState:
+    """A logged-in user, whatever their scopes (then the query string's rules)."""
+    check_query(request)
+    return state
 
 
-async def admin(state: Annotated[PageState, Depends(page_state)]) -> PageState:
-    """A logged-in user holding the admin scope."""
-    return _require(Scope.ADMIN, state)
+@after_authentication
+async def reader(request: Request, state: Annotated[PageState, Depends(page_state)]) -> PageState:
+    """A logged-in user who may read the inventory (then the query string's rules)."""
+    _require(Scope.INVENTORY_READ, state)
+    check_query(request)
+    return state
+
+
+@after_authentication
+async def admin(request: Request, state: Annotated[PageState, Depends(page_state)]) -> PageState:
+    """A logged-in user holding the admin scope (then the query string's rules)."""
+    _require(Scope.ADMIN, state)
+    check_query(request)
+    return state
 
 
 Reader = Annotated[PageState, Depends(reader)]
@@ -250,7 +264,7 @@ async def login(request: Request, db: DatabaseDep) -> Response:
 
 
 @router.post("/logout")
-async def logout(request: Request, state: Annotated[PageState, Depends(page_state)]) -> Response:
+async def logout(request: Request, state: Annotated[PageState, Depends(user)]) -> Response:
     """End the session (the form carries the CSRF token) and go back to the login form."""
     await checked_form(request, state)
     response = RedirectResponse("/login", status_code=303)

@@ -433,3 +433,99 @@ def test_console_script_gates_a_scan(policy_world: sc.World, tmp_path: Path) -> 
     )
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["decision"] == "deny"
+
+
+#: a directory name with what each format must escape its own way (issue 17): C0 controls and an
+#: escape sequence (XML forbids them, a terminal runs them), U+FFFE (no XML document may hold it),
+#: a space, "#", "?", "%" and ":" (a URI changes meaning or breaks), an undecodable byte of a
+#: file name (a lone surrogate) and a newline (a forged line of text)
+ODD_DIR = "/opt/my libs/v#1?x=%41:\x01\x1b[2J\ufffe\udcff\n=/"
+
+
+@pytest.fixture(scope="module")
+def odd_bom(host_bom: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The host BOM with every GPU file moved under `ODD_DIR`."""
+    doc = json.loads(host_bom.read_text())
+    paths = []
+    for n, component in enumerate(c for c in doc["components"] if c["type"] == "file"):
+        for prop in component["properties"]:
+            if prop["name"] == "gpuprov:file:path":
+                prop["value"] = f"{ODD_DIR}{n}/{prop['value'].rpartition('/')[2]}"
+                component["name"] = prop["value"]
+                paths.append(prop["value"])
+    out = tmp_path_factory.mktemp("odd") / "odd.cdx.json"
+    out.write_text(json.dumps(doc))  # ASCII: the surrogate as a \udcff escape
+    return out, paths
+
+
+def _schema_validator() -> object:
+    import jsonschema
+
+    schema_file = SARIF_SCHEMA / "sarif-schema-2.1.0.json"
+    if not schema_file.is_file():
+        pytest.fail(f"{schema_file} is absent: the SARIF schema check cannot run")
+    checker = jsonschema.FormatChecker()
+    # a format without a checker passes silently: this test is about the uri formats
+    assert {"uri", "uri-reference"} <= set(checker.checkers), sorted(checker.checkers)
+    return jsonschema.Draft4Validator(json.loads(schema_file.read_text()), format_checker=checker)
+
+
+def test_odd_paths_in_every_format(
+    app: typer.Typer, odd_bom: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    """JUnit stays well-formed XML, SARIF valid with format checking on (uri-reference), text
+    without a control character, JSON with the paths exactly."""
+    from urllib.parse import quote
+
+    bom, paths = odd_bom
+    policy = _policy(tmp_path, PROD, "my policy.yaml")
+    outputs = {}
+    for fmt in ("junit", "sarif", "text", "json"):
+        out = tmp_path / f"gate.{fmt}"
+        code, _, err = run(app, "gate", "--bom", bom, "--policy-file", policy, "-f", fmt, "-o", out)
+        assert code == 1, err
+        outputs[fmt] = out.read_bytes().decode()
+    # JUnit: parsed by expat, which refuses what XML 1.0 forbids; the path shown escaped
+    suite = ET.fromstring(outputs["junit"].encode()).find("testsuite")
+    assert suite is not None
+    failure = next(c for c in suite.iter("testcase") if c.get("name") == "integrity")
+    text = failure.findtext("failure") or ""
+    assert "/opt/my libs/v#1?x=%41:\\x01\\x1b[2J\\ufffe\\udcff\\n=/" in text
+    # SARIF: the schema's formats checked; every file located by its percent-encoded path
+    doc = json.loads(outputs["sarif"])
+    errors = [e.message for e in _schema_validator().iter_errors(doc)]  # type: ignore[attr-defined]
+    assert errors == []
+    located = {
+        loc["physicalLocation"]["artifactLocation"]["uri"]
+        for r in doc["runs"][0]["results"]
+        for loc in r["locations"]
+        if "uriBaseId" in loc["physicalLocation"]["artifactLocation"]
+    }
+    encoded = {quote(p.encode("utf-8", "surrogateescape").lstrip(b"/"), safe="/") for p in paths}
+    assert located and located <= encoded
+    assert all(
+        u.startswith("opt/my%20libs/v%231%3Fx%3D%2541%3A%01%1B%5B2J%EF%BF%BE%FF%0A%3D")
+        for u in located
+    )
+    policy_uris = {
+        loc["physicalLocation"]["artifactLocation"]["uri"]
+        for r in doc["runs"][0]["results"]
+        for loc in r["locations"]
+    } - located
+    assert policy_uris <= {"my%20policy.yaml"}
+    # text: nothing a terminal would act on, no forged line
+    assert not [ch for ch in outputs["text"] if ch != "\n" and (ord(ch) < 0x20 or ch == "\x7f")]
+    assert "\\x1b[2J" in outputs["text"]
+    assert not [line for line in outputs["text"].splitlines() if line.startswith("=")]
+    # JSON: the paths exactly as the BOM gave them
+    reasons = json.loads(outputs["json"])["reasons"]
+    assert {f["path"] for r in reasons for f in r["files"]} <= set(paths)
+
+
+def test_policy_uri_must_be_a_uri(app: typer.Typer, host_bom: Path, tmp_path: Path) -> None:
+    policy = _policy(tmp_path, PROD)
+    for bad in ("my policy.yaml", "https://x.example/a%zz", "https://x.example/[p]"):
+        code, _, err = run(
+            app, "gate", "--bom", host_bom, "--policy-file", policy, "--policy-uri", bad
+        )
+        assert code == 2 and "is not a URI" in err, err
