@@ -18,11 +18,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from app.clock import utcnow
+from app.domain.tokens import hash_secret
 from app.http.dashboard import auth as dashboard_auth
 from app.http.dashboard.auth import AdminUser, checked_form
 from app.http.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE
 from app.http.dashboard.templating import CONTENT_SECURITY_POLICY
 from app.main import create_app
+from app.storage.tables import ApiToken
 from scanner import vocabulary as v
 from tests.app import boms
 from tests.app.conftest import Service, auth
@@ -174,6 +176,8 @@ def test_login_form_csrf_is_required(service: Service, client: TestClient) -> No
     [
         "https://evil.example/",
         "//evil.example/x",
+        "///evil.example",  # no netloc to urlsplit, but a browser goes to evil.example
+        "////evil.example/x",
         "/\\evil.example",
         "javascript:alert(1)",
         "assets",
@@ -203,9 +207,41 @@ def test_a_forged_or_altered_cookie_is_refused(service: Service, client: TestCli
     _reader(service, client)
     value = client.cookies[SESSION_COOKIE]
     data, mac = value.split(".")
-    for forged in (data + "." + mac[:-2] + "AA", data[:-4] + "." + mac, "garbage", "a.b.c"):
+    for forged in (
+        data + "." + mac[:-2] + "AA",
+        data[:-4] + "." + mac,
+        "garbage",
+        "a.b.c",
+        data + ".",  # the MAC is compared whole: an empty one is no prefix of it
+        data + "." + mac[:10],
+        data + "." + mac + "A",
+        "." + mac,
+    ):
         client.cookies.set(SESSION_COOKIE, forged)
         assert client.get("/", follow_redirects=False).status_code == 303, forged
+    client.cookies.set(SESSION_COOKIE, value)
+    assert client.get("/", follow_redirects=False).status_code == 200
+
+
+def test_a_session_is_bound_to_its_tokens_hash(service: Service, client: TestClient) -> None:
+    # a cookie the service signed itself, for a live token, but bound to another token's hash
+    # (a token replaced under the same id, a key shared with another deployment) is refused
+    _reader(service, client)
+    signer = client.app.state.dashboard_signer  # type: ignore[attr-defined]
+    session = signer.session(client.cookies[SESSION_COOKIE], int(utcnow().timestamp()))
+    assert session is not None
+    now = int(utcnow().timestamp())
+    for other in ("0" * 64, hash_secret(service.token("inventory:read", name="other")), ""):
+        forged = signer.new_session(session.token_id, other, now, 3600)
+        client.cookies.set(SESSION_COOKIE, forged)
+        assert client.get("/", follow_redirects=False).status_code == 303, other
+    token_id = session.token_id
+    with service.db.session() as db:
+        token = db.get(ApiToken, token_id)
+        assert token is not None
+        right = token.token_hash
+    client.cookies.set(SESSION_COOKIE, signer.new_session(token_id, right, now, 3600))
+    assert client.get("/", follow_redirects=False).status_code == 200
 
 
 def test_logout_needs_the_csrf_token_and_ends_the_session(

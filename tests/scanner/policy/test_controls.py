@@ -45,6 +45,12 @@ def test_every_rule_cites_existing_controls_and_never_the_wrong_ones() -> None:
     assert {"ID.AM-02", "CIS-2.1", "CIS-2.4", "CIS-16.4"} <= set(catalog.rules["scan_age"])
 
 
+def test_the_forbidden_controls_are_the_two_wrong_mappings() -> None:
+    # CSF 2.0 PR.DS-10 is data-in-use and PR.PS-03 is hardware maintenance: neither is about
+    # software integrity (reference/controls-and-formats.md), so neither may ever be cited
+    assert FORBIDDEN_CONTROLS == {"PR.DS-10", "PR.PS-03"}
+
+
 def test_no_packaged_file_mentions_the_wrong_controls_as_a_citation() -> None:
     doc = _raw()
     cited = {c["id"] for c in doc["controls"]}  # type: ignore[index, union-attr]
@@ -60,6 +66,12 @@ def test_no_packaged_file_mentions_the_wrong_controls_as_a_citation() -> None:
                 {"id": "PR.DS-10", "framework": "nist-csf-2.0", "title": "x"}
             ),
             "PR.DS-10 must not be cited",
+        ),
+        (
+            lambda d: d["controls"].append(
+                {"id": "PR.PS-03", "framework": "nist-csf-2.0", "title": "x"}
+            ),
+            "PR.PS-03 must not be cited",
         ),
         (lambda d: d["rules"].pop("parity"), "rules without controls: parity"),
         (lambda d: d["rules"].update(signature=["ID.RA-09"]), "no such policy rule"),

@@ -57,9 +57,23 @@ def test_statement_shape() -> None:
     assert "VSA PASSED" in summary and "SLSA_BUILD_LEVEL_3" in summary
 
 
-def test_no_vsa_without_a_sha256_subject() -> None:
+@pytest.mark.parametrize(
+    "digest",
+    [
+        "4c4c4544",
+        None,
+        "sha256:abcd",  # truncated: names no image
+        DIGEST[:-1],
+        DIGEST + "0",
+        "sha256:" + "AB" * 32,  # the digest grammar is lower-case hex
+        "sha256:" + "zz" * 32,
+        "sha512:" + "ab" * 32,
+        " " + DIGEST,
+    ],
+)
+def test_no_vsa_without_a_sha256_subject(digest: str | None) -> None:
     with pytest.raises(Rejected, match="by sha256 digest"):
-        _statement(msgspec.structs.replace(FACTS, kind=AssetKind.HOST, digest="4c4c4544"))
+        _statement(msgspec.structs.replace(FACTS, kind=AssetKind.HOST, digest=digest))
 
 
 def test_encrypted_or_bad_key_is_refused() -> None:
@@ -223,3 +237,23 @@ def test_verify_pins_refuse_an_attestation_that_is_not_a_vsa(tmp_path: Path) -> 
     assert CliRunner().invoke(app, base).exit_code == 0
     pinned = CliRunner().invoke(app, [*base, "--policy-name", "prod"])
     assert pinned.exit_code == 1 and "not a VSA" in pinned.stderr
+
+
+@pytest.mark.parametrize("outcome", [None, "passed", "PASSED ", "", True])
+def test_verify_rejects_a_vsa_without_exactly_passed(outcome: object, tmp_path: Path) -> None:
+    # through the command: a signed VSA whose result is missing or anything but the spec's
+    # "PASSED" passes nothing
+    key = keys.generate("ecdsa")
+    _, pub = keys.write_keypair(tmp_path, "gate", key)
+    statement = _statement()
+    predicate = statement["predicate"]
+    assert isinstance(predicate, dict)
+    if outcome is None:
+        del predicate["verificationResult"]
+    else:
+        predicate["verificationResult"] = outcome
+    bundle = tmp_path / "vsa.json"
+    bundle.write_text(sign_vsa(statement, keys.private_pem(key)).to_json())
+    result = CliRunner().invoke(app, ["verify", DIGEST, "--bundle", str(bundle), "--key", str(pub)])
+    assert result.exit_code == 1 and "not PASSED" in result.stderr
+    assert "VSA PASSED" not in result.stdout
