@@ -257,3 +257,62 @@ def test_verify_rejects_a_vsa_without_exactly_passed(outcome: object, tmp_path: 
     result = CliRunner().invoke(app, ["verify", DIGEST, "--bundle", str(bundle), "--key", str(pub)])
     assert result.exit_code == 1 and "not PASSED" in result.stderr
     assert "VSA PASSED" not in result.stdout
+
+
+def test_the_subject_and_levels_of_a_vsa() -> None:
+    # a name that carries its digest names the repository once; no provenance: level 0
+    named = msgspec.structs.replace(FACTS, name=f"reg.example/ml/train@{DIGEST}", image_trust=None)
+    predicate = _statement(named)["predicate"]
+    assert isinstance(predicate, dict)
+    assert predicate["resourceUri"] == f"reg.example/ml/train@{DIGEST}"
+    assert predicate["verifiedLevels"] == ["SLSA_BUILD_LEVEL_0"]
+    untrusted = msgspec.structs.replace(FACTS, image_trust=ImageTrustFacts("ci (x)", None))
+    predicate = _statement(untrusted)["predicate"]
+    assert isinstance(predicate, dict)
+    assert predicate["verifiedLevels"] == ["SLSA_BUILD_LEVEL_0"]
+
+
+@pytest.mark.parametrize(("digest", "said"), [(None, "has none"), ("4c4c", "has '4c4c'")])
+def test_a_refusal_says_what_the_subject_has(digest: str | None, said: str) -> None:
+    with pytest.raises(Rejected) as refused:
+        _statement(msgspec.structs.replace(FACTS, digest=digest))
+    assert str(refused.value) == f"a VSA names its subject by sha256 digest; {FACTS.name} {said}"
+
+
+def test_the_signed_payload_is_canonical_json() -> None:
+    # the same statement signs the same bytes whatever order its keys were built in
+    statement = _statement()
+    reordered = dict(reversed(list(statement.items())))
+    pem = keys.private_pem(keys.generate("ed25519"))
+    payloads = {sign_vsa(s, pem).payload for s in (statement, reordered)}
+    assert payloads == {json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()}
+
+
+@pytest.mark.parametrize(
+    "predicate_type",
+    [
+        "https://slsa.dev/provenance/v1",  # sorts before the VSA's
+        "https://slsa.dev/verification_summary/v2",  # and after it
+        "https://slsa.dev/verification_summary/v1 ",
+    ],
+)
+def test_only_a_vsa_predicate_is_a_vsa(predicate_type: str) -> None:
+    doc = _statement()
+    doc["predicateType"] = predicate_type
+    with pytest.raises(Rejected, match="not a VSA: predicateType is"):
+        check_vsa(Statement.from_bytes(json.dumps(doc).encode()))
+
+
+def test_the_summary_names_the_policy_the_vsa_states() -> None:
+    doc = _statement()
+    summary = check_vsa(Statement.from_bytes(json.dumps(doc).encode()))
+    assert summary == (
+        "VSA PASSED by https://gpuprov.dev/gate at 2026-12-02T01:00:00Z, policy prod p.yaml "
+        f"(sha256 {'0' * 64}), levels SLSA_BUILD_LEVEL_3"
+    )
+    # a policy that is no object is named as unknown, never read as one
+    predicate = doc["predicate"]
+    assert isinstance(predicate, dict)
+    predicate["policy"] = "p.yaml"
+    summary = check_vsa(Statement.from_bytes(json.dumps(doc).encode()))
+    assert "policy prod None (sha256 None)" in summary
