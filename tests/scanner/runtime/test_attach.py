@@ -291,3 +291,39 @@ def test_many_of_each_are_counted_and_their_pids_cut_short() -> None:
     five = copy(CUBLAS, C, *loaders[:5], state=DiskState.OTHER, disk=A)
     _, findings, _ = apply_loaded([five], walk(), [], {}, CTX)
     assert "(pid 50, 51, 52, 53, 54)" in findings[0].message
+
+
+def test_every_copy_is_taken_whatever_came_before_it() -> None:
+    # an unreadable copy and one on a scanned file do not end the walk over the copies
+    on_scanned = copy(CUBLAS, A, pid(1), scanned_path=CUBLAS)
+    lost = copy(CUDART, None, pid(2, None))
+    extra = copy(f"{LIB}/libnccl.so.2", C, pid(3, C), state=DiskState.ABSENT)
+    for order in ([on_scanned, extra], [lost, extra], [on_scanned, lost, extra]):
+        libs, _, _ = apply_loaded(order, walk(), [scanned(CUBLAS, A)], {}, CTX)
+        assert [lib.ref.path for lib in libs] == [CUBLAS, f"{LIB}/libnccl.so.2"], order
+
+
+@pytest.mark.parametrize(
+    "state", [DiskState.OTHER, DiskState.ABSENT, DiskState.UNREADABLE, "".join(["sa", "me"])]
+)
+def test_only_the_mapped_file_itself_is_on_disk(state: str) -> None:
+    (lib,), _, _ = apply_loaded([copy(CUBLAS, C, pid(1, C), state=state)], walk(), [], {}, CTX)
+    assert lib.on_disk is (state == "same")
+
+
+def test_a_loaded_file_its_package_disowns_is_no_unowned_one() -> None:
+    # modified or unrecorded bytes of a package are integrity findings, not loaded-unowned
+    for integrity in (Integrity.MODIFIED, Integrity.NO_RECORD, Integrity.VERIFIED):
+        lib = scanned(CUBLAS, A, pid(1), integrity=integrity)
+        _, findings, _ = apply_loaded([], walk(), [lib], {}, CTX)
+        assert findings == [], integrity
+
+
+@pytest.mark.parametrize(
+    ("count", "more"), [(4, ""), (5, ""), (6, " and 1 more"), (12, " and 7 more")]
+)
+def test_unreadable_processes_beyond_five_are_counted(count: int, more: str) -> None:
+    gone = [(n, "gone") for n in range(100, 100 + count)]
+    _, (finding,), _ = apply_loaded([], walk(unreadable=gone), [], {}, CTX)
+    last = 100 + min(count, 5) - 1
+    assert f"{last} (gone){more}; the GPU libraries" in finding.message
