@@ -71,6 +71,8 @@ class Equivalent:
     reason: str
     #: which of this operator's mutants on that line (0 = first), when only some are equivalent
     index: int | None = None
+    #: the definition holding the line (`f`, `Class.method`), when the same line is elsewhere too
+    function: str | None = None
 
 
 def _line_index(item_mutation: Any, seen: dict[tuple[str, int], int]) -> int:
@@ -244,14 +246,33 @@ def spans(source: str, names: list[str]) -> list[tuple[int, int]]:
             if any(isinstance(t, ast.Name) and t.id in names for t in targets):
                 out.append((node.lineno, node.end_lineno or node.lineno))
             continue
-        if not isinstance(node, ast.FunctionDef | ast.ClassDef):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             continue
         if node.name in names:
             out.append((node.lineno, node.end_lineno or node.lineno))
         if isinstance(node, ast.ClassDef):
             for child in node.body:
-                if isinstance(child, ast.FunctionDef) and f"{node.name}.{child.name}" in names:
+                if (
+                    isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and f"{node.name}.{child.name}" in names
+                ):
                     out.append((child.lineno, child.end_lineno or child.lineno))
+    return out
+
+
+def definitions(source: str) -> dict[int, str]:
+    """The innermost top-level function, class or method (`f`, `Class.method`) of each line."""
+    out: dict[int, str] = {}
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for n in range(node.lineno, (node.end_lineno or node.lineno) + 1):
+            out[n] = node.name
+        if isinstance(node, ast.ClassDef):
+            for child in node.body:
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    for n in range(child.lineno, (child.end_lineno or child.lineno) + 1):
+                        out[n] = f"{node.name}.{child.name}"
     return out
 
 
@@ -328,9 +349,8 @@ def mutate(
     if module.functions and len(ranges) < len(module.functions):
         raise SystemExit(f"{module.name}: some of {module.functions} are not in {module.path}")
     pattern = re.compile(module.line_regex) if module.line_regex else None
-    known = {
-        (e.operator, e.code, e.index): e.reason for e in equivalents if e.module == module.name
-    }
+    known = [e for e in equivalents if e.module == module.name]
+    holder = definitions(source)
     seen: dict[tuple[str, int], int] = {}
     typed = annotations(source) if "from __future__ import annotations" in source else []
     equivalent: list[dict[str, object]] = []
@@ -349,8 +369,15 @@ def mutate(
             if inside and pattern is not None:
                 inside = pattern.search(code) is not None
             index = _line_index(mutation, seen)
-            reason = known.get((mutation.operator_name, code, None)) or known.get(
-                (mutation.operator_name, code, index)
+            reason = next(
+                (
+                    e.reason
+                    for e in known
+                    if (e.operator, e.code) == (mutation.operator_name, code)
+                    and e.index in (None, index)
+                    and e.function in (None, holder.get(line))
+                ),
+                None,
             )
             start = tuple(mutation.start_pos)
             if any(a <= start < b for a, b in typed):

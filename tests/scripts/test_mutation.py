@@ -177,3 +177,42 @@ def test_the_plan_leaves_out_the_modules_whose_figures_hold(
     assert "shard 2/2: nothing to run" in capsys.readouterr().out
     assert runner.main(["--plan", "nope"]) == 2
     assert not runner.WORK.exists()  # a plan copies and runs nothing
+
+
+def test_each_line_knows_the_definition_holding_it(runner: ModuleType) -> None:
+    source = (
+        "X = 1\n"
+        "def f():\n"
+        "    return 1\n"
+        "class C:\n"
+        "    y = 2\n"
+        "    def m(self):\n"
+        "        return 2\n"
+        "async def g():\n"
+        "    pass\n"
+    )
+    assert runner.definitions(source) == {
+        2: "f",
+        3: "f",
+        4: "C",
+        5: "C",
+        6: "C.m",
+        7: "C.m",
+        8: "g",
+        9: "g",
+    }
+
+
+def test_the_listed_definitions_are_found_async_ones_and_constants_too(runner: ModuleType) -> None:
+    source = (
+        "X = frozenset({1})\n"
+        "async def handler():\n"
+        "    return 1\n"
+        "class C:\n"
+        "    async def m(self):\n"
+        "        return 2\n"
+        "    def n(self):\n"
+        "        return 3\n"
+    )
+    assert runner.spans(source, ["X", "handler", "C.m"]) == [(1, 1), (2, 3), (5, 6)]
+    assert runner.spans(source, ["C"]) == [(4, 8)]

@@ -15,9 +15,11 @@ from gpuprov.cli import app
 from scanner.model import AssetKind
 from scanner.policy.facts import AssetFacts, ImageTrustFacts
 from scanner.policy.vsa import (
+    CLOCK_SKEW,
     VSA_PREDICATE,
     VsaExpectations,
     check_vsa,
+    parse_max_age,
     sign_vsa,
     vsa_statement,
 )
@@ -316,3 +318,59 @@ def test_the_summary_names_the_policy_the_vsa_states() -> None:
     predicate["policy"] = "p.yaml"
     summary = check_vsa(Statement.from_bytes(json.dumps(doc).encode()))
     assert "policy prod None (sha256 None)" in summary
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("15m", 900), ("12h", 43_200), ("30d", 2_592_000), ("2w", 1_209_600)],
+)
+def test_an_age_in_each_unit(text: str, seconds: int) -> None:
+    assert parse_max_age(text) == timedelta(seconds=seconds)
+    assert parse_max_age(f" {text} ") == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["", "12", "h", "1y", "-1h", "1.5h", "1000000s", "1h30m"])
+def test_what_is_no_age(text: str) -> None:
+    with pytest.raises(ValueError, match="is not an age such as 90s"):
+        parse_max_age(text)
+
+
+def test_a_vsa_up_to_the_clock_skew_ahead_is_accepted() -> None:
+    expect = VsaExpectations(max_age=timedelta(days=1))
+    assert check_vsa(_predicate(), expect, now=WHEN - CLOCK_SKEW)  # exactly the skew ahead
+    with pytest.raises(Rejected, match="in the future"):
+        check_vsa(_predicate(), expect, now=WHEN - CLOCK_SKEW - timedelta(seconds=1))
+    assert CLOCK_SKEW == timedelta(minutes=5)
+    # exactly the maximum age is not older than it
+    assert check_vsa(_predicate(), expect, now=WHEN + timedelta(days=1))
+    with pytest.raises(Rejected, match="older than the maximum age"):
+        check_vsa(_predicate(), expect, now=WHEN + timedelta(days=1, seconds=1))
+
+
+def test_an_unreadable_time_is_quoted_cut_short() -> None:
+    value = "2026-12-02T01:00:00Z" + "x" * 80
+    with pytest.raises(Rejected) as refused:
+        check_vsa(_predicate(timeVerified=value))
+    assert str(refused.value) == f"VSA timeVerified {value[:64]!r} is not an RFC 3339 time"
+
+
+def test_expectations_are_frozen() -> None:
+    with pytest.raises(AttributeError):
+        VsaExpectations().policy_name = "lax"  # type: ignore[misc]
+
+
+def test_pins_are_equality_whichever_side_sorts_first() -> None:
+    # a stated value sorting after the expected one, and before it
+    for expect in (
+        VsaExpectations(verifier_id="https://gpuprov.dev/gate2"),
+        VsaExpectations(verifier_id="https://gpuprov.dev/gat"),
+        VsaExpectations(policy_name="prod2"),
+        VsaExpectations(policy_name="pro"),
+    ):
+        with pytest.raises(Rejected, match="not the expected"):
+            check_vsa(_predicate(), expect)
+    stated = _predicate(policy={"uri": "x", "digest": {"sha256": "f" * 64}})
+    for pinned in ("0" * 64, "f" * 63 + "e"):
+        with pytest.raises(Rejected, match="policy digest"):
+            check_vsa(stated, VsaExpectations(policy_sha256=pinned))
+    assert check_vsa(stated, VsaExpectations(policy_sha256="F" * 64))

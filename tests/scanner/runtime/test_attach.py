@@ -294,11 +294,13 @@ def test_many_of_each_are_counted_and_their_pids_cut_short() -> None:
 
 
 def test_every_copy_is_taken_whatever_came_before_it() -> None:
-    # an unreadable copy and one on a scanned file do not end the walk over the copies
+    # an unreadable copy, one on a scanned file and bytes that are no library do not end the
+    # walk over the copies
     on_scanned = copy(CUBLAS, A, pid(1), scanned_path=CUBLAS)
     lost = copy(CUDART, None, pid(2, None))
     extra = copy(f"{LIB}/libnccl.so.2", C, pid(3, C), state=DiskState.ABSENT)
-    for order in ([on_scanned, extra], [lost, extra], [on_scanned, lost, extra]):
+    not_elf = copy(f"{LIB}/libcudnn.so.9", D, pid(4, D), not_elf=True)
+    for order in ([on_scanned, extra], [lost, extra], [not_elf, extra], [on_scanned, lost, extra]):
         libs, _, _ = apply_loaded(order, walk(), [scanned(CUBLAS, A)], {}, CTX)
         assert [lib.ref.path for lib in libs] == [CUBLAS, f"{LIB}/libnccl.so.2"], order
 
