@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -155,6 +155,24 @@ def test_inputs(tests: list[str], root: Path | None = None) -> list[Path]:
     return sorted(found)
 
 
+def _set(entry: Module | Equivalent) -> dict[str, Any]:
+    """An entry's fields, less those at their defaults: a field the runner gains later leaves
+    the fingerprints of the entries that do not set it as they were."""
+    out: dict[str, Any] = {}
+    for f in fields(entry):
+        value = getattr(entry, f.name)
+        if f.default is not MISSING:
+            default: Any = f.default
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
+        else:
+            out[f.name] = value
+            continue
+        if value != default:
+            out[f.name] = value
+    return out
+
+
 def fingerprint(module: Module, equivalents: list[Equivalent], root: Path | None = None) -> str:
     """What a module's figures depend on: its source, its tests and their helpers, its entry in
     modules.toml, its listed equivalents, the runner and cosmic-ray versions (in ``root``: the
@@ -166,9 +184,9 @@ def fingerprint(module: Module, equivalents: list[Equivalent], root: Path | None
     doc = {
         "runner": RUNNER_VERSION,
         "cosmic-ray": version("cosmic-ray"),
-        "module": asdict(module),
+        "module": _set(module),
         "equivalents": sorted(
-            json.dumps(asdict(e), sort_keys=True) for e in equivalents if e.module == module.name
+            json.dumps(_set(e), sort_keys=True) for e in equivalents if e.module == module.name
         ),
         "files": {
             str(f.relative_to(root)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files

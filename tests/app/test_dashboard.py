@@ -152,6 +152,46 @@ def test_revoked_token_cannot_log_in_and_its_sessions_end(
     assert login(client, token).status_code == 401
 
 
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "says"),
+    [
+        (b"token=x", "application/json", 415, "forms are posted as " + FORM),
+        (b"token=x", "multipart/form-data; boundary=x", 415, "forms are posted as"),
+        (b"token=x", "", 415, "forms are posted as"),
+        (b"token=\xff", FORM, 400, "not valid url-encoded UTF-8"),
+        (b"token=a%00b", FORM, 400, "NUL character"),
+        (b"to%00ken=a", FORM, 400, "NUL character"),
+        (b"&".join(b"f%d=1" % i for i in range(201)), FORM, 400, "not valid url-encoded"),
+        (b"a=" + b"x" * (1024 * 1024 - 1), FORM, 413, "larger than the limit of 1048576 bytes"),
+        # what a form may be: the media type's case and parameters do not matter, 200 fields
+        # and a body of exactly the limit are read (and then refused for their CSRF token)
+        (b"token=x", "Application/X-WWW-Form-Urlencoded; charset=utf-8", 403, "CSRF"),
+        (b"&".join(b"f%d=1" % i for i in range(200)), FORM, 403, "CSRF"),
+        (b"a=" + b"x" * (1024 * 1024 - 2), FORM, 403, "CSRF"),
+    ],
+)
+def test_a_posted_form_is_read_or_refused_with_the_reason(
+    client: TestClient, body: bytes, content_type: str, status: int, says: str
+) -> None:
+    answer = client.post("/login", content=body, headers={"Content-Type": content_type})
+    assert answer.status_code == status and says in answer.text, answer.text[:300]
+    assert SESSION_COOKIE not in client.cookies
+
+
+def test_the_last_of_a_repeated_field_counts(service: Service, client: TestClient) -> None:
+    token = service.token("inventory:read")
+    form = client.get("/login")
+    good = csrf_of(form.text)
+    body = f"csrf_token=wrong&csrf_token={good}&token=nope&token={token}&next=/assets"
+    answer = client.post(
+        "/login", content=body, headers={"Content-Type": FORM}, follow_redirects=False
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/assets"
+
+
 def test_login_form_csrf_is_required(service: Service, client: TestClient) -> None:
     token = service.token("inventory:read")
     client.get("/login")

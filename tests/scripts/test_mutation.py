@@ -216,3 +216,19 @@ def test_the_listed_definitions_are_found_async_ones_and_constants_too(runner: M
     )
     assert runner.spans(source, ["X", "handler", "C.m"]) == [(1, 1), (2, 3), (5, 6)]
     assert runner.spans(source, ["C"]) == [(4, 8)]
+
+
+def test_a_field_at_its_default_is_no_input(runner: ModuleType) -> None:
+    # a field the runner gains later leaves the fingerprints of entries without it as they were
+    _, none = runner.load()
+    a = _module(runner, "a")
+    before = runner.fingerprint(a, none)
+    a.timeout = 60.0
+    a.select = None
+    assert runner.fingerprint(a, none) == before
+    a.select = "not slow"
+    assert runner.fingerprint(a, none) != before
+    plain = runner.Equivalent("a", "core/NumberReplacer", "return x > 1", "why")
+    assert runner.fingerprint(a, [plain]) == runner.fingerprint(
+        a, [runner.Equivalent("a", "core/NumberReplacer", "return x > 1", "why", index=None)]
+    )

@@ -114,10 +114,11 @@ def test_an_unknown_driver_names_the_newest_cuda_major_it_must_run() -> None:
     libs = (
         f("/a/libcublas.so.11", "cublas", "11.11.3", 11),
         f("/b/libcublas.so.12", "cublas", "12.4.5.8", 12),
+        f("/c/libcublas.so.13", "cublas", "13.0.0", 13),
     )
     outcome = rule("driver", {}, host(*libs))
     assert outcome.missing_input
-    assert "CUDA 12 needs >= 525.60.13" in outcome.message
+    assert outcome.message.endswith("CUDA 13 needs >= 580.65.06")
 
 
 def test_only_cudart_is_the_runtime_newer_than_the_driver() -> None:
@@ -496,10 +497,10 @@ def test_image_signature_and_slsa() -> None:
 def test_scan_age() -> None:
     at = NOW - timedelta(hours=24)
     assert rule("scan_age", {"max_hours": 24}, host(scanned_at=at)).status is Status.PASS
-    out = rule("scan_age", {"max_hours": 24}, host(scanned_at=at - timedelta(seconds=36)))
+    out = rule("scan_age", {"max_hours": 24}, host(scanned_at=at - timedelta(seconds=10)))
     assert out.status is Status.FAIL
     assert out.message == (
-        "the inventory is 24.0 h old (scanned 2026-12-01T11:59:24+00:00), more than 24 h: "
+        "the inventory is 24.0 h old (scanned 2026-12-01T11:59:50+00:00), more than 24 h: "
         "scan again"
     )
     ok = rule("scan_age", {"max_hours": 1.5}, host(scanned_at=NOW - timedelta(minutes=30)))
@@ -524,5 +525,112 @@ def test_parity() -> None:
     assert out.status is Status.FAIL and paths(out) == [newer.path, newer.path]
     assert out.message == "2 GPU library version(s) never ran in env=staging: cudnn 9.3.0"
     assert out.evidence == (("baseline", "env=staging (2 assets)"),)
-    for other in (FleetBaseline("team", "staging", {}, 1), FleetBaseline("env", "dev", {}, 1)):
-        assert rule("parity", PARITY, prod, baseline=other).missing_input
+    # a baseline of another label or value, sorting before or after the rule's own
+    for label, value in (("team", "staging"), ("app", "staging"), ("env", "dev"), ("env", "test")):
+        other = FleetBaseline(label, value, {"cudnn": frozenset({"9.1.0"})}, 1)
+        assert rule("parity", PARITY, prod, baseline=other).missing_input, (label, value)
+
+
+def test_outcomes_and_contexts_are_frozen() -> None:
+    outcome = rule("integrity", {}, host(CUDNN))
+    ctx = Context(host(), NOW, default_drivers())
+    for value, attribute in ((outcome, "status"), (ctx, "facts")):
+        with pytest.raises(AttributeError):
+            setattr(value, attribute, None)
+
+
+def test_failures_name_three_reasons_or_signers() -> None:
+    bad = [
+        replace(CUDNN, path=f"/m/{i}", integrity="modified", integrity_reason=f"r{i}")
+        for i in range(4)
+    ]
+    out = rule("integrity", {}, host(*bad))
+    assert "; /m/0: r0; /m/1: r1; /m/2: r2" in out.message and "r3" not in out.message
+    foreign = [
+        replace(CUDNN, path=f"/s/{i}", provenance="verified", provenance_signer=f"k{i} (x)")
+        for i in range(4)
+    ]
+    out = rule("provenance", {"signers": ["nvidia"]}, host(*foreign))
+    assert out.message.endswith(": /s/0 (k0 (x)); /s/1 (k1 (x)); /s/2 (k2 (x))")
+    assert len(out.files) == 4
+
+
+def test_a_globstar_spans_directories_but_not_what_follows_it() -> None:
+    for path, allowed in (
+        ("/opt/a/b/lib.so", True),
+        ("/opt/lib.so", False),
+        ("/opt/xlib.so", False),
+    ):
+        outcome = rule(
+            "ownership",
+            {"allow_unowned": ["/opt/**/lib.so"]},
+            host(f(path, "cudnn", integrity="unowned")),
+        )
+        assert (outcome.status is Status.PASS) is allowed, path
+
+
+def test_verdicts_and_labels_read_from_a_bom_compare_by_value() -> None:
+    conflict = replace(CUDNN, provenance=fresh("conflict"), provenance_reason="b")
+    assert rule("provenance", {}, host(conflict)).status is Status.FAIL
+    staging = baseline_of("env", "staging", [host(CUDNN)])
+    prod = host(OPS, labels=(("env", fresh("prod")),))
+    outcome = rule(
+        "parity", PARITY, replace(prod, files=(replace(OPS, version="9.3.0"),)), baseline=staging
+    )
+    assert outcome.status is Status.FAIL  # the rule applies to env=prod however the value was read
+
+
+def test_only_cudart_is_the_runtime_libraries_pair_with() -> None:
+    old = replace(CUDART, version="11.8.89", cuda_major=11)
+    cublas = f(f"{LIB}/libcublas.so.12", "cublas", "12.4.5.8", 12)
+    out = rule("cuda_pairing", {}, host(CUDNN, cublas, old))
+    assert out.status is Status.FAIL and paths(out) == [CUDNN.path, cublas.path]
+
+
+def test_a_driver_that_cannot_run_a_major_is_named() -> None:
+    thirteen = f(f"{LIB}/libcublas.so.13", "cublas", "13.0.0", 13)
+    out = rule("driver", {}, host(thirteen, driver_version="535.104.05", driver_cuda_max="12.2"))
+    assert out.message == (
+        f"driver 535.104.05 (supports CUDA <= 12.2) cannot run CUDA 13 ({thirteen.path})"
+    )
+    out = rule("driver", {}, host(thirteen, driver_cuda_max="12.6"))
+    assert out.message.startswith("driver (L4T) (supports CUDA <= 12.6) cannot run CUDA 13")
+
+
+def test_a_new_library_is_no_new_runtime() -> None:
+    # nvJitLink 12.6 beside a CUDA 12.1 runtime on a 12.2 driver: the runtime is what counts
+    files = (
+        replace(CUDART, version="12.1.105"),
+        f(f"{LIB}/libnvJitLink.so.12", "nvjitlink", "12.6.77", 12),
+    )
+    facts = host(*files, driver_version="535.104.05", driver_cuda_max="12.2")
+    outcome = rule("driver", {"minor_version_compatibility": False}, facts)
+    assert outcome.status is Status.PASS and "minor-version" not in outcome.message
+
+
+def test_signers_judge_verified_files_and_the_count_is_of_verified_ones() -> None:
+    signed = replace(CUDNN, provenance="verified", provenance_signer="nvidia (ecdsa (P-256))")
+    odd = replace(CUDART, provenance="weird", provenance_signer="evil (x)")
+    unknown = replace(OPS, provenance="unknown")
+    out = rule("provenance", {"signers": ["nvidia"]}, host(signed, odd, unknown))
+    assert out.status is Status.PASS and out.message.endswith("; 1/3 verified")
+
+
+def test_duplicates_look_past_driver_and_unversioned_files() -> None:
+    other = replace(CUDART, path="/lib/libcudart.so.12.2.140", version="12.2.140")
+    for first in (NVML, replace(CUDNN, version=None)):
+        assert rule("duplicates", {}, host(first, CUDART, other)).status is Status.FAIL
+
+
+def test_parity_compares_label_values_and_versions_by_value() -> None:
+    qa = host(CUDNN, labels=(("env", "qa"),))  # sorts after prod: still another environment
+    staging = FleetBaseline(fresh("env"), fresh("staging"), {"cudnn": frozenset({"9.1.0"})}, 1)
+    assert rule("parity", PARITY, qa, baseline=staging).status is Status.NOT_APPLICABLE
+    revision = host(replace(CUDNN, version="9.1.0-1"), labels=(("env", "prod"),))
+    assert rule("parity", PARITY, revision, baseline=staging).status is Status.PASS
+
+
+def test_a_loaded_file_read_from_a_bom_as_unowned_is_unowned() -> None:
+    loaded = replace(CUDNN, integrity=fresh("unowned"), loaded_processes=1)
+    outcome = rule("loaded", {"forbid": ["loaded-unowned"]}, host(loaded, runtime=True))
+    assert outcome.status is Status.FAIL
