@@ -267,7 +267,7 @@ def test_facts_are_frozen() -> None:
     trust = facts_from_scan(
         scan(
             asset=AssetInfo(AssetKind.IMAGE, "i", "i"),
-            image_trust=ImageTrust(False, None, None, None, None, 0),
+            image_trust=ImageTrust(True, "ci (x)", None, None, None, 1),
         )
     ).image_trust
     assert trust is not None
