@@ -68,16 +68,20 @@ unit: $(STAMP) system-deps wheelhouse
 
 test: lint typecheck unit
 
-# Mutation testing of the verification, integrity, containment, whiteout and token modules
-# (docs/mutation.md); separate from `make test`, never a CI gate. MODULES="tlog dsse" for some.
+# Mutation testing of the code that verifies (signatures, integrity, containment, whiteouts,
+# tokens) and of the code that decides (policy, gate, compliance, dashboard sessions, runtime
+# findings, the spool); docs/mutation.md. Separate from `make test`, never a CI gate.
+# Incremental: only the modules changed since their last figures run. MODULES="tlog dsse" for
+# some; MUTATION_ARGS="--shard 2/4", "--budget 60" (minutes) or "--force" for the nightly job.
 MODULES ?=
+MUTATION_ARGS ?=
 # Builds the service image and runs it as deployed; needs a Docker daemon (exit 2 without one).
 image-check: $(STAMP)
 	$(BIN)/python scripts/image_check.py
 
 mutation: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[test,mutation]'
-	$(BIN)/python scripts/mutation.py $(MODULES)
+	$(BIN)/python scripts/mutation.py $(MUTATION_ARGS) $(MODULES)
 
 bench: $(STAMP)
 	$(BIN)/python bench/scan.py

@@ -657,16 +657,25 @@ def attestation(
     mapping = []
     for cid in cited:
         judged = len(passing[cid]) + len(failing[cid])
+        # a control that applies to no asset is not passed by any: no score claims it is
+        conformance: dict[str, Any] = (
+            {
+                "score": round(len(passing[cid]) / judged, 4),
+                "rationale": f"{len(passing[cid])} of {judged} assets to which the control "
+                "applies pass it",
+            }
+            if judged
+            else {
+                "rationale": f"the control applies to none of the {len(targets)} assets "
+                "evaluated: no conformance is claimed"
+            }
+        )
         mapping.append(
             {
                 "requirement": f"requirement:{_ref(cid)}",
                 "claims": passing[cid],
                 "counterClaims": failing[cid],
-                "conformance": {
-                    "score": round(len(passing[cid]) / judged, 4) if judged else 1.0,
-                    "rationale": f"{len(passing[cid])} of {judged} assets to which the control "
-                    "applies pass it",
-                },
+                "conformance": conformance,
                 "confidence": {
                     "score": 1.0,
                     "rationale": "evaluated from the stored inventory by gpuprov's policy rules",

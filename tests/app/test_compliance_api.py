@@ -475,3 +475,134 @@ def test_compliance_csv_of_a_hostile_asset_name_reads_back(
     rows = spreadsheet_rows(text)
     assert len(rows) == 1 + len(table) and all(len(r) == len(rows[0]) for r in rows)
     assert [c for r in rows for c in r if c.startswith(FORMULA_STARTS)] == []
+
+
+def _no_cudart(name: str) -> dict[str, Any]:
+    """An image holding cuDNN but no CUDA runtime: cuda_pairing does not apply to it."""
+    return image_bom(name, owners=[boms.cudnn_wheel()], timestamp=_now(1))
+
+
+def test_every_read_of_compliance_tells_the_same_status(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    # The summary counts, the export rows, the drill-down and each asset's own compliance all
+    # read the stored statuses with scan_age judged now: for every (asset, control) they agree,
+    # also for a scan whose time is unknown (the stored rows allow it), which fails scan_age.
+    fleet = _fleet(post_report)
+    post_report(boms.encode(_no_cudart("reg.example/nocudart:1")))
+    put_policy(service, POLICY)
+    with service.db.transaction(write=True) as session:
+        clean = session.execute(
+            text("SELECT id FROM asset WHERE name = 'reg.example/clean:1'")
+        ).scalar_one()
+        for table in ("compliance_asset", "compliance_control"):
+            session.execute(text(f"UPDATE {table} SET scanned_at = NULL WHERE asset_id = {clean}"))
+    reader = auth(service.token("inventory:read"))
+    exported = service.client.get("/api/v1/compliance/export?policy=prod", headers=reader).json()
+    status = {(r["asset_id"], r["control_id"]): r["status"] for r in exported}
+    assert len(status) == len(exported) == 4 * len(_counts(service, reader))
+    assert status[(clean, "ID.AM-02")] == "fail"  # unknown scan time: never a pass
+    ids = {a for a, _ in status}
+    for cid, counted in _counts(service, reader).items():
+        per_asset = [status[(a, cid)] for a in ids]
+        assert {s: per_asset.count(s) for s in ("pass", "fail", "not_applicable")} == {
+            s: counted[s] for s in ("pass", "fail", "not_applicable")
+        }, cid
+        failing = service.client.get(
+            f"/api/v1/compliance/controls/{cid}?policy=prod", headers=reader
+        ).json()
+        assert sorted(i["asset"]["id"] for i in failing["items"]) == sorted(
+            a for a in ids if status[(a, cid)] == "fail"
+        ), cid
+    for asset_id in ids:
+        detail = service.client.get(f"/api/v1/assets/{asset_id}", headers=reader).json()
+        (entry,) = detail["compliance"]
+        assert entry["controls"] == {cid: s for (a, cid), s in status.items() if a == asset_id}, (
+            detail["name"]
+        )
+    clean_entry = service.client.get(f"/api/v1/assets/{clean}", headers=reader).json()
+    (entry,) = clean_entry["compliance"]
+    (age,) = entry["reasons"]
+    assert entry["decision"] == "deny" and age["rule"] == "scan_age" and age["missing_input"]
+    assert "scan time is unknown" in age["message"]
+    assert fleet
+
+
+def test_an_asset_shows_its_decision_as_of_now(
+    service: Service, post_report: Callable[..., Any], monkeypatch: Any
+) -> None:
+    # Evaluated allow when its report came; two days later its scan is stale: the asset's
+    # compliance (API and dashboard page) says deny, never the decision stored back then.
+    from datetime import timedelta
+
+    from app.clock import utcnow
+    from app.http.api import assets as api_assets
+    from app.http.dashboard import assets as page_assets
+    from tests.app.pages import login
+
+    put_policy(service, POLICY)
+    asset_id = post_report(boms.encode(image_bom("reg.example/fresh:1", timestamp=_now(1))))
+    asset_id = asset_id.json()["asset_id"]
+    reader = service.token("inventory:read")
+
+    def compliance_now() -> dict[str, Any]:
+        answer = service.client.get(f"/api/v1/assets/{asset_id}", headers=auth(reader))
+        (entry,) = answer.json()["compliance"]
+        return dict(entry)
+
+    assert compliance_now()["decision"] == "allow"
+    service.client.cookies.clear()
+    assert login(service.client, reader).status_code == 303
+    assert 'class="decision d-allow">allow<' in service.client.get(f"/assets/{asset_id}").text
+    later = utcnow() + timedelta(days=2)
+    for module in (api_assets, page_assets):
+        monkeypatch.setattr(module, "utcnow", lambda: later)
+    entry = compliance_now()
+    assert entry["decision"] == "deny"
+    assert [r["rule"] for r in entry["reasons"]] == ["scan_age"]
+    assert entry["controls"]["ID.AM-02"] == "fail" and entry["controls"]["PR.DS-01"] == "pass"
+    page = service.client.get(f"/assets/{asset_id}").text
+    service.client.cookies.clear()
+    assert 'class="decision d-deny">deny<' in page and "d-allow" not in page
+    with service.db.session() as session:
+        stored = session.execute(text("SELECT decision FROM compliance_asset")).scalar_one()
+    assert stored == "allow"  # what was stored; the reads judge scan_age now
+
+
+def test_cdxa_never_claims_a_not_applicable_control(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    # cuda_pairing does not apply to an image without cudart, the driver rule to no image:
+    # their claims are neither passing claims nor counter claims, and a control that applies
+    # to no asset gets no conformance score (1.0 would claim the fleet passes it)
+    _fleet(post_report)
+    post_report(boms.encode(_no_cudart("reg.example/nocudart:1")))
+    put_policy(service, POLICY + "  driver: {}\n")
+    reader = auth(service.token("inventory:read"))
+    doc = service.client.get(
+        "/api/v1/compliance/attestation?policy=prod&framework=cis-v8", headers=reader
+    ).json()
+    declarations = doc["declarations"]
+    targets = {t["bom-ref"]: t["name"] for t in declarations["targets"]["components"]}
+    claims = {c["bom-ref"]: c for c in declarations["claims"]}
+    mapping = {m["requirement"]: m for m in declarations["attestations"][0]["map"]}
+    for m in mapping.values():
+        assert all(claims[c]["predicate"].endswith(": pass") for c in m["claims"])
+        assert all(claims[c]["predicate"].endswith(": fail") for c in m["counterClaims"])
+    pairing = mapping["requirement:CIS-4.1"]
+    assert sorted(targets[claims[c]["target"]] for c in pairing["claims"]) == [
+        "reg.example/clean:1",
+        "reg.example/tampered:1",
+    ]
+    assert [targets[claims[c]["target"]] for c in pairing["counterClaims"]] == [
+        "reg.example/mismatch:1"
+    ]
+    assert pairing["conformance"]["score"] == round(2 / 3, 4)
+    assert "2 of 3 assets" in pairing["conformance"]["rationale"]
+    driver = mapping["requirement:CIS-2.2"]
+    assert driver["claims"] == [] and driver["counterClaims"] == []
+    assert "score" not in driver["conformance"]
+    assert "applies to none of the 4 assets" in driver["conformance"]["rationale"]
+    nocudart = next(t for t, n in targets.items() if n == "reg.example/nocudart:1")
+    (na,) = [c for c in claims.values() if c["target"] == nocudart and "CIS-4.1" in c["bom-ref"]]
+    assert na["predicate"].endswith(": not_applicable")

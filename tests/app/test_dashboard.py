@@ -18,11 +18,13 @@ from fastapi.testclient import TestClient
 from sqlalchemy import event
 
 from app.clock import utcnow
+from app.domain.tokens import hash_secret
 from app.http.dashboard import auth as dashboard_auth
 from app.http.dashboard.auth import AdminUser, checked_form
 from app.http.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE
 from app.http.dashboard.templating import CONTENT_SECURITY_POLICY
 from app.main import create_app
+from app.storage.tables import ApiToken
 from scanner import vocabulary as v
 from tests.app import boms
 from tests.app.conftest import Service, auth
@@ -150,6 +152,46 @@ def test_revoked_token_cannot_log_in_and_its_sessions_end(
     assert login(client, token).status_code == 401
 
 
+FORM = "application/x-www-form-urlencoded"
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "says"),
+    [
+        (b"token=x", "application/json", 415, "forms are posted as " + FORM),
+        (b"token=x", "multipart/form-data; boundary=x", 415, "forms are posted as"),
+        (b"token=x", "", 415, "forms are posted as"),
+        (b"token=\xff", FORM, 400, "not valid url-encoded UTF-8"),
+        (b"token=a%00b", FORM, 400, "NUL character"),
+        (b"to%00ken=a", FORM, 400, "NUL character"),
+        (b"&".join(b"f%d=1" % i for i in range(201)), FORM, 400, "not valid url-encoded"),
+        (b"a=" + b"x" * (1024 * 1024 - 1), FORM, 413, "larger than the limit of 1048576 bytes"),
+        # what a form may be: the media type's case and parameters do not matter, 200 fields
+        # and a body of exactly the limit are read (and then refused for their CSRF token)
+        (b"token=x", "Application/X-WWW-Form-Urlencoded; charset=utf-8", 403, "CSRF"),
+        (b"&".join(b"f%d=1" % i for i in range(200)), FORM, 403, "CSRF"),
+        (b"a=" + b"x" * (1024 * 1024 - 2), FORM, 403, "CSRF"),
+    ],
+)
+def test_a_posted_form_is_read_or_refused_with_the_reason(
+    client: TestClient, body: bytes, content_type: str, status: int, says: str
+) -> None:
+    answer = client.post("/login", content=body, headers={"Content-Type": content_type})
+    assert answer.status_code == status and says in answer.text, answer.text[:300]
+    assert SESSION_COOKIE not in client.cookies
+
+
+def test_the_last_of_a_repeated_field_counts(service: Service, client: TestClient) -> None:
+    token = service.token("inventory:read")
+    form = client.get("/login")
+    good = csrf_of(form.text)
+    body = f"csrf_token=wrong&csrf_token={good}&token=nope&token={token}&next=/assets"
+    answer = client.post(
+        "/login", content=body, headers={"Content-Type": FORM}, follow_redirects=False
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/assets"
+
+
 def test_login_form_csrf_is_required(service: Service, client: TestClient) -> None:
     token = service.token("inventory:read")
     client.get("/login")
@@ -174,6 +216,8 @@ def test_login_form_csrf_is_required(service: Service, client: TestClient) -> No
     [
         "https://evil.example/",
         "//evil.example/x",
+        "///evil.example",  # no netloc to urlsplit, but a browser goes to evil.example
+        "////evil.example/x",
         "/\\evil.example",
         "javascript:alert(1)",
         "assets",
@@ -203,9 +247,41 @@ def test_a_forged_or_altered_cookie_is_refused(service: Service, client: TestCli
     _reader(service, client)
     value = client.cookies[SESSION_COOKIE]
     data, mac = value.split(".")
-    for forged in (data + "." + mac[:-2] + "AA", data[:-4] + "." + mac, "garbage", "a.b.c"):
+    for forged in (
+        data + "." + mac[:-2] + "AA",
+        data[:-4] + "." + mac,
+        "garbage",
+        "a.b.c",
+        data + ".",  # the MAC is compared whole: an empty one is no prefix of it
+        data + "." + mac[:10],
+        data + "." + mac + "A",
+        "." + mac,
+    ):
         client.cookies.set(SESSION_COOKIE, forged)
         assert client.get("/", follow_redirects=False).status_code == 303, forged
+    client.cookies.set(SESSION_COOKIE, value)
+    assert client.get("/", follow_redirects=False).status_code == 200
+
+
+def test_a_session_is_bound_to_its_tokens_hash(service: Service, client: TestClient) -> None:
+    # a cookie the service signed itself, for a live token, but bound to another token's hash
+    # (a token replaced under the same id, a key shared with another deployment) is refused
+    _reader(service, client)
+    signer = client.app.state.dashboard_signer  # type: ignore[attr-defined]
+    session = signer.session(client.cookies[SESSION_COOKIE], int(utcnow().timestamp()))
+    assert session is not None
+    now = int(utcnow().timestamp())
+    for other in ("0" * 64, hash_secret(service.token("inventory:read", name="other")), ""):
+        forged = signer.new_session(session.token_id, other, now, 3600)
+        client.cookies.set(SESSION_COOKIE, forged)
+        assert client.get("/", follow_redirects=False).status_code == 303, other
+    token_id = session.token_id
+    with service.db.session() as db:
+        token = db.get(ApiToken, token_id)
+        assert token is not None
+        right = token.token_hash
+    client.cookies.set(SESSION_COOKIE, signer.new_session(token_id, right, now, 3600))
+    assert client.get("/", follow_redirects=False).status_code == 200
 
 
 def test_logout_needs_the_csrf_token_and_ends_the_session(

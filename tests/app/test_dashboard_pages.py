@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.app import boms
+from tests.app import boms, catalogs
 from tests.app.conftest import Service, auth
 from tests.app.pages import login, session_csrf
+from tests.fixtures import keys
 
 XSS_NAME = "<img src=x onerror=alert(1)>"
 XSS_PATH = '/opt/"><script>alert(1)</script>/libcudnn.so.9'
@@ -226,12 +227,43 @@ def test_admin_pages_need_the_admin_scope(
 
 
 def test_admin_forms_need_the_csrf_token(service: Service, client: TestClient) -> None:
+    # Every admin form and logout, each with a form that the right token makes succeed: without
+    # the token, or with another, nothing happens and the answer says why.
     _admin(service, client)
-    before = service.count("api_token")
-    for data in ({"name": "x", "scope_gate": "1"}, {"name": "x", "csrf_token": "nope"}):
-        answer = client.post("/admin/tokens", data=data)
-        assert answer.status_code == 403 and "CSRF" in answer.text
-    assert service.count("api_token") == before
+    csrf = session_csrf(client)
+    victim = service.token("inventory:read", name="victim")
+    victim_id = next(t["id"] for t in _tokens(service) if t["name"] == "victim")
+    nvidia = keys.shared("ecdsa", "nvidia")
+    catalog = catalogs.signed(
+        catalogs.catalog_from_bom(boms.gpuprov_bom(owners=[boms.cudnn_wheel()]), "cudnn"), nvidia
+    ).decode()
+    forms = [
+        ("/admin/tokens", {"name": "x", "scope_gate": "1"}, "api_token"),
+        (f"/admin/tokens/{victim_id}/revoke", {"go": "1"}, None),  # a form, even if empty
+        ("/admin/policies", {"name": "prod", "document": POLICY + "  ownership: {}\n"}, None),
+        ("/admin/trust-policy", {"document": catalogs.policy_yaml(("nvidia", nvidia))}, None),
+        ("/admin/catalogs", {"catalog": catalog}, None),
+    ]
+    tables = ("api_token", "promotion_policy", "trust_policy", "reference_catalog")
+    before = {t: service.count(t) for t in tables}
+    for path, form, _ in forms:
+        for wrong in ({}, {"csrf_token": ""}, {"csrf_token": "nope"}, {"csrf_token": csrf[:-1]}):
+            answer = client.post(path, data={**form, **wrong})
+            assert answer.status_code == 403 and "CSRF" in answer.text, (path, wrong)
+    assert {t: service.count(t) for t in tables} == before
+    assert service.client.get("/api/v1/assets", headers=auth(victim)).status_code == 200
+    for path, form, _ in forms:  # the same forms with the session's token are accepted
+        answer = client.post(path, data={**form, "csrf_token": csrf})
+        assert answer.status_code == 200 and 'class="error"' not in answer.text, (path, answer.text)
+    after = {t: service.count(t) for t in tables}
+    assert after == {t: n + 1 for t, n in before.items()}
+    assert service.client.get("/api/v1/assets", headers=auth(victim)).status_code == 401
+
+
+def _tokens(service: Service) -> list[dict[str, Any]]:
+    answer = service.client.get("/api/v1/tokens", headers=auth(service.token("admin")))
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["items"])
 
 
 def test_admin_forms(service: Service, client: TestClient, fleet: dict[str, int]) -> None:

@@ -400,18 +400,25 @@ def test_an_allowed_gate_carries_a_signed_vsa_that_verify_accepts(
     settings = Settings(database_url=service.url, environment="test", vsa_key_file=key)
     put_policy(service, POLICY)
     clean, bad = image_bom("reg.example/vsa:1"), tampered("reg.example/vsa:2")
-    post_report(boms.encode(clean))
-    post_report(boms.encode(bad))
+    # cuDNN 9.0 is outside the policy's versions, whose action is warn
+    old = image_bom(
+        "reg.example/vsa:4", owners=[boms.cudnn_wheel("9.0.0.312"), *boms.cuda_wheels()]
+    )
+    for bom in (clean, bad, old):
+        post_report(boms.encode(bom))
     token = service.token("gate")
     with TestClient(create_app(settings)) as client:
-        allowed = client.post(
-            "/api/v1/gate", json={"policy": "prod", "image": digest(clean)}, headers=auth(token)
-        ).json()
-        denied = client.post(
-            "/api/v1/gate", json={"policy": "prod", "image": digest(bad)}, headers=auth(token)
-        ).json()
+        allowed, denied, warned = (
+            client.post(
+                "/api/v1/gate", json={"policy": "prod", "image": digest(b)}, headers=auth(token)
+            ).json()
+            for b in (clean, bad, old)
+        )
     assert allowed["decision"] == "allow" and allowed["vsa"]["payloadType"]
     assert denied["decision"] == "deny" and denied["vsa"] is None
+    # a VSA says PASSED: a warn names a failing rule, so it earns none (as in the CLI)
+    assert warned["decision"] == "warn" and [r["rule"] for r in warned["reasons"]] == ["versions"]
+    assert warned["vsa"] is None and warned["vsa_error"] is None
     bundle = tmp_path / "vsa.json"
     bundle.write_text(json.dumps(allowed["vsa"]))
     from gpuprov.cli import app as cli_app

@@ -242,6 +242,32 @@ def test_local_gate_pushes_its_scan_with_server_and_token_file(
     assert answer.exit_code == 0, answer.output
     assert json.loads(answer.stdout)["subject"]["kind"] == "host"
     assert service.count("scan") == 1 and service.count("gate_decision") == 0
+    # the push fails (the service is gone; the report is spooled): the scan failed, and the
+    # gate decides nothing on it (an allow here would promote what the service never got)
+    output = tmp_path / "decision.json"
+    down = run(
+        app,
+        "gate",
+        host_root,
+        "--no-cache",
+        "--policy-file",
+        policy,
+        "--push",
+        "--server",
+        f"http://127.0.0.1:{port}",
+        "--token-file",
+        token,
+        "-f",
+        "json",
+        "-o",
+        output,
+        env=env,
+    )
+    assert down.exit_code == 2, down.output
+    assert "report spooled" in down.stderr and "the scan failed" in down.stderr
+    assert "no decision" in down.stderr
+    assert down.stdout == "" and not output.exists()
+    assert len(list((tmp_path / "spool").glob("*.cdx.json.gz"))) == 1
     # without --push they still belong to --policy NAME only
     refused = run(app, "gate", host_root, "--policy-file", policy, "--token-file", token)
     assert refused.exit_code == 2 and "or to the scan's --push" in refused.stderr

@@ -246,6 +246,43 @@ def test_the_service_gates_a_host_on_what_its_processes_loaded(service: Service)
     blind = decide(host_report("gpu-node-2", "m2", None))
     assert blind["decision"] == "deny" and blind["reasons"][0]["missing_input"]
     assert "--runtime" in blind["reasons"][0]["message"]
+    # nothing wrong with what could be read, but not everything could: the rule cannot pass
+    # what it did not see (from the counts the service stored of the report)
+    for runtime, unseen in (
+        (RuntimeScan("/proc", 500, 1, (7,), 0), "the memory maps of 1 process(es)"),
+        (RuntimeScan("/proc", 500, 1, (), 2), "the loaded bytes of 2 mapping(s)"),
+        (
+            RuntimeScan("/proc", 500, 1, (7, 8), 3),
+            "the memory maps of 2 process(es); the loaded bytes of 3 mapping(s)",
+        ),
+    ):
+        partial = decide(clean_host("gpu-node-4", "m4", runtime))
+        assert partial["decision"] == "deny", partial
+        [reason] = partial["reasons"]
+        assert reason["missing_input"] and reason["message"].endswith(unseen)
+    seen = decide(clean_host("gpu-node-4", "m4", RuntimeScan("/proc", 500, 1)))
+    assert seen["decision"] == "allow", seen["reasons"]
+
+
+def clean_host(name: str, machine_id: str, runtime: RuntimeScan) -> bytes:
+    """A host whose one GPU library, owned and verified, is loaded from its file on disk."""
+    loader = LoadedBy(12, "/usr/bin/python3.11", sha256=A, via=LoadedVia.INODE)
+    lib = replace(
+        library(f"{LIB}/libcublas.so.12.4.5.8", A, "cublas", loader),
+        integrity=Integrity.VERIFIED,
+        integrity_reason="",
+    )
+    result = ScanResult(
+        asset=AssetInfo(AssetKind.HOST, name, "/", machine_id=machine_id),
+        libraries=(lib,),
+        packages=(),
+        findings=(),
+        skipped=(),
+        started_at="2026-12-02T04:00:00Z",
+        tool_version="0.test",
+        runtime=runtime,
+    )
+    return to_json(result).encode()
 
 
 def test_the_normalized_sbom_keeps_what_processes_loaded(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import email.utils
 import errno
 import gzip
+import hashlib
 import http.server
 import json
 import os
@@ -147,6 +148,27 @@ def test_flush_delivers_oldest_first_exactly_once(tmp_path: Path) -> None:
     again = flush(spool, _client(service), Backoff(1))
     assert [d.created for d in again.delivered] == [False, False, False]
     assert len(service.stored) == 3
+
+
+def test_two_reports_whose_digests_share_a_long_prefix_are_two_entries(tmp_path: Path) -> None:
+    # The same bytes are spooled once, keyed by their digest: two different reports must never
+    # share a key. These two (found by a birthday search) share the first 40 bits of their
+    # SHA-256, so a key of up to 10 hex digits would silently merge them and lose one.
+    first, second = (
+        json.dumps(
+            {"bomFormat": "CycloneDX", "specVersion": "1.6", "serialNumber": f"urn:uuid:{n}"}
+        ).encode()
+        for n in (1743334, 3028384)
+    )
+    digests = [hashlib.sha256(r).hexdigest() for r in (first, second)]
+    assert digests[0][:10] == digests[1][:10] and digests[0] != digests[1]
+    spool = Spool(tmp_path)
+    spool.add(first)
+    spool.add(second)
+    assert sorted(e.read() for e in spool.entries()) == sorted([first, second])
+    service = FakeService()
+    assert len(flush(spool, _client(service), Backoff(1)).delivered) == 2
+    assert set(service.stored) == {first, second}
 
 
 def test_flush_stops_while_the_service_is_down(tmp_path: Path) -> None:

@@ -7,12 +7,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from scanner.model import AssetKind
 from scanner.policy.document import (
     MAX_SCAN_AGE_HOURS,
     RULE_IDS,
     Action,
+    Forbidden,
+    LoadedKind,
     PolicyError,
     load_policy,
 )
@@ -129,3 +132,85 @@ def test_hostile_yaml_is_a_policy_error(document: str, reason: str) -> None:
     with pytest.raises(PolicyError, match="policy is not YAML") as raised:
         load_policy(document.encode())
     assert reason in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("rules", "refused"),
+    [
+        # each bound on both sides: the last value accepted and the first refused
+        ("{slsa: {min_level: 1}}", False),
+        ("{slsa: {min_level: 0}}", True),
+        ("{slsa: {min_level: 3}}", False),
+        ("{slsa: {min_level: 4}}", True),
+        ("{scan_age: {max_hours: 0.01}}", False),
+        ("{scan_age: {max_hours: 0}}", True),
+        ("{scan_age: {max_hours: -1}}", True),
+        ("{integrity: {forbid: [modified]}}", False),
+        ("{integrity: {forbid: []}}", True),
+        ("{loaded: {forbid: [loaded-unowned]}}", False),
+        ("{loaded: {forbid: []}}", True),
+        ("{parity: {label: e, baseline: s, target: p}}", False),
+        ("{parity: {label: '', baseline: s, target: p}}", True),
+        ("{parity: {label: e, baseline: '', target: p}}", True),
+        ("{parity: {label: e, baseline: s, target: ''}}", True),
+        ("{versions: {minimum: {cudart: '12.2'}}}", False),
+        ("{versions: {minimum: {cudart: '=12.2'}}}", True),
+        ("{versions: {minimum: {cudart: '>12.2'}}}", True),  # an expression, though it parses
+        ("{versions: {minimum: {cudart: '==12.2'}}}", True),
+        ("{versions: {minimum: {cudart: '<12'}}}", True),
+        ("{versions: {minimum: {cudart: '12.*'}}}", True),
+        ("{versions: {minimum: {cudart: ' >=12'}}}", True),
+        ("{ownership: {allow_unowned: ['/opt/**']}}", False),
+        ("{ownership: {allow_unowned: ['']}}", True),
+        ("{provenance: {signers: ['']}}", True),
+        ("{image_signature: {signers: ['']}}", True),
+    ],
+)
+def test_the_bounds_of_each_setting(rules: str, refused: bool) -> None:
+    text = (HEAD + f"rules: {rules}\n").encode()
+    if refused:
+        with pytest.raises(PolicyError, match="invalid policy: rules"):
+            load_policy(text)
+    else:
+        load_policy(text)
+
+
+@pytest.mark.parametrize(
+    ("name", "refused"),
+    [("p", False), ("a" * 128, False), ("a" * 129, True), ("", True), ("-p", True)],
+)
+def test_the_bounds_of_a_policy_name(name: str, refused: bool) -> None:
+    text = f"apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: '{name}'\nrules: {{}}\n"
+    if refused:
+        with pytest.raises(PolicyError, match="name"):
+            load_policy(text.encode())
+    else:
+        assert load_policy(text.encode()).policy.name == name
+
+
+def test_defaults_of_the_settings() -> None:
+    rules = load_policy(
+        (HEAD + "rules: {integrity: {}, loaded: {}, slsa: {}, driver: {}}\n").encode()
+    ).policy.rules
+    assert rules.integrity is not None and rules.integrity.forbid == [Forbidden.MODIFIED]
+    assert rules.loaded is not None and rules.loaded.forbid == list(LoadedKind)
+    assert rules.slsa is not None and rules.slsa.min_level == 1
+    assert rules.driver is not None and rules.driver.minor_version_compatibility is True
+    off = load_policy((HEAD + "rules: {driver: {minor_version_compatibility: false}}\n").encode())
+    assert off.policy.rules.driver is not None
+    assert off.policy.rules.driver.minor_version_compatibility is False
+
+
+def test_a_loaded_policy_cannot_be_changed() -> None:
+    # the service caches loaded policies: nothing may alter one after validation
+    loaded = load_policy(EXAMPLE)
+    rules = loaded.policy.rules
+    assert rules.slsa is not None
+    for value, attribute, new in (
+        (loaded, "sha256", "0" * 64),
+        (loaded.policy, "name", "other"),
+        (rules, "slsa", None),
+        (rules.slsa, "min_level", 1),
+    ):
+        with pytest.raises(ValidationError, match="frozen"):
+            setattr(value, attribute, new)

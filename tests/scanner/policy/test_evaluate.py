@@ -142,6 +142,26 @@ def test_provenance_conflict_always_fails_and_missing_catalog_is_said(
     assert_not_applicable(replace(clean_facts, files=()), "provenance", {}, "no GPU")
 
 
+@pytest.mark.parametrize(
+    "signer", ["release-eu (ecdsa P-256)", "releas (ecdsa P-256)", "Release (ecdsa P-256)"]
+)
+def test_signers_are_names_not_prefixes(
+    signer: str, clean_facts: AssetFacts, image_facts: AssetFacts
+) -> None:
+    # `signers: [release]` names one signer of the trust policy: release-eu is another
+    rule = {"signers": ["release"]}
+    files = tuple(
+        replace(f, provenance="verified", provenance_signer=signer) for f in clean_facts.files
+    )
+    result = assert_deny_and_warn(replace(clean_facts, files=files), "provenance", rule)
+    assert "outside release" in result.message and signer in result.message
+    result = assert_deny_and_warn(_trusted(image_facts, signer, 2), "image_signature", rule)
+    assert f"signed by {signer}, not by release" in result.message
+    exact = tuple(replace(f, provenance_signer="release (ecdsa P-256)") for f in files)
+    assert_allow(replace(clean_facts, files=exact), "provenance", rule)
+    assert_allow(_trusted(image_facts, "release (ecdsa P-256)", 2), "image_signature", rule)
+
+
 # -- versions ----------------------------------------------------------------------------------
 
 

@@ -15,9 +15,11 @@ from gpuprov.cli import app
 from scanner.model import AssetKind
 from scanner.policy.facts import AssetFacts, ImageTrustFacts
 from scanner.policy.vsa import (
+    CLOCK_SKEW,
     VSA_PREDICATE,
     VsaExpectations,
     check_vsa,
+    parse_max_age,
     sign_vsa,
     vsa_statement,
 )
@@ -57,9 +59,23 @@ def test_statement_shape() -> None:
     assert "VSA PASSED" in summary and "SLSA_BUILD_LEVEL_3" in summary
 
 
-def test_no_vsa_without_a_sha256_subject() -> None:
+@pytest.mark.parametrize(
+    "digest",
+    [
+        "4c4c4544",
+        None,
+        "sha256:abcd",  # truncated: names no image
+        DIGEST[:-1],
+        DIGEST + "0",
+        "sha256:" + "AB" * 32,  # the digest grammar is lower-case hex
+        "sha256:" + "zz" * 32,
+        "sha512:" + "ab" * 32,
+        " " + DIGEST,
+    ],
+)
+def test_no_vsa_without_a_sha256_subject(digest: str | None) -> None:
     with pytest.raises(Rejected, match="by sha256 digest"):
-        _statement(msgspec.structs.replace(FACTS, kind=AssetKind.HOST, digest="4c4c4544"))
+        _statement(msgspec.structs.replace(FACTS, kind=AssetKind.HOST, digest=digest))
 
 
 def test_encrypted_or_bad_key_is_refused() -> None:
@@ -223,3 +239,138 @@ def test_verify_pins_refuse_an_attestation_that_is_not_a_vsa(tmp_path: Path) -> 
     assert CliRunner().invoke(app, base).exit_code == 0
     pinned = CliRunner().invoke(app, [*base, "--policy-name", "prod"])
     assert pinned.exit_code == 1 and "not a VSA" in pinned.stderr
+
+
+@pytest.mark.parametrize("outcome", [None, "passed", "PASSED ", "", True])
+def test_verify_rejects_a_vsa_without_exactly_passed(outcome: object, tmp_path: Path) -> None:
+    # through the command: a signed VSA whose result is missing or anything but the spec's
+    # "PASSED" passes nothing
+    key = keys.generate("ecdsa")
+    _, pub = keys.write_keypair(tmp_path, "gate", key)
+    statement = _statement()
+    predicate = statement["predicate"]
+    assert isinstance(predicate, dict)
+    if outcome is None:
+        del predicate["verificationResult"]
+    else:
+        predicate["verificationResult"] = outcome
+    bundle = tmp_path / "vsa.json"
+    bundle.write_text(sign_vsa(statement, keys.private_pem(key)).to_json())
+    result = CliRunner().invoke(app, ["verify", DIGEST, "--bundle", str(bundle), "--key", str(pub)])
+    assert result.exit_code == 1 and "not PASSED" in result.stderr
+    assert "VSA PASSED" not in result.stdout
+
+
+def test_the_subject_and_levels_of_a_vsa() -> None:
+    # a name that carries its digest names the repository once; no provenance: level 0
+    named = msgspec.structs.replace(FACTS, name=f"reg.example/ml/train@{DIGEST}", image_trust=None)
+    predicate = _statement(named)["predicate"]
+    assert isinstance(predicate, dict)
+    assert predicate["resourceUri"] == f"reg.example/ml/train@{DIGEST}"
+    assert predicate["verifiedLevels"] == ["SLSA_BUILD_LEVEL_0"]
+    untrusted = msgspec.structs.replace(FACTS, image_trust=ImageTrustFacts("ci (x)", None))
+    predicate = _statement(untrusted)["predicate"]
+    assert isinstance(predicate, dict)
+    assert predicate["verifiedLevels"] == ["SLSA_BUILD_LEVEL_0"]
+
+
+@pytest.mark.parametrize(("digest", "said"), [(None, "has none"), ("4c4c", "has '4c4c'")])
+def test_a_refusal_says_what_the_subject_has(digest: str | None, said: str) -> None:
+    with pytest.raises(Rejected) as refused:
+        _statement(msgspec.structs.replace(FACTS, digest=digest))
+    assert str(refused.value) == f"a VSA names its subject by sha256 digest; {FACTS.name} {said}"
+
+
+def test_the_signed_payload_is_canonical_json() -> None:
+    # the same statement signs the same bytes whatever order its keys were built in
+    statement = _statement()
+    reordered = dict(reversed(list(statement.items())))
+    pem = keys.private_pem(keys.generate("ed25519"))
+    payloads = {sign_vsa(s, pem).payload for s in (statement, reordered)}
+    assert payloads == {json.dumps(statement, sort_keys=True, separators=(",", ":")).encode()}
+
+
+@pytest.mark.parametrize(
+    "predicate_type",
+    [
+        "https://slsa.dev/provenance/v1",  # sorts before the VSA's
+        "https://slsa.dev/verification_summary/v2",  # and after it
+        "https://slsa.dev/verification_summary/v1 ",
+    ],
+)
+def test_only_a_vsa_predicate_is_a_vsa(predicate_type: str) -> None:
+    doc = _statement()
+    doc["predicateType"] = predicate_type
+    with pytest.raises(Rejected, match="not a VSA: predicateType is"):
+        check_vsa(Statement.from_bytes(json.dumps(doc).encode()))
+
+
+def test_the_summary_names_the_policy_the_vsa_states() -> None:
+    doc = _statement()
+    summary = check_vsa(Statement.from_bytes(json.dumps(doc).encode()))
+    assert summary == (
+        "VSA PASSED by https://gpuprov.dev/gate at 2026-12-02T01:00:00Z, policy prod p.yaml "
+        f"(sha256 {'0' * 64}), levels SLSA_BUILD_LEVEL_3"
+    )
+    # a policy that is no object is named as unknown, never read as one
+    predicate = doc["predicate"]
+    assert isinstance(predicate, dict)
+    predicate["policy"] = "p.yaml"
+    summary = check_vsa(Statement.from_bytes(json.dumps(doc).encode()))
+    assert "policy prod None (sha256 None)" in summary
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90), ("15m", 900), ("12h", 43_200), ("30d", 2_592_000), ("2w", 1_209_600)],
+)
+def test_an_age_in_each_unit(text: str, seconds: int) -> None:
+    assert parse_max_age(text) == timedelta(seconds=seconds)
+    assert parse_max_age(f" {text} ") == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["", "12", "h", "1y", "-1h", "1.5h", "1000000s", "1h30m"])
+def test_what_is_no_age(text: str) -> None:
+    with pytest.raises(ValueError, match="is not an age such as 90s"):
+        parse_max_age(text)
+
+
+def test_a_vsa_up_to_the_clock_skew_ahead_is_accepted() -> None:
+    expect = VsaExpectations(max_age=timedelta(days=1))
+    assert check_vsa(_predicate(), expect, now=WHEN - CLOCK_SKEW)  # exactly the skew ahead
+    with pytest.raises(Rejected, match="in the future"):
+        check_vsa(_predicate(), expect, now=WHEN - CLOCK_SKEW - timedelta(seconds=1))
+    assert CLOCK_SKEW == timedelta(minutes=5)
+    # exactly the maximum age is not older than it
+    assert check_vsa(_predicate(), expect, now=WHEN + timedelta(days=1))
+    with pytest.raises(Rejected, match="older than the maximum age"):
+        check_vsa(_predicate(), expect, now=WHEN + timedelta(days=1, seconds=1))
+
+
+def test_an_unreadable_time_is_quoted_cut_short() -> None:
+    value = "2026-12-02T01:00:00Z" + "x" * 80
+    with pytest.raises(Rejected) as refused:
+        check_vsa(_predicate(timeVerified=value))
+    assert str(refused.value) == f"VSA timeVerified {value[:64]!r} is not an RFC 3339 time"
+
+
+def test_expectations_are_frozen() -> None:
+    with pytest.raises(AttributeError):
+        VsaExpectations().policy_name = "lax"  # type: ignore[misc]
+
+
+def test_pins_are_equality_whichever_side_sorts_first() -> None:
+    # a stated value sorting after the expected one, and before it
+    for expect in (
+        VsaExpectations(verifier_id="https://gpuprov.dev/gate2"),
+        VsaExpectations(verifier_id="https://gpuprov.dev/gat"),
+        VsaExpectations(policy_name="prod2"),
+        VsaExpectations(policy_name="pro"),
+    ):
+        with pytest.raises(Rejected, match="not the expected"):
+            check_vsa(_predicate(), expect)
+    stated = _predicate(policy={"uri": "x", "digest": {"sha256": "f" * 64}})
+    for pinned in ("0" * 64, "f" * 63 + "e"):
+        with pytest.raises(Rejected, match="policy digest"):
+            check_vsa(stated, VsaExpectations(policy_sha256=pinned))
+    assert check_vsa(stated, VsaExpectations(policy_sha256="F" * 64))

@@ -172,3 +172,47 @@ def test_a_policy_refuses_unknown_kinds() -> None:
 
     with pytest.raises(PolicyError, match="rules.loaded.forbid"):
         judge(facts_from_scan(CLEAN), forbid=["loaded-sideways"])
+
+
+def test_each_kind_alone_forbids_its_own_case() -> None:
+    # a deleted file still mapped (bytes as the package shipped them, nothing on disk to
+    # compare), a loaded copy that differs from the disk (not deleted), an unowned loaded file:
+    # each kind, forbidden alone, denies its case and only its case
+    deleted = LoadedBy(15, "/usr/bin/python3", deleted=True, sha256=A, via=LoadedVia.MAP_FILES)
+    differs = LoadedBy(16, "/usr/bin/python3", sha256=B, via=LoadedVia.MAP_FILES)
+    cases = {
+        "loaded-deleted": result(
+            library("/usr/lib/libcublas.so.12", A, Integrity.VERIFIED, deleted, on_disk=False),
+            runtime=LIVE,
+        ),
+        "loaded-differs-from-disk": result(
+            library(
+                "/usr/lib/libcublas.so.12",
+                B,
+                Integrity.VERIFIED,
+                differs,
+                on_disk=False,
+                disk_sha256=A,
+                loaded_copy=True,
+            ),
+            runtime=LIVE,
+        ),
+        "loaded-unowned": result(
+            library("/opt/x/libcublas.so.12", A, Integrity.UNOWNED, PID_A), runtime=LIVE
+        ),
+    }
+    whys = {
+        "loaded-deleted": "deleted or replaced on disk",
+        "loaded-differs-from-disk": "differ from the disk's",
+        "loaded-unowned": "belongs to no package",
+    }
+    for kind, scan in cases.items():
+        for forbidden in cases:
+            decision, outcome = judge(facts_from_scan(scan), forbid=[forbidden])
+            if forbidden == kind:
+                assert decision is Decision.DENY, (kind, outcome.message)
+                assert whys[kind] in outcome.message
+                assert outcome.evidence == (("forbid", forbidden),)
+            else:
+                assert decision is Decision.ALLOW, (kind, forbidden, outcome.message)
+                assert outcome.message == f"1 loaded GPU library file(s) avoid {forbidden}"

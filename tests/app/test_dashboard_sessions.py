@@ -1,0 +1,129 @@
+"""The dashboard's cookie signer (app/http/dashboard/sessions.py) on its own: what a signed value
+must be to be read back, the session's validity window and binding, the login form's token,
+and the CSRF comparison. test_dashboard.py drives the same through the app."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from app.http.dashboard.sessions import Signer, same_token
+
+KEY = "k" * 32
+NOW = 1_800_000_000
+HASH = "ab" * 32
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def test_a_signed_value_reads_back_only_as_signed() -> None:
+    signer = Signer(KEY)
+    value = signer.sign("session", {"t": 1, "x": "y"})
+    assert signer.unsign("session", value) == {"t": 1, "x": "y"}
+    data, mac = value.split(".")
+    for forged in (
+        None,
+        "",
+        data,  # no MAC
+        data + ".",  # an empty MAC
+        f"{data}.{mac[:-1]}",  # a prefix of the MAC
+        f"{data}.{mac}A",
+        f"{data}.{mac}.{mac}",
+        f"{data[:-1]}.{mac}",
+        f"{_b64(b'{}')}.{mac}",
+    ):
+        assert signer.unsign("session", forged) is None, forged
+    # another purpose or another key signs other MACs
+    assert signer.unsign("login", value) is None
+    assert Signer("j" * 32).unsign("session", value) is None
+    assert Signer(KEY).unsign("session", value) == {"t": 1, "x": "y"}
+
+
+def test_only_a_signed_json_object_is_a_payload() -> None:
+    signer = Signer(KEY)
+    for data in (_b64(b"[1, 2]"), _b64(b"not json"), "%%%", _b64(b"\xff\xfe")):
+        value = f"{data}.{signer._mac('session', data.encode())}"
+        assert signer.unsign("session", value) is None, data
+
+
+def test_values_longer_than_a_cookie_we_write_are_refused() -> None:
+    signer = Signer(KEY)
+
+    def of_length(n: int) -> str:
+        pad = 0
+        while len(value := signer.sign("session", {"p": "x" * pad})) < n:
+            pad += 1
+        return value
+
+    longest = of_length(1024)
+    assert len(longest) == 1024 and signer.unsign("session", longest) is not None
+    assert len(of_length(1025)) > 1024
+    assert signer.unsign("session", of_length(1025)) is None
+
+
+def test_a_session_is_valid_from_its_issue_until_its_expiry() -> None:
+    signer = Signer(KEY)
+    value = signer.new_session(7, HASH, NOW, 3600)
+    session = signer.session(value, NOW)
+    assert session is not None
+    assert (session.token_id, session.issued_at, session.expires_at) == (7, NOW, NOW + 3600)
+    assert session.binding == signer.binding(HASH) and len(session.binding) == 22
+    assert (
+        len(session.csrf) >= 43
+        and session.csrf != signer.session(signer.new_session(7, HASH, NOW, 3600), NOW).csrf
+    )  # type: ignore[union-attr]
+    assert signer.session(value, NOW + 3599) == session
+    assert signer.session(value, NOW + 3600) is None  # expired
+    assert signer.session(value, NOW - 1) is None  # issued in the future
+    assert signer.session(None, NOW) is None
+    assert signer.session(signer.sign("login", json.loads('{"t": 7}')), NOW) is None
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"b": "x", "i": NOW, "e": NOW + 1, "c": "c"},  # no token
+        {"t": 7, "i": NOW, "e": NOW + 1, "c": "c"},  # no binding
+        {"t": 7, "b": "x", "e": NOW + 1, "c": "c"},
+        {"t": 7, "b": "x", "i": NOW, "c": "c"},
+        {"t": 7, "b": "x", "i": NOW, "e": NOW + 1},  # no CSRF token
+        {"t": "seven", "b": "x", "i": NOW, "e": NOW + 1, "c": "c"},
+        {"t": [7], "b": "x", "i": NOW, "e": NOW + 1, "c": "c"},
+        {"t": 7, "b": "x", "i": None, "e": NOW + 1, "c": "c"},
+    ],
+)
+def test_a_session_payload_without_every_field_is_no_session(payload: dict[str, object]) -> None:
+    signer = Signer(KEY)
+    assert signer.session(signer.sign("session", payload), NOW) is None
+
+
+def test_the_binding_is_a_mac_of_the_token_hash() -> None:
+    signer = Signer(KEY)
+    assert signer.binding(HASH) == signer.binding(HASH)
+    assert signer.binding(HASH) != signer.binding("cd" * 32)
+    assert signer.binding(HASH) != Signer("j" * 32).binding(HASH)
+    assert HASH[:22] not in signer.binding(HASH)
+
+
+def test_a_login_cookie_vouches_for_its_token_for_a_while() -> None:
+    signer = Signer(KEY)
+    token, cookie = signer.new_login(NOW)
+    assert len(token) >= 43 and token != signer.new_login(NOW)[0]
+    assert signer.login_token(cookie, NOW, 60) == token
+    assert signer.login_token(cookie, NOW + 59, 60) == token
+    assert signer.login_token(cookie, NOW + 60, 60) is None
+    assert signer.login_token(cookie, NOW - 1, 60) is None
+    assert signer.login_token(None, NOW, 60) is None
+    assert signer.login_token(signer.new_session(1, HASH, NOW, 60), NOW, 60) is None
+    for payload in ({"c": token}, {"i": NOW}, {"c": token, "i": "now"}):
+        assert signer.login_token(signer.sign("login", payload), NOW, 60) is None
+
+
+def test_a_csrf_token_is_compared_whole() -> None:
+    assert same_token("abc", "abc")
+    for given in (None, "", "ab", "abcd", "abC", "xbc"):
+        assert not same_token("abc", given), given

@@ -1,0 +1,208 @@
+"""The spool's edges (scanner/deliver.py): what an answer without a scan is, a spool entry whose
+metadata cannot be read, legacy and missing files, the retry schedule at its bounds, and when a
+flush goes on or stops. test_deliver.py covers the delivery paths; this file is narrow and fast
+(mutation/modules.toml, spool)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from scanner.deliver import (
+    Backoff,
+    Client,
+    Halt,
+    ReportRejected,
+    ServerError,
+    Spool,
+    Target,
+    Unavailable,
+    flush,
+    push,
+    send_with_backoff,
+)
+from tests.scanner.test_deliver import REPORT, FakeService
+
+T0 = 1_800_000_000.0
+
+
+def _client(handler: object) -> Client:
+    return Client(Target("http://svc", "gpv_token"), transport=httpx.MockTransport(handler))  # type: ignore[arg-type]
+
+
+def _answer(status: int, body: bytes) -> Client:
+    return _client(lambda request: httpx.Response(status, content=body))
+
+
+def reports(n: int) -> list[bytes]:
+    return [REPORT.replace(b'"x"', f'"{i}"'.encode()) for i in range(n)]
+
+
+def backoff(clock: float = T0, **kw: object) -> Backoff:
+    return Backoff(1, sleep=lambda s: None, clock=lambda: clock, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("status", [200, 201])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"<html>a proxy's page</html>",  # no JSON
+        b"{}",  # no scan id
+        b'{"scan_id": null, "asset_id": 1}',  # no number
+        b'{"scan_id": "x", "asset_id": 1}',
+    ],
+)
+def test_an_answer_without_a_scan_is_no_delivery(status: int, body: bytes) -> None:
+    with pytest.raises(Unavailable, match=f"answered {status} without a scan"):
+        _answer(status, body).send(REPORT)
+
+
+def test_a_delivery_says_whether_it_was_new() -> None:
+    body = b'{"scan_id": 3, "asset_id": 2, "asset_url": "/api/v1/assets/2"}'
+    assert _answer(201, body).send(REPORT).created is True
+    assert _answer(200, body).send(REPORT).created is False
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(500, ServerError), (501, ServerError), (599, ServerError), (499, ReportRejected)],
+)
+def test_which_answers_are_server_errors(status: int, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        _answer(status, b'{"error": {"message": "no"}}').send(REPORT)
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        None,  # no metadata file
+        b"not json",
+        b"[]",  # no object
+        b'{"labels": 5}',
+        b'{"labels": ["a"]}',
+        b'{"failures": "many"}',
+        b'{"retry_at": [1]}',
+    ],
+)
+def test_a_spooled_report_with_unreadable_metadata_is_kept_plainly(
+    tmp_path: Path, meta: bytes | None
+) -> None:
+    spool = Spool(tmp_path)
+    entry = spool.add(REPORT, {"env": "prod"})
+    if meta is None:
+        entry.meta_path.unlink()
+    else:
+        entry.meta_path.write_bytes(meta)
+    (read,) = spool.entries()
+    assert (read.path, read.labels, read.failures, read.retry_at) == (entry.path, {}, 0, 0.0)
+    assert read.read() == REPORT
+
+
+def test_a_spool_is_made_with_its_parents_and_files_may_already_be_gone(tmp_path: Path) -> None:
+    spool = Spool(tmp_path / "a" / "b" / "spool")
+    entry = spool.add(REPORT)
+    assert spool.entries() == [entry]
+    entry.meta_path.unlink()
+    spool.remove(entry)  # its metadata already gone: still removed
+    assert spool.entries() == []
+    second = spool.add(REPORT)
+    second.meta_path.unlink()
+    moved = spool.reject(second, "refused")
+    assert moved.is_file() and spool.entries() == []
+    assert spool.rejected_entry(moved).reason == "refused"
+
+
+def test_the_reason_of_a_report_set_aside_by_an_older_gpuprov(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    entry = spool.add(REPORT)
+    moved = spool.reject(entry, "")
+    moved.with_name(moved.name.removesuffix(".cdx.json.gz") + ".meta.json").unlink(missing_ok=True)
+    moved.with_name(moved.name + ".reason.txt").write_text("422: refused long ago\n")
+    assert spool.rejected_entry(moved).reason == "422: refused long ago"
+
+
+def test_the_default_schedule() -> None:
+    schedule = Backoff(clock=lambda: T0)
+    delays = list(schedule.delays())
+    assert len(delays) == 2  # three tries
+    assert 0.8 <= delays[0] <= 1.2 and 1.6 <= delays[1] <= 2.4
+    # a report failing with server errors waits 1, 4, 16 minutes
+    assert [schedule.next_retry(n) - T0 for n in (1, 2, 3)] == [60.0, 240.0, 960.0]
+    assert schedule.server_error_limit == 5 and schedule.maximum == 60.0
+
+
+def test_a_retry_after_of_exactly_the_longest_wait_is_waited_for() -> None:
+    waits: list[float] = []
+    calls = iter([Unavailable("busy", retry_after=60.0), Unavailable("busy", retry_after=60.5)])
+
+    class Flaky:
+        def send(self, report: bytes, labels: object) -> object:
+            raise next(calls)
+
+    with pytest.raises(Unavailable):
+        send_with_backoff(Flaky(), REPORT, {}, Backoff(3, 1.0, 60.0, waits.append))  # type: ignore[arg-type]
+    # 60 s is waited for (a push has that much patience); 60.5 s sends the report to the spool
+    assert waits == [60.0]
+
+
+def test_a_retry_after_ending_now_lets_the_flush_go_on(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spool.add(REPORT)
+    spool.set_wait_until(T0)
+    result = flush(spool, _client(FakeService()), backoff(T0))
+    assert len(result.delivered) == 1 and result.halt is None
+    spool.add(REPORT)
+    spool.set_wait_until(T0 + 1)
+    result = flush(spool, _client(FakeService()), backoff(T0))
+    assert result.delivered == [] and result.halt is Halt.UNAVAILABLE
+
+
+def test_a_refused_token_stops_the_flush_at_once(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    for report in reports(3):
+        spool.add(report)
+    service = FakeService([401])
+    result = flush(spool, _client(service), backoff())
+    assert result.halt is Halt.UNAUTHORIZED and len(service.requests) == 1
+    assert result.remaining == 3
+
+
+def test_server_errors_stop_a_flush_only_two_in_a_row(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    for report in reports(4):
+        spool.add(report)
+    # failing, delivered, failing, delivered: never two in a row
+    service = FakeService([500, 201, 500, 201])
+    result = flush(spool, _client(service), backoff())
+    assert result.halt is None and len(result.delivered) == 2 and len(result.deferred) == 2
+    spool = Spool(tmp_path / "other")
+    for report in reports(4):
+        spool.add(report)
+    # delivered, then two failing in a row: the fourth is not tried
+    service = FakeService([201, 500, 500])
+    result = flush(spool, _client(service), backoff())
+    assert result.halt is Halt.SERVER_ERRORS and len(service.requests) == 3
+
+
+def test_a_report_past_the_server_error_limit_is_set_aside(tmp_path: Path) -> None:
+    # failures recorded beyond the limit (a lower limit than the one that counted them)
+    spool = Spool(tmp_path)
+    entry = spool.add(REPORT)
+    meta = json.loads(entry.meta_path.read_text())
+    entry.meta_path.write_text(json.dumps({**meta, "failures": 7}))
+    result = flush(spool, _client(FakeService([500])), backoff(server_error_limit=5))
+    assert len(result.rejected) == 1 and spool.entries() == []
+    assert "a server error 8 times" in result.rejected[0][1]
+    entry = spool.add(REPORT)
+    result = flush(spool, _client(FakeService([500])), backoff(server_error_limit=5))
+    assert result.rejected == [] and spool.entries()[0].failures == 1
+
+
+def test_a_pushed_report_is_compressed(tmp_path: Path) -> None:
+    service = FakeService()
+    push(REPORT, _client(service), Spool(tmp_path), backoff=backoff())
+    assert gzip.decompress(service.requests[0].content) == REPORT
