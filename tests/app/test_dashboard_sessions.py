@@ -125,5 +125,12 @@ def test_a_login_cookie_vouches_for_its_token_for_a_while() -> None:
 
 def test_a_csrf_token_is_compared_whole() -> None:
     assert same_token("abc", "abc")
-    for given in (None, "", "ab", "abcd", "abC", "xbc"):
+    for given in (None, "", "ab", "abcd", "abC", "xbc", "ábc", "ab\udcff"):
         assert not same_token("abc", given), given
+
+
+def test_a_non_ascii_cookie_is_no_session() -> None:
+    signer = Signer(KEY)
+    data, mac = signer.sign("session", {"t": 1}).split(".")
+    for forged in (f"{data}.{mac[:-1]}é", f"é{data}.{mac}", "é.é"):
+        assert signer.unsign("session", forged) is None
