@@ -134,3 +134,18 @@ def test_a_non_ascii_cookie_is_no_session() -> None:
     data, mac = signer.sign("session", {"t": 1}).split(".")
     for forged in (f"{data}.{mac[:-1]}é", f"é{data}.{mac}", "é.é"):
         assert signer.unsign("session", forged) is None
+
+
+def test_what_a_session_says_cannot_be_changed() -> None:
+    session = Signer(KEY).session(Signer(KEY).new_session(7, HASH, NOW, 60), NOW)
+    assert session is not None
+    with pytest.raises(AttributeError):
+        session.token_id = 8  # type: ignore[misc]
+
+
+def test_payloads_of_every_length_read_back() -> None:
+    # base64 without its padding: every length modulo 8 of the encoded payload
+    signer = Signer(KEY)
+    for n in range(17):
+        payload = {"p": "x" * n}
+        assert signer.unsign("session", signer.sign("session", payload)) == payload, n
