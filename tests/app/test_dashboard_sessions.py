@@ -78,6 +78,8 @@ def test_a_session_is_valid_from_its_issue_until_its_expiry() -> None:
     )  # type: ignore[union-attr]
     assert signer.session(value, NOW + 3599) == session
     assert signer.session(value, NOW + 3600) is None  # expired
+    assert signer.session(value, NOW + 3601) is None
+    assert signer.session(value, NOW + 86_400 * 30) is None
     assert signer.session(value, NOW - 1) is None  # issued in the future
     assert signer.session(None, NOW) is None
     assert signer.session(signer.sign("login", json.loads('{"t": 7}')), NOW) is None
@@ -116,6 +118,8 @@ def test_a_login_cookie_vouches_for_its_token_for_a_while() -> None:
     assert signer.login_token(cookie, NOW, 60) == token
     assert signer.login_token(cookie, NOW + 59, 60) == token
     assert signer.login_token(cookie, NOW + 60, 60) is None
+    assert signer.login_token(cookie, NOW + 61, 60) is None
+    assert signer.login_token(cookie, NOW + 86_400, 60) is None
     assert signer.login_token(cookie, NOW - 1, 60) is None
     assert signer.login_token(None, NOW, 60) is None
     assert signer.login_token(signer.new_session(1, HASH, NOW, 60), NOW, 60) is None
