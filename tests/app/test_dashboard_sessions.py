@@ -12,7 +12,7 @@ import pytest
 from app.http.dashboard.sessions import Signer, same_token
 
 KEY = "k" * 32
-NOW = 1_800_000_000
+NOW = 1_800_000_007  # low bits set: issued + max_age is no issued | max_age
 HASH = "ab" * 32
 
 
