@@ -68,6 +68,9 @@ def test_pages_redirect_to_login_keeping_the_target(client: TestClient) -> None:
     assert answer.status_code == 303
     assert answer.headers["location"] == "/login?next=%2Fassets%3Fkind%3Dimage%26page%3D2"
     assert client.get("/", follow_redirects=False).headers["location"] == "/login"
+    # a form posted without a session is no page to come back to: the login leads home
+    posted = client.post("/logout", data={"csrf_token": "x"}, follow_redirects=False)
+    assert posted.status_code == 303 and posted.headers["location"] == "/login"
     form = client.get(answer.headers["location"])
     assert form.status_code == 200 and 'name="token"' in form.text
     assert 'value="/assets?kind=image&amp;page=2"' in form.text
@@ -100,6 +103,10 @@ def test_login_sets_a_strict_httponly_session_cookie(service: Service, client: T
     assert f"max-age={service.settings.session_lifetime_seconds}" in flags
     assert "secure" not in flags  # plain HTTP: a Secure cookie would never come back
     assert token not in cookie  # the secret never travels in the cookie
+    # the login form's CSRF cookie is removed with the flags it was set with
+    gone = _cookie_header(answer, LOGIN_COOKIE)
+    flags = {part.strip().lower() for part in gone.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/login", "max-age=0"} <= flags
     assert client.get("/assets").status_code == 200
 
 

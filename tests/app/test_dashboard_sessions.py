@@ -4,11 +4,15 @@ and the CSRF comparison. test_dashboard.py drives the same through the app."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
 import pytest
+from starlette.requests import Request
 
+from app.errors import AppError, BadRequest
+from app.http.dashboard.auth import read_form, safe_next
 from app.http.dashboard.sessions import Signer, same_token
 
 KEY = "k" * 32
@@ -153,3 +157,56 @@ def test_payloads_of_every_length_read_back() -> None:
     for n in range(17):
         payload = {"p": "x" * n}
         assert signer.unsign("session", signer.sign("session", payload)) == payload, n
+
+
+# -- auth.py's pure parts ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "target"),
+    [
+        (None, "/"),
+        ("", "/"),
+        ("/assets?kind=image", "/assets?kind=image"),
+        ("/login", "/"),  # never back to the login form or out again
+        ("/logout?x=1", "/"),
+        ("/" + "a" * 2047, "/" + "a" * 2047),  # 2048 characters
+    ],
+)
+def test_a_local_next_target(value: str | None, target: str) -> None:
+    assert safe_next(value) == target
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["/" + "a" * 2048, "//x", "///x", "/\\x", "http://x/", "assets", "/a\tb", "/a\nb"],
+)
+def test_a_next_target_elsewhere_is_refused(value: str) -> None:
+    with pytest.raises(BadRequest, match="next must be a local path"):
+        safe_next(value)
+
+
+def _posted(chunks: list[bytes]) -> Request:
+    events = [{"type": "http.request", "body": c, "more_body": True} for c in chunks]
+    events.append({"type": "http.request", "body": b"", "more_body": False})
+
+    async def receive() -> dict[str, object]:
+        return events.pop(0)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/logout",
+        "headers": [(b"content-type", b"application/x-www-form-urlencoded")],
+    }
+    return Request(scope, receive)  # type: ignore[arg-type]
+
+
+def test_a_form_is_bounded_whatever_the_request_limit() -> None:
+    # read_form counts what it reads itself, so a larger request ceiling never lets a form grow
+    chunks = [b"a=" + b"x" * (64 * 1024 - 2), *[b"x" * 64 * 1024] * 15]  # exactly 1 MiB
+    whole = asyncio.run(read_form(_posted(chunks)))
+    assert len(whole["a"]) == 1024 * 1024 - 2
+    with pytest.raises(AppError) as refused:
+        asyncio.run(read_form(_posted([*chunks, b"x"])))
+    assert refused.value.status == 413 and "larger than 1048576 bytes" in refused.value.message
