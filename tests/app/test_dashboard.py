@@ -188,6 +188,17 @@ def test_a_posted_form_is_read_or_refused_with_the_reason(
     assert SESSION_COOKIE not in client.cookies
 
 
+def test_a_blank_token_is_asked_for_again(client: TestClient) -> None:
+    form = client.get("/login")
+    answer = client.post(
+        "/login",
+        data={"token": "   ", "csrf_token": csrf_of(form.text), "next": "/"},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 400 and "enter a service token" in answer.text
+    assert 'name="token"' in answer.text and SESSION_COOKIE not in client.cookies
+
+
 def test_the_last_of_a_repeated_field_counts(service: Service, client: TestClient) -> None:
     token = service.token("inventory:read")
     form = client.get("/login")
@@ -302,7 +313,8 @@ def test_logout_needs_the_csrf_token_and_ends_the_session(
     assert client.get("/").status_code == 200  # still logged in
     answer = client.post("/logout", data={"csrf_token": csrf}, follow_redirects=False)
     assert answer.status_code == 303 and answer.headers["location"] == "/login"
-    assert "max-age=0" in _cookie_header(answer, SESSION_COOKIE).lower()
+    gone = {p.strip().lower() for p in _cookie_header(answer, SESSION_COOKIE).split(";")[1:]}
+    assert {"max-age=0", "httponly", "samesite=strict", "path=/"} <= gone
     assert client.get("/", follow_redirects=False).status_code == 303
 
 
