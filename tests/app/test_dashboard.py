@@ -68,6 +68,9 @@ def test_pages_redirect_to_login_keeping_the_target(client: TestClient) -> None:
     assert answer.status_code == 303
     assert answer.headers["location"] == "/login?next=%2Fassets%3Fkind%3Dimage%26page%3D2"
     assert client.get("/", follow_redirects=False).headers["location"] == "/login"
+    # a form posted without a session is no page to come back to: the login leads home
+    posted = client.post("/logout", data={"csrf_token": "x"}, follow_redirects=False)
+    assert posted.status_code == 303 and posted.headers["location"] == "/login"
     form = client.get(answer.headers["location"])
     assert form.status_code == 200 and 'name="token"' in form.text
     assert 'value="/assets?kind=image&amp;page=2"' in form.text
@@ -100,6 +103,10 @@ def test_login_sets_a_strict_httponly_session_cookie(service: Service, client: T
     assert f"max-age={service.settings.session_lifetime_seconds}" in flags
     assert "secure" not in flags  # plain HTTP: a Secure cookie would never come back
     assert token not in cookie  # the secret never travels in the cookie
+    # the login form's CSRF cookie is removed with the flags it was set with
+    gone = _cookie_header(answer, LOGIN_COOKIE)
+    flags = {part.strip().lower() for part in gone.split(";")[1:]}
+    assert {"httponly", "samesite=strict", "path=/login", "max-age=0"} <= flags
     assert client.get("/assets").status_code == 200
 
 
@@ -180,6 +187,17 @@ def test_a_posted_form_is_read_or_refused_with_the_reason(
     answer = client.post("/login", content=body, headers={"Content-Type": content_type})
     assert answer.status_code == status and says in answer.text, answer.text[:300]
     assert SESSION_COOKIE not in client.cookies
+
+
+def test_a_blank_token_is_asked_for_again(client: TestClient) -> None:
+    form = client.get("/login")
+    answer = client.post(
+        "/login",
+        data={"token": "   ", "csrf_token": csrf_of(form.text), "next": "/"},
+        follow_redirects=False,
+    )
+    assert answer.status_code == 400 and "enter a service token" in answer.text
+    assert 'name="token"' in answer.text and SESSION_COOKIE not in client.cookies
 
 
 def test_the_last_of_a_repeated_field_counts(service: Service, client: TestClient) -> None:
@@ -296,7 +314,8 @@ def test_logout_needs_the_csrf_token_and_ends_the_session(
     assert client.get("/").status_code == 200  # still logged in
     answer = client.post("/logout", data={"csrf_token": csrf}, follow_redirects=False)
     assert answer.status_code == 303 and answer.headers["location"] == "/login"
-    assert "max-age=0" in _cookie_header(answer, SESSION_COOKIE).lower()
+    gone = {p.strip().lower() for p in _cookie_header(answer, SESSION_COOKIE).split(";")[1:]}
+    assert {"max-age=0", "httponly", "samesite=strict", "path=/"} <= gone
     assert client.get("/", follow_redirects=False).status_code == 303
 
 

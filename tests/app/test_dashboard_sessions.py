@@ -4,15 +4,19 @@ and the CSRF comparison. test_dashboard.py drives the same through the app."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
 import pytest
+from starlette.requests import Request
 
+from app.errors import AppError, BadRequest
+from app.http.dashboard.auth import read_form, safe_next
 from app.http.dashboard.sessions import Signer, same_token
 
 KEY = "k" * 32
-NOW = 1_800_000_000
+NOW = 1_800_000_007  # low bits set: issued + max_age is no issued | max_age
 HASH = "ab" * 32
 
 
@@ -78,6 +82,8 @@ def test_a_session_is_valid_from_its_issue_until_its_expiry() -> None:
     )  # type: ignore[union-attr]
     assert signer.session(value, NOW + 3599) == session
     assert signer.session(value, NOW + 3600) is None  # expired
+    assert signer.session(value, NOW + 3601) is None
+    assert signer.session(value, NOW + 86_400 * 30) is None
     assert signer.session(value, NOW - 1) is None  # issued in the future
     assert signer.session(None, NOW) is None
     assert signer.session(signer.sign("login", json.loads('{"t": 7}')), NOW) is None
@@ -116,6 +122,8 @@ def test_a_login_cookie_vouches_for_its_token_for_a_while() -> None:
     assert signer.login_token(cookie, NOW, 60) == token
     assert signer.login_token(cookie, NOW + 59, 60) == token
     assert signer.login_token(cookie, NOW + 60, 60) is None
+    assert signer.login_token(cookie, NOW + 61, 60) is None
+    assert signer.login_token(cookie, NOW + 86_400, 60) is None
     assert signer.login_token(cookie, NOW - 1, 60) is None
     assert signer.login_token(None, NOW, 60) is None
     assert signer.login_token(signer.new_session(1, HASH, NOW, 60), NOW, 60) is None
@@ -125,5 +133,80 @@ def test_a_login_cookie_vouches_for_its_token_for_a_while() -> None:
 
 def test_a_csrf_token_is_compared_whole() -> None:
     assert same_token("abc", "abc")
-    for given in (None, "", "ab", "abcd", "abC", "xbc"):
+    for given in (None, "", "ab", "abcd", "abC", "xbc", "ábc", "ab\udcff"):
         assert not same_token("abc", given), given
+
+
+def test_a_non_ascii_cookie_is_no_session() -> None:
+    signer = Signer(KEY)
+    data, mac = signer.sign("session", {"t": 1}).split(".")
+    for forged in (f"{data}.{mac[:-1]}é", f"é{data}.{mac}", "é.é"):
+        assert signer.unsign("session", forged) is None
+
+
+def test_what_a_session_says_cannot_be_changed() -> None:
+    session = Signer(KEY).session(Signer(KEY).new_session(7, HASH, NOW, 60), NOW)
+    assert session is not None
+    with pytest.raises(AttributeError):
+        session.token_id = 8  # type: ignore[misc]
+
+
+def test_payloads_of_every_length_read_back() -> None:
+    # base64 without its padding: every length modulo 8 of the encoded payload
+    signer = Signer(KEY)
+    for n in range(17):
+        payload = {"p": "x" * n}
+        assert signer.unsign("session", signer.sign("session", payload)) == payload, n
+
+
+# -- auth.py's pure parts ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "target"),
+    [
+        (None, "/"),
+        ("", "/"),
+        ("/assets?kind=image", "/assets?kind=image"),
+        ("/login", "/"),  # never back to the login form or out again
+        ("/logout?x=1", "/"),
+        ("/" + "a" * 2047, "/" + "a" * 2047),  # 2048 characters
+    ],
+)
+def test_a_local_next_target(value: str | None, target: str) -> None:
+    assert safe_next(value) == target
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["/" + "a" * 2048, "//x", "///x", "/\\x", "http://x/", "assets", "/a\tb", "/a\nb"],
+)
+def test_a_next_target_elsewhere_is_refused(value: str) -> None:
+    with pytest.raises(BadRequest, match="next must be a local path"):
+        safe_next(value)
+
+
+def _posted(chunks: list[bytes]) -> Request:
+    events = [{"type": "http.request", "body": c, "more_body": True} for c in chunks]
+    events.append({"type": "http.request", "body": b"", "more_body": False})
+
+    async def receive() -> dict[str, object]:
+        return events.pop(0)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/logout",
+        "headers": [(b"content-type", b"application/x-www-form-urlencoded")],
+    }
+    return Request(scope, receive)  # type: ignore[arg-type]
+
+
+def test_a_form_is_bounded_whatever_the_request_limit() -> None:
+    # read_form counts what it reads itself, so a larger request ceiling never lets a form grow
+    chunks = [b"a=" + b"x" * (64 * 1024 - 2), *[b"x" * 64 * 1024] * 15]  # exactly 1 MiB
+    whole = asyncio.run(read_form(_posted(chunks)))
+    assert len(whole["a"]) == 1024 * 1024 - 2
+    with pytest.raises(AppError) as refused:
+        asyncio.run(read_form(_posted([*chunks, b"x"])))
+    assert refused.value.status == 413 and "larger than 1048576 bytes" in refused.value.message

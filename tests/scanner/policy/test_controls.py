@@ -178,3 +178,32 @@ def test_the_shared_catalog_cannot_be_changed() -> None:
     ):
         with pytest.raises(AttributeError):
             setattr(value, attribute, "changed")
+
+
+class _Packaged:
+    """`importlib.resources.files()` of a package whose data file holds ``text``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def joinpath(self, _: str) -> _Packaged:
+        return self
+
+    def read_text(self, *_: object) -> str:
+        return self.text
+
+
+@pytest.mark.parametrize("text", ["a: [", "{a: 1, a: 2}"])
+def test_a_broken_packaged_table_is_a_policy_error(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scanner.policy import controls, drivers
+
+    for module, loader, prefix in (
+        (controls, controls.default_catalog, "controls catalog: "),
+        (drivers, drivers.default_drivers, "driver table: "),
+    ):
+        monkeypatch.setattr(module.resources, "files", lambda _: _Packaged(text))
+        with pytest.raises(PolicyError, match=f"^{prefix}"):
+            loader.__wrapped__()  # type: ignore[attr-defined]
+        monkeypatch.undo()

@@ -142,6 +142,11 @@ def test_hostile_yaml_is_a_policy_error(document: str, reason: str) -> None:
         ("{slsa: {min_level: 0}}", True),
         ("{slsa: {min_level: 3}}", False),
         ("{slsa: {min_level: 4}}", True),
+        ("{slsa: {min_level: '2'}}", True),  # strictly a number
+        ("{slsa: {min_level: 2.0}}", True),
+        ("{slsa: {min_level: true}}", True),
+        ("{scan_age: {max_hours: 876000}}", False),  # a hundred years
+        ("{scan_age: {max_hours: 876000.5}}", True),
         ("{scan_age: {max_hours: 0.01}}", False),
         ("{scan_age: {max_hours: 0}}", True),
         ("{scan_age: {max_hours: -1}}", True),
