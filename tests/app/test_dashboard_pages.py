@@ -308,3 +308,144 @@ def test_admin_forms(service: Service, client: TestClient, fleet: dict[str, int]
     token_id = re.findall(r'action="/admin/tokens/(\d+)/revoke"', _ok(client, "/admin/tokens"))
     revoke = client.post(f"/admin/tokens/{token_id[-1]}/revoke", data={"csrf_token": csrf})
     assert revoke.status_code == 200 and "Revoked token" in revoke.text
+
+
+def _audit(service: Service, action: str) -> list[dict[str, Any]]:
+    answer = service.client.get(
+        f"/api/v1/audit?action={action}", headers=auth(service.token("admin", name="auditor"))
+    )
+    assert answer.status_code == 200, answer.text
+    return list(answer.json()["items"])
+
+
+def test_a_policy_form_stores_audits_and_evaluates_only_a_new_version(
+    service: Service, client: TestClient, fleet: dict[str, int]
+) -> None:
+    _admin(service, client)
+    csrf = session_csrf(client)
+    reader = auth(service.token("inventory:read"))
+    document = POLICY + "  duplicates: {}\n"
+    stored = client.post(
+        "/admin/policies", data={"csrf_token": csrf, "name": "prod", "document": document}
+    )
+    assert "Stored prod version 3." in stored.text
+    assert [e["target"] for e in _audit(service, "policy.put")][:1] == ["policy:prod@3"]
+    detail = service.client.get(f"/api/v1/assets/{fleet['train']}", headers=reader).json()
+    (before,) = detail["compliance"]
+    assert before["policy"]["version"] == 3  # evaluated in the request, under the new version
+    # the same document again: nothing stored, audited or evaluated
+    audits = len(_audit(service, "policy.put"))
+    same = client.post(
+        "/admin/policies", data={"csrf_token": csrf, "name": "prod", "document": document}
+    )
+    assert "is already this document: nothing stored" in same.text
+    assert len(_audit(service, "policy.put")) == audits
+    detail = service.client.get(f"/api/v1/assets/{fleet['train']}", headers=reader).json()
+    assert detail["compliance"][0]["evaluated_at"] == before["evaluated_at"]
+
+
+def test_on_a_large_fleet_the_forms_evaluate_after_the_answer(
+    service: Service, client: TestClient, fleet: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.domain import compliance
+    from tests.app import catalogs
+
+    monkeypatch.setattr(compliance, "SYNC_ASSETS", 0)  # every fleet is "large"
+    _admin(service, client)
+    csrf = session_csrf(client)
+    reader = auth(service.token("inventory:read"))
+    stored = client.post(
+        "/admin/policies",
+        data={"csrf_token": csrf, "name": "prod", "document": POLICY + "  duplicates: {}\n"},
+    )
+    assert "Stored prod version 3." in stored.text
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["policy"]["version"] == 3
+    assert summary["assets"]["outdated"] == 0 and summary["assets"]["evaluated"] >= 3
+    # a trust policy on a large fleet with policies and a catalog: the catalog's verdicts are
+    # verified again, the fleet evaluated after the answer, and the page says so
+    admin = auth(service.token("admin"))
+    nvidia = keys.shared("ecdsa", "nvidia")
+    put = service.client.put(
+        "/api/v1/trust-policy",
+        content=catalogs.policy_yaml(("nvidia", nvidia)),
+        headers={**admin, **catalogs.YAML},
+    )
+    assert put.status_code == 201, put.text
+    golden = catalogs.catalog_from_bom(boms.gpuprov_bom(owners=[boms.cudnn_wheel()]), "cudnn")
+    imported = service.client.post(
+        "/api/v1/catalogs",
+        content=catalogs.signed(golden, nvidia),
+        headers={**admin, "Content-Type": "application/json"},
+    )
+    assert imported.status_code == 201, imported.text
+    trust = client.post(
+        "/admin/trust-policy",
+        data={
+            "csrf_token": csrf,
+            "document": catalogs.policy_yaml(("n", keys.shared("ecdsa", "nvidia"))),
+        },
+    )
+    assert trust.status_code == 200, trust.text
+    assert "Fleet compliance is being evaluated again" in trust.text
+
+
+def test_a_trust_policy_on_a_small_fleet_says_nothing_is_pending(
+    service: Service, client: TestClient, fleet: dict[str, int]
+) -> None:
+    from tests.app import catalogs
+
+    _admin(service, client)
+    csrf = session_csrf(client)
+    trust = client.post(
+        "/admin/trust-policy",
+        data={
+            "csrf_token": csrf,
+            "document": catalogs.policy_yaml(("n", keys.shared("ecdsa", "nvidia"))),
+        },
+    )
+    assert "Stored trust policy version 1." in trust.text
+    assert "being evaluated again" not in trust.text
+    # a second version: the page lists both (it answered 500 once there were two)
+    other = catalogs.policy_yaml(("o", keys.shared("ed25519", "other")))
+    second = client.post("/admin/trust-policy", data={"csrf_token": csrf, "document": other})
+    assert second.status_code == 200 and "Stored trust policy version 2." in second.text
+    page = _ok(client, "/admin/trust-policy")
+    history = service.client.get(
+        "/api/v1/trust-policy/history", headers=auth(service.token("admin"))
+    ).json()["items"]
+    assert len(history) == 2
+    assert all(v["content_sha256"][:16] + "…" in page for v in history)
+
+
+def test_a_catalog_form_imports_once_and_names_a_refusal_by_the_name_given(
+    service: Service, client: TestClient
+) -> None:
+    from tests.app import catalogs
+
+    nvidia = keys.shared("ecdsa", "nvidia")
+    _admin(service, client)
+    csrf = session_csrf(client)
+    trusted = client.post(
+        "/admin/trust-policy",
+        data={"csrf_token": csrf, "document": catalogs.policy_yaml(("n", nvidia))},
+    )
+    assert trusted.status_code == 200
+    signed = catalogs.signed(
+        catalogs.catalog_from_bom(boms.gpuprov_bom(owners=[boms.cudnn_wheel()]), "cudnn 9.1"),
+        nvidia,
+    ).decode()
+    first = client.post("/admin/catalogs", data={"csrf_token": csrf, "catalog": signed})
+    assert first.status_code == 200 and "Imported cudnn 9.1 (8 files)." in first.text
+    again = client.post("/admin/catalogs", data={"csrf_token": csrf, "catalog": signed})
+    assert again.status_code == 200 and "Already imported: cudnn 9.1 (8 files)." in again.text
+    assert service.count("reference_catalog") == 1
+    for given, called in (
+        (" golden ", "catalog golden"),
+        ("", "catalog catalog"),
+        ("  ", "catalog catalog"),
+    ):
+        refused = client.post(
+            "/admin/catalogs", data={"csrf_token": csrf, "catalog": "{nope", "name": given}
+        )
+        assert refused.status_code == 422 and f"{called} is not JSON" in refused.text, given
