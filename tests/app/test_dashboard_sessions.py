@@ -209,4 +209,7 @@ def test_a_form_is_bounded_whatever_the_request_limit() -> None:
     assert len(whole["a"]) == 1024 * 1024 - 2
     with pytest.raises(AppError) as refused:
         asyncio.run(read_form(_posted([*chunks, b"x"])))
-    assert refused.value.status == 413 and "larger than the limit of 1048576 bytes" in refused.value.message
+    assert (
+        refused.value.status == 413
+        and "larger than the limit of 1048576 bytes" in refused.value.message
+    )
