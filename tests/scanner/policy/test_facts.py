@@ -5,6 +5,7 @@ test_facts_roundtrip.py checks that a scanned world's facts equal those of its B
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from types import SimpleNamespace
 
 import pytest
 from msgspec.structs import replace
@@ -30,7 +31,7 @@ from scanner.model import (
     ScanResult,
     Sha256,
 )
-from scanner.policy.facts import AssetFacts, FileFact, facts_from_scan, parse_time
+from scanner.policy.facts import AssetFacts, FileFact, facts_from_scan, file_fact, parse_time
 
 A, B = Sha256("a" * 64), Sha256("b" * 64)
 OWNER = Package(PackageManager.PIP, "nvidia-cublas-cu12", "12.4.5.8", "pkg:pypi/nvidia-cublas-cu12")
@@ -274,3 +275,79 @@ def test_facts_are_frozen() -> None:
     for value, attribute in ((facts, "files"), (facts.files[0], "integrity"), (trust, "signer")):
         with pytest.raises(AttributeError):
             setattr(value, attribute, None)
+
+
+def _stored(**kw: object) -> SimpleNamespace:
+    """A stored row of a GPU library's facts (app.storage), as `file_fact` reads it."""
+    row: dict[str, object] = {
+        "name": "libcublas.so.12",
+        "path": None,
+        "family": "cublas",
+        "component": None,
+        "version": "12.4.5.8",
+        "cuda_major": 12,
+        "sha256": "a" * 64,
+        "layer": None,
+        "integrity": None,
+        "integrity_reason": None,
+        "provenance": None,
+        "provenance_signer": None,
+        "provenance_reason": None,
+        "owner_purl": None,
+        "loaded_processes": None,
+        "loaded_containers": None,
+        "loaded_deleted": None,
+        "loaded_copy": None,
+        "disk_sha256": None,
+    }
+    return SimpleNamespace(**{**row, **kw})
+
+
+def test_a_stored_row_without_its_optional_columns() -> None:
+    # another tool's package: no path, no component, no verdicts, nothing loaded
+    fact = file_fact(_stored())
+    assert (fact.path, fact.component) == ("libcublas.so.12", "cublas")
+    assert (fact.integrity_reason, fact.provenance_reason) == ("", "")
+    assert (fact.loaded_processes, fact.loaded_containers) == (0, 0)
+    assert (fact.loaded_deleted, fact.loaded_copy) == (False, False)
+
+
+def test_a_stored_row_with_every_column() -> None:
+    fact = file_fact(
+        _stored(
+            path="/usr/lib/libcublas.so.12",
+            component="cublasLt",
+            integrity="modified",
+            integrity_reason="sha256 differs",
+            provenance="conflict",
+            provenance_signer="n (x)",
+            provenance_reason="catalog says b",
+            owner_purl="pkg:pypi/nvidia-cublas-cu12@12.4.5.8",
+            loaded_processes=3,
+            loaded_containers=2,
+            loaded_deleted=1,
+            loaded_copy=1,
+            disk_sha256="b" * 64,
+            layer="sha256:" + "c" * 64,
+        )
+    )
+    assert fact == FileFact(
+        path="/usr/lib/libcublas.so.12",
+        family="cublas",
+        component="cublasLt",
+        version="12.4.5.8",
+        cuda_major=12,
+        sha256="a" * 64,
+        layer="sha256:" + "c" * 64,
+        integrity="modified",
+        integrity_reason="sha256 differs",
+        provenance="conflict",
+        provenance_signer="n (x)",
+        provenance_reason="catalog says b",
+        owner="pkg:pypi/nvidia-cublas-cu12@12.4.5.8",
+        loaded_processes=3,
+        loaded_containers=2,
+        loaded_deleted=True,
+        loaded_copy=True,
+        disk_sha256="b" * 64,
+    )
