@@ -5,12 +5,15 @@ flush goes on or stops. test_deliver.py covers the delivery paths; this file is 
 
 from __future__ import annotations
 
+import fcntl
 import gzip
+import hashlib
 import json
 from pathlib import Path
 
 import httpx
 import pytest
+from msgspec.structs import replace
 
 from scanner.deliver import (
     Backoff,
@@ -19,6 +22,7 @@ from scanner.deliver import (
     ReportRejected,
     ServerError,
     Spool,
+    SpoolEntry,
     Target,
     Unavailable,
     flush,
@@ -120,7 +124,7 @@ def test_the_reason_of_a_report_set_aside_by_an_older_gpuprov(tmp_path: Path) ->
     spool = Spool(tmp_path)
     entry = spool.add(REPORT)
     moved = spool.reject(entry, "")
-    moved.with_name(moved.name.removesuffix(".cdx.json.gz") + ".meta.json").unlink(missing_ok=True)
+    SpoolEntry(moved, {}).meta_path.unlink(missing_ok=True)  # as an older gpuprov left it
     moved.with_name(moved.name + ".reason.txt").write_text("422: refused long ago\n")
     assert spool.rejected_entry(moved).reason == "422: refused long ago"
 
@@ -206,3 +210,62 @@ def test_a_pushed_report_is_compressed(tmp_path: Path) -> None:
     service = FakeService()
     push(REPORT, _client(service), Spool(tmp_path), backoff=backoff())
     assert gzip.decompress(service.requests[0].content) == REPORT
+
+
+def test_a_report_spooled_by_an_earlier_gpuprov_is_not_spooled_again(tmp_path: Path) -> None:
+    # the spool's file names are an on-disk format: the first 32 hex digits of the report's
+    # SHA-256 after the time; an entry another version wrote is the same report
+    spool = Spool(tmp_path)
+    tmp_path.mkdir(exist_ok=True)
+    key = hashlib.sha256(REPORT).hexdigest()[:32]
+    older = tmp_path / f"{1:020d}-{key}.cdx.json.gz"
+    older.write_bytes(gzip.compress(REPORT))
+    assert spool.add(REPORT).path == older
+    assert [e.path for e in spool.entries()] == [older]
+
+
+def test_set_aside_reports_are_private_and_requeued_without_their_metadata(
+    tmp_path: Path,
+) -> None:
+    spool = Spool(tmp_path)
+    moved = spool.reject(spool.add(REPORT), "refused")
+    assert oct(spool.rejected_dir.stat().st_mode & 0o777) == "0o700"
+    SpoolEntry(moved, {}).meta_path.unlink()  # set aside by an older gpuprov, no metadata
+    assert spool.requeue() == 1
+    (entry,) = spool.entries()
+    assert entry.read() == REPORT and spool.rejected() == []
+
+
+def test_a_holder_that_wrote_no_pid_is_unknown(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spool.add(REPORT)
+    (tmp_path / ".lock").write_text("")
+    with open(tmp_path / ".lock") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = flush(spool, _client(FakeService()), backoff())
+    assert result.busy == 0 and result.remaining == 1
+
+
+def test_a_report_waiting_for_its_retry_time_does_not_hold_the_queue(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    first, second = reports(2)
+    later = spool.add(first)
+    spool.update(replace(later, failures=1, retry_at=T0 + 60, reason="500"))
+    spool.add(second)
+    service = FakeService()
+    result = flush(spool, _client(service), backoff())
+    assert [gzip.decompress(r.content) for r in service.requests] == [second]
+    assert result.deferred == [(later.path, "500")] and result.remaining == 1
+
+
+def test_a_push_waits_out_the_rest_of_a_retry_after(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spool.set_wait_until(T0 + 0.5)  # half a second still to wait: the report is spooled
+    service = FakeService()
+    outcome = push(REPORT, _client(service), spool, backoff=backoff(T0))
+    assert outcome.spooled is not None and service.requests == []
+    assert outcome.halt is Halt.UNAVAILABLE
+    spool = Spool(tmp_path / "now")
+    spool.set_wait_until(T0)  # ending now: sent
+    outcome = push(REPORT, _client(service), spool, backoff=backoff(T0))
+    assert outcome.delivered is not None and len(service.requests) == 1
