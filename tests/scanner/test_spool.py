@@ -269,3 +269,31 @@ def test_a_push_waits_out_the_rest_of_a_retry_after(tmp_path: Path) -> None:
     spool.set_wait_until(T0)  # ending now: sent
     outcome = push(REPORT, _client(service), spool, backoff=backoff(T0))
     assert outcome.delivered is not None and len(service.requests) == 1
+
+
+def test_the_jitter_multiplies_each_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scanner import deliver
+
+    for factor, waits in ((1.2, [1.2, 2.4, 4.8]), (0.8, [0.8, 1.6, 3.2])):
+        monkeypatch.setattr(deliver.random, "uniform", lambda a, b, f=factor: f)
+        assert [round(w, 6) for w in Backoff(4).delays()] == waits
+
+
+def test_a_report_due_now_is_sent(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    entry = spool.add(REPORT)
+    spool.update(replace(entry, failures=1, retry_at=T0, reason="500"))
+    result = flush(spool, _client(FakeService()), backoff(T0))
+    assert len(result.delivered) == 1 and result.deferred == []
+
+
+def test_files_gone_before_their_removal_and_several_set_aside(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    first, second = (spool.add(r) for r in reports(2))
+    first.path.unlink()  # delivered and removed by another flush meanwhile
+    spool.remove(first)
+    assert [e.path for e in spool.entries()] == [second.path]
+    third = spool.add(reports(3)[2])
+    spool.reject(second, "one")
+    spool.reject(third, "two")  # the rejected directory exists by then
+    assert sorted(e.reason for e in spool.rejected()) == ["one", "two"]
