@@ -308,7 +308,6 @@ def _require_latest(session: Session, asset: Asset, scan: Scan) -> None:
             {
                 "pointer": "/bom/metadata/timestamp",
                 "message": f"older than the asset's latest scan {asset.latest_scan_id}",
-                "latest_scan_id": asset.latest_scan_id,
             }
         ],
     )

@@ -139,7 +139,11 @@ def _signing(settings: Settings) -> gate.VsaSigning | None:
                 "limited to other policies",
             ),
             (404, "no such policy, or no image with this digest in the inventory"),
-            (409, "the BOM's serial number was stored before with different content"),
+            (
+                409,
+                "the BOM's serial number was stored before with different content, its scan "
+                "is not the asset's latest, or the stored policy fails its integrity check",
+            ),
             (408, "the body arrived slower than GPUPROV_BODY_MIN_RATE"),
             (
                 413,
