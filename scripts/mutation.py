@@ -177,13 +177,17 @@ def fingerprint(module: Module, equivalents: list[Equivalent], root: Path | None
     """What a module's figures depend on: its source, its tests and their helpers, its entry in
     modules.toml, its listed equivalents, the runner and cosmic-ray versions (in ``root``: the
     checkout, or the copy a run measures)."""
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:  # `make mutation` installs it; `make test` (the runner's own tests) need not
+        cosmic_ray = version("cosmic-ray")
+    except PackageNotFoundError:
+        cosmic_ray = "not installed"
     root = root or ROOT
     files = [root / module.path, *test_inputs(module.tests, root)]
     doc = {
         "runner": RUNNER_VERSION,
-        "cosmic-ray": version("cosmic-ray"),
+        "cosmic-ray": cosmic_ray,
         "module": _set(module),
         "equivalents": sorted(
             json.dumps(_set(e), sort_keys=True) for e in equivalents if e.module == module.name
