@@ -20,8 +20,10 @@ IMAGE = "registry.example.com/ml/pairs:1.0"
 HOST = "gpu-node-pairs"
 
 
-def _lib(path: str, family: str, version: str, **verdicts: str) -> boms.Lib:
-    return boms.Lib(path=path, family=family, component=family, version=version, **verdicts)
+def _lib(
+    path: str, family: str, version: str, integrity: str = "verified", provenance: str = "unknown"
+) -> boms.Lib:
+    return boms.Lib(path, family, family, version, integrity=integrity, provenance=provenance)
 
 
 #: per asset, files of one finding kind whose smallest path, family and version are three
@@ -115,10 +117,9 @@ def test_each_drift_digest_names_a_file_with_that_digest(
 ) -> None:
     """Drift's digest conflicts: each digest's example path is a file of that library with
     that digest (the smallest path of the group has the other digest)."""
-    shared = {"family": "cudnn", "component": "cudnn", "version": "9.1.0.70"}
     placed = {
-        "first": boms.Lib(path="/z/libcudnn.so.9", sha256=boms.digest_of("one"), **shared),
-        "second": boms.Lib(path="/a/libcudnn.so.9", sha256=boms.digest_of("two"), **shared),
+        name: boms.Lib(path, "cudnn", "cudnn", "9.1.0.70", sha256=boms.digest_of(name))
+        for name, path in (("first", "/z/libcudnn.so.9"), ("second", "/a/libcudnn.so.9"))
     }
     ids = {}
     for name, lib in placed.items():
