@@ -187,7 +187,15 @@ def _ingest(
     # worker-thread hops per report (enter and exit); it commits before the answer is sent
     with db.transaction(write=True) as session:
         result = ingest(
-            session, report, raw, principal, labels, now, catalogs, retention_of(settings)
+            session,
+            report,
+            raw,
+            principal,
+            labels,
+            now,
+            catalogs,
+            retention_of(settings),
+            max_labels=settings.max_asset_labels,
         )
     # compliance follows the asset's latest scan, once it is committed; a retried delivery
     # (the first answer was lost, perhaps with the evaluation that followed it) redoes it
