@@ -40,12 +40,17 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (403, "token lacks report:write or may not report for this asset"),
         (409, "serial number reused with different content"),
         (408, "the body arrived slower than GPUPROV_BODY_MIN_RATE"),
-        (413, "report larger than a configured limit (bytes, components, properties, labels)"),
+        (
+            413,
+            "report larger than a configured limit (bytes, components, properties, labels; "
+            "labels counted with those the asset keeps)",
+        ),
         (415, "not CycloneDX JSON, a charset other than UTF-8, or an unsupported encoding"),
         (
             422,
-            "not a valid CycloneDX report, or a value the service cannot store; details "
-            "carry JSON pointers",
+            "not a valid CycloneDX report, a BOM of neither an image nor a host (an "
+            "application's own SBOM), or a value the service cannot store; details carry JSON "
+            "pointers",
         ),
         (503, "database unavailable or too many reports at once; retry after Retry-After"),
     )
