@@ -15,6 +15,7 @@ from app.domain.dashboard import overview
 from tests.app import boms
 from tests.app.conftest import Service, auth
 from tests.app.pages import login
+from tests.app.test_gate_api import POLICY, put_policy
 
 IMAGE = "registry.example.com/ml/pairs:1.0"
 HOST = "gpu-node-pairs"
@@ -134,3 +135,29 @@ def test_each_drift_digest_names_a_file_with_that_digest(
     (group,) = answer.json()["digest_conflicts"]
     by_digest = {d["sha256"]: d["example_path"] for d in group["digests"]}
     assert by_digest == {lib.sha256: lib.path for lib in placed.values()}
+
+
+def test_where_used_and_the_compliance_drill_down_name_files_as_the_api_lists_them(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    """Where-used's rows and the compliance drill-down's failing files: each path with the
+    family, version and verdict of that file, on the same fleet."""
+    ids = _fleet(post_report)
+    put_policy(service, POLICY)
+    reader = auth(service.token("inventory:read"))
+    used = service.client.get("/api/v1/where-used?verdict=modified", headers=reader)
+    assert used.status_code == 200, used.text
+    (item,) = used.json()["items"]
+    assert item["asset"]["id"] == ids[IMAGE]
+    files = _files(service, ids[IMAGE])
+    rows = {(f["path"], f["family"], f["version"]) for f in item["libraries"]}
+    assert rows == {(p, *files[p]) for p in files if p < "/d"}  # the three modified files
+    drill = service.client.get("/api/v1/compliance/controls/CIS-2.5?policy=prod", headers=reader)
+    assert drill.status_code == 200, drill.text
+    (failing,) = drill.json()["items"]
+    assert failing["asset"]["id"] == ids[IMAGE]
+    (reason,) = [r for r in failing["reasons"] if r["rule"] == "integrity"]
+    shown = {f["path"]: f for f in reason["files"]}
+    assert sorted(shown) == sorted(p for p in files if p < "/d")
+    for path, fact in shown.items():
+        assert (fact["family"], fact["version"]) == files[path], fact
