@@ -187,8 +187,11 @@ def check_report(data: bytes) -> None:
     from scanner.bom.foreign import NotAnAsset, asset_of, lists_operating_system
 
     metadata = document.get("metadata")
-    if isinstance(metadata, dict):
-        try:  # the service's reading of the asset: an application's SBOM is refused there too
+    component = metadata.get("component") if isinstance(metadata, dict) else None
+    if isinstance(component, dict):
+        # the service's reading of the asset: an application's SBOM is refused there too (a
+        # report without one is the service's to refuse, with its pointers)
+        try:
             asset_of(metadata, operating_system=lists_operating_system(document))
         except NotAnAsset as e:
             raise UsageError(str(e)) from None

@@ -424,11 +424,16 @@ def asset_of(metadata: Mapping[str, Any], *, operating_system: bool) -> AssetHea
     elif kind_of == "operating-system" or operating_system:
         kind = "host"
     else:
-        typed = str(kind_of) if isinstance(kind_of, str) and kind_of else "untyped"
+        if not component:
+            raise NotAnAsset("missing")
+        if isinstance(kind_of, str) and kind_of:
+            typed = f"{'an' if kind_of[:1] in 'aeiou' else 'a'} {kind_of[:40]}"
+        else:
+            typed = "a component without a type"
         named = _string(component.get("name"))
         purl = _string(component.get("purl"))
         raise NotAnAsset(
-            f"{'an' if typed[:1] in 'aeiou' else 'a'} {typed}"
+            typed
             + (f" {named[:120]!r}" if named else "")
             + (f" ({purl[:200]!r})" if purl else "")
             + " and the BOM lists no operating system"
