@@ -187,8 +187,7 @@ def check_report(data: bytes) -> None:
     from scanner.bom.foreign import NotAnAsset, asset_of, lists_operating_system
 
     metadata = document.get("metadata")
-    component = metadata.get("component") if isinstance(metadata, dict) else None
-    if isinstance(component, dict):
+    if isinstance(metadata, dict) and isinstance(metadata.get("component"), dict):
         # the service's reading of the asset: an application's SBOM is refused there too (a
         # report without one is the service's to refuse, with its pointers)
         try:
