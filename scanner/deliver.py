@@ -183,6 +183,17 @@ def check_report(data: bytes) -> None:
         raise UsageError(f"the report is not acceptable JSON: {e}") from e
     if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX":
         raise UsageError("the report is not a CycloneDX BOM (bomFormat 'CycloneDX' is missing)")
+    # imported here: the spool and the agent's loop do not need the BOM readers
+    from scanner.bom.foreign import NotAnAsset, asset_of, lists_operating_system
+
+    metadata = document.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("component"), dict):
+        # the service's reading of the asset: an application's SBOM is refused there too (a
+        # report without one is the service's to refuse, with its pointers)
+        try:
+            asset_of(metadata, operating_system=lists_operating_system(document))
+        except NotAnAsset as e:
+            raise UsageError(str(e)) from None
 
 
 class Client:

@@ -278,7 +278,9 @@ def gate_bom(
     report = parse_report(data, limits, now=now)
     stored = RawReport("application/vnd.cyclonedx+json", len(data), gzip.compress(data, 1))
     with db.transaction(write=True) as session:
-        result = ingest(session, report, stored, principal, {}, now, catalogs)
+        result = ingest(
+            session, report, stored, principal, {}, now, catalogs, max_labels=limits.max_labels
+        )
     if result.latest:
         from app.domain import compliance  # compliance builds on this module
 

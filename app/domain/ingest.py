@@ -28,7 +28,7 @@ from app.domain.report_parser import Report, ReportLibrary
 from app.domain.retention import RetentionPolicy, prune_asset
 from app.domain.tokens import Principal
 from app.domain.versions import version_key
-from app.errors import Conflict, Forbidden
+from app.errors import Conflict, Forbidden, PayloadTooLarge
 from app.storage.repositories import assets, containers, fleet, gpus, scans
 from app.storage.tables import Scan
 
@@ -69,9 +69,11 @@ def ingest(
     now: datetime,
     catalogs: CatalogCache | None = None,
     retention: RetentionPolicy | None = None,
+    max_labels: int | None = None,
 ) -> IngestResult:
-    """Store a report (the caller commits); raises Forbidden or Conflict, and then the caller's
-    rollback leaves nothing behind. With `catalogs`, files get the service's verdicts; with
+    """Store a report (the caller commits); raises Forbidden, Conflict or PayloadTooLarge (more
+    than ``max_labels`` labels with the asset's stored ones), and then the caller's rollback
+    leaves nothing behind. With `catalogs`, files get the service's verdicts; with
     `retention`, the asset's history past it goes in the same transaction."""
     spec = report.asset
     if not principal.may_report_for(spec.name):
@@ -201,14 +203,26 @@ def ingest(
     values: dict[str, object] = {
         "latest_scan_id": scan_id,
         "latest_scanned_at": scanned_at,
-        "name": spec.name,
         "details": dict(spec.details),
         "last_seen": now,
     }
-    merged = {**spec.labels, **labels}
-    if merged:
+    if spec.kind == "host":
+        # a host is named by its own hostname: a renamed machine is renamed here. An image keeps
+        # the name it was first stored under: one digest has as many names as tags, registries
+        # and files it was read from, and a report names it after its source (a gate of
+        # `oci-archive:image.tar` says `image:demo`), which is no reason to rename it
+        values["name"] = spec.name
+    # a report sets the labels it gives and keeps the others: a push or a gate without the
+    # agent's `label=` parameters must not drop what an earlier push gave the asset
+    merged = {**asset.labels, **spec.labels, **labels}
+    if max_labels is not None and len(merged) > max_labels:
+        raise PayloadTooLarge(
+            f"the asset would carry {len(merged)} labels (those stored and this report's); "
+            f"at most {max_labels} (GPUPROV_MAX_ASSET_LABELS)"
+        )
+    if merged != asset.labels:
         values["labels"] = merged
-        assets.replace_labels(session, asset.id, merged, replace=known)
+        assets.replace_labels(session, asset.id, merged, replace=bool(asset.labels))
     assets.set_latest(session, asset.id, values)
     # last before the commit: rows other assets' ingests share stay locked the least time
     fleet.apply_asset_change(session, asset.id, retired, files)

@@ -41,10 +41,12 @@ from scanner.bom.foreign import (
     PATH_PROPERTIES,
     BadComponent,
     ForeignLibrary,
+    NotAnAsset,
     asset_of,
     first,
     gpu_libraries,
     labels_of,
+    lists_operating_system,
     loaded_fields,
     package_manager,
     process_of,
@@ -423,7 +425,7 @@ def _normalize(document: dict[str, Any], spec: str, content_sha256: str) -> Repo
     meta_props = properties(metadata)
     tool, producer = tool_of(metadata)
     timestamp = _timestamp(metadata.get("timestamp"))
-    asset = _asset(metadata)
+    asset = _asset(metadata, lists_operating_system(document))
     if asset.kind == "host":
         injected = _injected(document)
         details = {**asset.details, **({"injected_files": str(len(injected))} if injected else {})}
@@ -569,7 +571,7 @@ def _uses_vocabulary(document: Mapping[str, Any]) -> bool:
     )
 
 
-def _asset(metadata: Mapping[str, Any]) -> ReportAsset:
+def _asset(metadata: Mapping[str, Any], operating_system: bool) -> ReportAsset:
     component = metadata.get("component")
     if not isinstance(component, dict):
         _fail(
@@ -583,7 +585,10 @@ def _asset(metadata: Mapping[str, Any]) -> ReportAsset:
             f"{v.ASSET_KIND} must be 'image' or 'host', not {declared!r}",
             [("/metadata/component/properties", "bad asset kind")],
         )
-    head = asset_of(metadata)  # the one reading of the asset, as `gate --bom` reads it
+    try:  # the one reading of the asset, as `gate --bom` reads it
+        head = asset_of(metadata, operating_system=operating_system)
+    except NotAnAsset as e:
+        _fail(str(e), [("/metadata/component", "neither an image nor a host")])
     kind, name = head.kind, head.name
     if not name:
         _fail("metadata.component has no name", [("/metadata/component/name", "empty")])

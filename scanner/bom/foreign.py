@@ -374,18 +374,70 @@ class AssetHead(Struct, frozen=True):
         return (self.digest or self.config) if self.kind == "image" else self.machine_id
 
 
-def asset_of(metadata: Mapping[str, Any]) -> AssetHead:
-    """The asset a BOM describes: a ``container`` (or ``gpuprov:asset:kind`` image) is an image,
-    anything else a host; cdxgen's tag (the component's version) joins an image's name."""
+class NotAnAsset(ValueError):
+    """A BOM whose subject is neither an image nor a host (an application's, a library's or a
+    Python project's own SBOM): nothing the fleet inventory, its counts or compliance hold."""
+
+    def __init__(self, subject: str) -> None:
+        self.subject = subject
+        super().__init__(
+            f"the BOM describes neither an image nor a host: its metadata.component is {subject}"
+            f"; accepted: {ACCEPTED}. "
+            "An application's or a package's own SBOM (such as `make sbom`'s) is no asset: "
+            "scan the image or host that runs it (`gpuprov scan`)"
+        )
+
+
+#: what a BOM must describe to be stored or gated (docs/bom-properties.md, "The asset")
+ACCEPTED: Final = (
+    "an image (metadata.component of type 'container'), a host (metadata.component of type "
+    "'operating-system', or a root filesystem's BOM that lists its operating system, as "
+    "`gpuprov scan /`, `trivy rootfs` and `syft dir:` write), or either declared by "
+    f"{v.ASSET_KIND}"
+)
+
+
+def lists_operating_system(document: Mapping[str, Any]) -> bool:
+    """Whether the BOM lists an operating system component (a root filesystem's BOM does)."""
+    return any(
+        component.get("type") == "operating-system"
+        for component, _ in walk(document.get("components"))
+    )
+
+
+def asset_of(metadata: Mapping[str, Any], *, operating_system: bool) -> AssetHead:
+    """The asset a BOM describes: a ``container`` (or ``gpuprov:asset:kind`` image) is an image;
+    an ``operating-system``, a ``gpuprov:asset:kind`` host, or any other component of a BOM
+    that lists an operating system (``operating_system``: a root filesystem read by another
+    tool) a host; cdxgen's tag (the component's version) joins an image's name. Raises
+    NotAnAsset for anything else (an application, a library): nothing to store or gate."""
     component = metadata.get("component")
     component = component if isinstance(component, dict) else {}
     props = properties(component)
     every = {**properties(metadata), **props}
     declared = first(props, v.ASSET_KIND)
+    kind_of = component.get("type")
     if declared in ("image", "host"):
         kind = str(declared)
+    elif kind_of == "container":
+        kind = "image"
+    elif kind_of == "operating-system" or operating_system:
+        kind = "host"
     else:
-        kind = "image" if component.get("type") == "container" else "host"
+        if not component:
+            raise NotAnAsset("missing")
+        if isinstance(kind_of, str) and kind_of:
+            typed = f"{'an' if kind_of[:1] in 'aeiou' else 'a'} {kind_of[:40]}"
+        else:
+            typed = "a component without a type"
+        named = _string(component.get("name"))
+        purl = _string(component.get("purl"))
+        raise NotAnAsset(
+            typed
+            + (f" {named[:120]!r}" if named else "")
+            + (f" ({purl[:200]!r})" if purl else "")
+            + " and the BOM lists no operating system"
+        )
     name = str(component.get("name") or "")
     if kind == "host":
         return AssetHead(

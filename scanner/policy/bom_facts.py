@@ -15,10 +15,12 @@ from scanner import vocabulary as V
 from scanner.bom.foreign import (
     BadComponent,
     Listed,
+    NotAnAsset,
     asset_of,
     first,
     gpu_libraries,
     labels_of,
+    lists_operating_system,
     loaded_fields,
     process_of,
     properties,
@@ -110,7 +112,10 @@ def facts_from_bom(raw: bytes) -> AssetFacts:
     assert isinstance(asset, dict)
     aprops = properties(asset)
     mprops = properties(metadata)
-    head = asset_of(metadata)
+    try:
+        head = asset_of(metadata, operating_system=lists_operating_system(doc))
+    except NotAnAsset as e:
+        raise BomError(str(e)) from None
     files = _files(doc)
     return AssetFacts(
         kind=AssetKind(head.kind),

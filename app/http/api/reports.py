@@ -40,12 +40,17 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (403, "token lacks report:write or may not report for this asset"),
         (409, "serial number reused with different content"),
         (408, "the body arrived slower than GPUPROV_BODY_MIN_RATE"),
-        (413, "report larger than a configured limit (bytes, components, properties, labels)"),
+        (
+            413,
+            "report larger than a configured limit (bytes, components, properties, labels; "
+            "labels counted with those the asset keeps)",
+        ),
         (415, "not CycloneDX JSON, a charset other than UTF-8, or an unsupported encoding"),
         (
             422,
-            "not a valid CycloneDX report, or a value the service cannot store; details "
-            "carry JSON pointers",
+            "not a valid CycloneDX report, a BOM of neither an image nor a host (an "
+            "application's own SBOM), or a value the service cannot store; details carry JSON "
+            "pointers",
         ),
         (503, "database unavailable or too many reports at once; retry after Retry-After"),
     )
@@ -187,7 +192,15 @@ def _ingest(
     # worker-thread hops per report (enter and exit); it commits before the answer is sent
     with db.transaction(write=True) as session:
         result = ingest(
-            session, report, raw, principal, labels, now, catalogs, retention_of(settings)
+            session,
+            report,
+            raw,
+            principal,
+            labels,
+            now,
+            catalogs,
+            retention_of(settings),
+            max_labels=settings.max_asset_labels,
         )
     # compliance follows the asset's latest scan, once it is committed; a retried delivery
     # (the first answer was lost, perhaps with the evaluation that followed it) redoes it

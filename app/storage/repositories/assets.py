@@ -24,6 +24,7 @@ class LockedAsset:
     name: str
     latest_scan_id: int | None
     latest_scanned_at: datetime | None
+    labels: Mapping[str, str]
 
 
 def upsert_locked(session: Session, values: Mapping[str, Any]) -> LockedAsset:
@@ -34,7 +35,7 @@ def upsert_locked(session: Session, values: Mapping[str, Any]) -> LockedAsset:
     """
     conn = session.connection()
     row = conn.execute(_upsert(conn.dialect.name), dict(values)).one()
-    return LockedAsset(row[0], row[1], row[2], row[3])
+    return LockedAsset(row[0], row[1], row[2], row[3], dict(row[4] or {}))
 
 
 @cache
@@ -46,7 +47,9 @@ def _upsert(dialect: str) -> Insert:
     statement = module.insert(asset)
     upsert: Insert = statement.on_conflict_do_update(
         index_elements=["kind", "identity"], set_={"kind": statement.excluded.kind}
-    ).returning(asset.c.id, asset.c.name, asset.c.latest_scan_id, asset.c.latest_scanned_at)
+    ).returning(
+        asset.c.id, asset.c.name, asset.c.latest_scan_id, asset.c.latest_scanned_at, asset.c.labels
+    )
     return upsert
 
 

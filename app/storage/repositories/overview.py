@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, case, distinct, func, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from app.storage.repositories import fleet
 from app.storage.tables import (
@@ -78,35 +78,50 @@ def versions_in_use(session: Session, families: Sequence[str]) -> Sequence[Row[s
     return fleet.version_assets(session, families, with_version=True)  # type: ignore[return-value]
 
 
-#: how urgent a finding is: tampered bytes first, then changed files, then unowned ones
-_RANK = case(
-    (Artifact.provenance == "conflict", 3),
-    (Artifact.integrity == "modified", 2),
-    else_=1,
-)
+def _rank_of(artifact: Any) -> Any:
+    """How urgent a finding is: tampered bytes first, then changed files, then unowned ones."""
+    return case(
+        (artifact.provenance == "conflict", 3),
+        (artifact.integrity == "modified", 2),
+        else_=1,
+    )
+
+
+_RANK = _rank_of(Artifact)
 
 
 def urgent_findings(session: Session, limit: int) -> Sequence[Row[*tuple[Any, ...]]]:
     """The ``limit`` most urgent (asset, kind of finding) pairs: rank, asset id, kind and name,
-    the number of files, one example path, family and version, and the asset's last sighting;
-    by rank, then the assets with most such files, then the newest assets. Ranked from the
-    findings' index alone; only the chosen pairs are joined to their assets."""
+    the number of files, one example file's path, family and version, and the asset's last
+    sighting; by rank, then the assets with most such files, then the newest assets. Ranked
+    from the findings' index alone; only the chosen pairs are joined to their assets and to
+    their example file."""
     rank = _RANK.label("rank")
     files = func.count().label("files")
     found = (
-        select(
-            Artifact.asset_id,
-            rank,
-            files,
-            func.min(Artifact.path).label("path"),
-            func.min(Artifact.family).label("family"),
-            func.min(Artifact.version).label("version"),
-        )
+        select(Artifact.asset_id, rank, files)
         .where(Artifact.is_current, _findings())
         .group_by(Artifact.asset_id, _RANK)
         .order_by(rank.desc(), files.desc(), Artifact.asset_id.desc())
         .limit(limit)
         .subquery()
+    )
+    # the example is one file, picked by path then id, and every fact shown beside it is read
+    # from that row: separate MIN()s paired one file's path with another's library and version
+    one = aliased(Artifact)
+    example = (
+        select(one.id)
+        .where(
+            one.asset_id == found.c.asset_id,
+            one.is_current,
+            _findings(),  # unqualified: the innermost FROM, this file
+            _rank_of(one) == found.c.rank,
+        )
+        # a file without a path last on both databases (SQLite sorts NULL first, PostgreSQL last)
+        .order_by(one.path.is_(None), one.path, one.id)
+        .limit(1)
+        .correlate(found)
+        .scalar_subquery()
     )
     return session.execute(
         select(
@@ -115,11 +130,12 @@ def urgent_findings(session: Session, limit: int) -> Sequence[Row[*tuple[Any, ..
             Asset.kind,
             Asset.name,
             found.c.files,
-            found.c.path,
-            found.c.family,
-            found.c.version,
+            Artifact.path,
+            Artifact.family,
+            Artifact.version,
             Asset.last_seen,
         )
         .join(Asset, Asset.id == found.c.asset_id)
+        .join(Artifact, Artifact.id == example)
         .order_by(found.c.rank.desc(), found.c.files.desc(), Asset.id.desc())
     ).all()

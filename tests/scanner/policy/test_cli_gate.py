@@ -177,7 +177,8 @@ def test_an_unwritable_decision_file_is_a_clear_error_and_leaves_nothing(
 
 
 def _syft_like(host_bom: Path) -> bytes:
-    """Our BOM's GPU files as Syft writes files: name, SHA-256, no gpuprov properties."""
+    """Our BOM's GPU files as Syft writes files of a root (`syft dir:/host`): name, SHA-256, no
+    gpuprov properties, and the root's operating system."""
     ours = json.loads(host_bom.read_text())
     files = [
         {
@@ -198,7 +199,10 @@ def _syft_like(host_bom: Path) -> bytes:
             "tools": {"components": [{"type": "application", "name": "syft", "version": "1.4.1"}]},
             "component": {"type": "file", "name": "/host"},
         },
-        "components": files,
+        "components": [
+            *files,
+            {"bom-ref": "os:debian@12", "type": "operating-system", "name": "debian"},
+        ],
     }
     return json.dumps(doc).encode()
 
