@@ -313,7 +313,7 @@ def test_logout_needs_the_csrf_token_and_ends_the_session(
     assert client.post("/logout", data={}, follow_redirects=False).status_code in (403, 415)
     assert client.get("/").status_code == 200  # still logged in
     answer = client.post("/logout", data={"csrf_token": csrf}, follow_redirects=False)
-    assert answer.status_code == 303 and answer.headers["location"] == "/login"
+    assert answer.status_code == 303 and answer.headers["location"] == "/login?ended=logged-out"
     gone = {p.strip().lower() for p in _cookie_header(answer, SESSION_COOKIE).split(";")[1:]}
     assert {"max-age=0", "httponly", "samesite=strict", "path=/"} <= gone
     assert client.get("/", follow_redirects=False).status_code == 303

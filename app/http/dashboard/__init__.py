@@ -100,9 +100,9 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
 
     async def login_required(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, LoginRequired)
-        target = "/login"
-        if exc.next_url != "/":
-            target += "?" + query_string({"next": exc.next_url})
+        query = {"next": exc.next_url if exc.next_url != "/" else None}
+        query["ended"] = exc.ended.value if exc.ended else None
+        target = "/login" + (f"?{query_string(query)}" if any(query.values()) else "")
         return RedirectResponse(target, status_code=303)
 
     app.add_exception_handler(LoginRequired, login_required)

@@ -24,6 +24,9 @@ from app.http.params import IdPath
 router = APIRouter(prefix="/admin")
 
 SCOPES = tuple(s.value for s in Scope)
+#: the expiry the token form offers (docs/dashboard.md): a token made in a browser is short-lived
+#: unless its maker asks otherwise; a blank field makes one that never expires, as the CLI does
+TOKEN_EXPIRY_DEFAULT = "90d"
 
 
 def _actor(state: PageState) -> audit.Actor:
@@ -234,11 +237,12 @@ async def import_catalog(
 
 
 def _tokens_context(session: SessionDep, page: int, per_page: int) -> dict[str, Any]:
-    rows, total = tokens.token_page(session, per_page, (page - 1) * per_page)
+    rows, total = tokens.token_overview(session, per_page, (page - 1) * per_page, utcnow())
     return {
-        "tokens": [tokens.token_dict(t) for t in rows],
+        "tokens": rows,
         "pager": Pager(page, per_page, total),
         "scopes": [(s, _field(s)) for s in SCOPES],
+        "expires": TOKEN_EXPIRY_DEFAULT,
     }
 
 
@@ -266,12 +270,15 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
     # every comma-separated entry is a policy name: an empty one is refused, not dropped
     limit = form.get("policies", "").strip()
     policy_names = [p.strip() for p in limit.split(",")] if limit else []
+    expires = form.get("expires", "").strip()
     try:
+        expires_at = tokens.parse_expiry(expires, utcnow()) if expires else None
         new = tokens.create_token(
             session,
             form.get("name", "").strip(),
             scopes,
             patterns,
+            expires_at=expires_at,
             actor=_actor(state),
             policy_names=policy_names,
         )
@@ -280,7 +287,7 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
         return render(
             request,
             "admin_tokens.html",
-            {**_tokens_context(session, 1, 50), "error": e.message},
+            {**_tokens_context(session, 1, 50), "error": e.message, "expires": expires},
             status=e.status,
         )
     session.flush()
@@ -289,7 +296,12 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
         "admin_tokens.html",
         {
             **_tokens_context(session, 1, 50),
-            "created": {"name": new.token.name, "secret": new.secret, "id": new.token.id},
+            "created": {
+                "name": new.token.name,
+                "secret": new.secret,
+                "id": new.token.id,
+                "expires_at": new.token.expires_at,
+            },
         },
     )
 
