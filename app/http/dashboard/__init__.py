@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from app.http.dashboard import (
@@ -106,5 +106,15 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
         return RedirectResponse(target, status_code=303)
 
     app.add_exception_handler(LoginRequired, login_required)
+
+    # browsers ask every site for /favicon.ico: a 404 there is a console error on each page
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        return FileResponse(
+            _STATIC_DIR / "favicon.ico",
+            media_type="image/vnd.microsoft.icon",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
+
     app.mount(STATIC_URL, StaticFiles(directory=_STATIC_DIR), name="dashboard-static")
     app.include_router(router)
