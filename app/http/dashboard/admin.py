@@ -20,6 +20,7 @@ from app.http.dashboard.paging import PageNumber, Pager, PerPage
 from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, SessionDep, WriteSessionDep
 from app.http.params import IdPath
+from scanner.wording import counted
 
 router = APIRouter(prefix="/admin")
 
@@ -223,8 +224,8 @@ async def import_catalog(
     else:
         what = "Imported" if result.created else "Already imported:"
         context = {
-            "message": f"{what} {result.catalog['name']} ({result.catalog['entries']} files)."
-            + _pending(result.compliance_pending)
+            "message": f"{what} {result.catalog['name']} "
+            f"({counted(result.catalog['entries'], 'file')})." + _pending(result.compliance_pending)
         }
         session.flush()
     listing = catalogs.list_catalogs(session, 50, 0)
