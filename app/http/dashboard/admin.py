@@ -75,12 +75,15 @@ async def store_policy(
     db: DatabaseDep,
     background: BackgroundTasks,
 ) -> Response:
-    """Store the posted document as the next version of its policy and re-evaluate fleet
-    compliance under it (after answering, on a large fleet)."""
+    """Store the posted document as the next version of the policy it names (its ``name:``;
+    no field asks for it again) and re-evaluate fleet compliance under it (after answering, on
+    a large fleet)."""
     form = await checked_form(request, state)
-    name, document = form.get("name", "").strip(), form.get("document", "")
+    document = form.get("document", "")
+    name = ""
     now = utcnow()
     try:
+        name = policies.name_of(document.encode())
         row, created = policies.put_policy(session, name, document.encode(), state.user, now)
         if created:
             audit.record_policy(session, _actor(state), row.name, row.version, row.content_sha256)
