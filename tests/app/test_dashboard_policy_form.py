@@ -8,7 +8,9 @@ from html import unescape
 from tests.app.conftest import Service, auth
 from tests.app.pages import login, session_csrf
 
-DOCUMENT = "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: {name}\nrules:\n  ownership: {{}}\n"
+DOCUMENT = (
+    "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: {name}\nrules:\n  ownership: {{}}\n"
+)
 
 
 def _versions(service: Service, admin: str, name: str) -> list[int]:
