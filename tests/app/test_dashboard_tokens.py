@@ -120,8 +120,8 @@ def test_a_session_past_its_lifetime_says_so(service: Service, client: TestClien
     client.cookies.set(SESSION_COOKIE, signer.new_session(token_id, token_hash, now - 61, 60))
     assert _ended(client) == "session-expired"
     said = _text(client.get("/assets").text)
-    hours = f"{lifetime / 3600:g} hour{'' if lifetime == 3600 else 's'}"
-    assert f"Your session ended: a session lasts {hours}" in said
+    assert lifetime == 8 * 3600  # the default
+    assert "Your session ended: a session lasts 8 hours (GPUPROV_SESSION_LIFETIME_SECONDS)" in said
     # still within its lifetime: the page itself
     client.cookies.set(SESSION_COOKIE, signer.new_session(token_id, token_hash, now - 1, 60))
     assert client.get("/assets", follow_redirects=False).status_code == 200
@@ -162,6 +162,19 @@ def test_logging_out_says_so(service: Service, client: TestClient) -> None:
 def test_an_unknown_reason_is_refused(client: TestClient) -> None:
     assert client.get("/login?ended=other").status_code in (400, 422)
     assert "Your session ended" not in client.get("/login").text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "length"),
+    [(3600, "1 hour"), (8 * 3600, "8 hours"), (60, "1 minute"), (90 * 60, "90 minutes"),
+     (61, "61 seconds")],
+)  # fmt: skip
+def test_a_sessions_length_reads_as_set(seconds: int, length: str) -> None:
+    from app.domain.tokens import SessionEnd
+    from app.http.dashboard.auth import ended_message
+
+    said = ended_message(SessionEnd.SESSION_EXPIRED, seconds)
+    assert f"a session lasts {length} (GPUPROV" in said
 
 
 def _row(html: str, name: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -30,6 +30,7 @@ from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, authenticate_secret
 from app.http.params import after_authentication, check_query
 from app.settings import Settings
+from scanner.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -198,8 +199,12 @@ def ended_message(ended: SessionEnd, session_seconds: int) -> str:
     """What the login page says about a session that ended (the token's words are the API's:
     "unknown or revoked" and "expired", nothing more)."""
     if ended is SessionEnd.SESSION_EXPIRED:
-        hours = session_seconds / 3600
-        length = f"{hours:g} hour{'' if hours == 1 else 's'}"
+        if session_seconds % 3600 == 0:
+            length = counted(session_seconds // 3600, "hour")
+        elif session_seconds % 60 == 0:
+            length = counted(session_seconds // 60, "minute")
+        else:
+            length = counted(session_seconds, "second")
         return (
             f"Your session ended: a session lasts {length} (GPUPROV_SESSION_LIFETIME_SECONDS). "
             "Log in again."
@@ -245,15 +250,14 @@ def login_form(
         str | None, Query(max_length=2048, description="local path to open after login")
     ] = None,
     ended: Annotated[
-        Literal["session-expired", "token-expired", "token-revoked", "logged-out"] | None,
-        Query(description="why the session before ended (the page says so)"),
+        SessionEnd | None, Query(description="why the session before ended (the page says so)")
     ] = None,
 ) -> Response:
     """The login form: a service token in the field ``token``."""
     settings: Settings = request.app.state.settings
     notice = None
     if ended is not None:
-        notice = ended_message(SessionEnd(ended), settings.session_lifetime_seconds)
+        notice = ended_message(ended, settings.session_lifetime_seconds)
     return _login_page(request, safe_next(next), notice=notice)
 
 
