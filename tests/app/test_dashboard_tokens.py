@@ -219,7 +219,10 @@ def test_the_token_page_shows_state_expiry_successor_and_last_use(
     rows = re.findall(r"<tr>.*?</tr>", html, re.DOTALL)
     agents = [" ".join(_text(r).split()) for r in rows if ">agent<" in r]
     assert len(agents) == 2
-    grace_end = when(now + timedelta(hours=2))[:13]  # within the minute of the test's clock
+    with service.db.session() as session:
+        rotated_old = session.get(ApiToken, old)
+        assert rotated_old is not None and rotated_old.expires_at is not None
+        grace_end = when(rotated_old.expires_at)
     assert f"in grace until {grace_end}" in agents[0]
     assert f"replaced by token {rotated} (agent)" in agents[0] and "Revoke" in agents[0]
     assert "active" in agents[1] and "replaced by" not in agents[1]
