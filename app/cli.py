@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -313,16 +314,22 @@ def token_list(database_url: DatabaseUrl = None) -> None:
     """List tokens (never their secrets)."""
 
     from app.clock import utcnow
-    from app.domain.tokens import list_tokens
+    from app.domain.tokens import TokenState, list_tokens, token_state
 
     now = utcnow()
     with _transaction(database_url, "cannot list the tokens", write=False) as session:
         lines = []
         for t in list_tokens(session):
-            state = "revoked" if t.revoked_at else "active"
-            if not t.revoked_at and t.expires_at:
-                expired = t.expires_at <= now
-                state = f"{'expired' if expired else 'expires'} {t.expires_at.isoformat()}"
+            known = token_state(t, now)
+            until = t.expires_at.isoformat() if t.expires_at else ""
+            state = {
+                TokenState.REVOKED: "revoked",
+                TokenState.EXPIRED: f"expired {until}",
+                TokenState.GRACE: f"in grace until {until}",
+                TokenState.ACTIVE: f"expires {until}" if until else "active",
+            }[known]
+            if t.replaced_by_id is not None:
+                state += f" replaced by {t.replaced_by_id}"
             assets = f" assets={','.join(t.asset_patterns)}" if t.asset_patterns else ""
             assets += f" policies={','.join(t.policy_names)}" if t.policy_names else ""
             # tab-separated fields, each printable: a name stored through the API could hold a
@@ -333,18 +340,54 @@ def token_list(database_url: DatabaseUrl = None) -> None:
         typer.echo(line)
 
 
+#: the most a token file holds (a secret is 47 characters; a file this long holds none)
+_MAX_SECRET_FILE = 4096
+
+
+def _secret_of(path: Path) -> str:
+    """The token secret a file holds (as `token create` wrote it), refused when unreadable."""
+    try:
+        with path.open("rb") as fh:
+            data = fh.read(_MAX_SECRET_FILE + 1)
+    except OSError as e:
+        raise fail(f"cannot read {path}: {e.strerror or e}", EXIT_USAGE) from e
+    try:
+        secret = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        secret = ""
+    if len(data) > _MAX_SECRET_FILE or not secret or not secret.isprintable():
+        raise fail(f"{path} does not hold a token secret", EXIT_USAGE)
+    return secret
+
+
 @token_app.command("revoke", cls=StrictCommand)
 def token_revoke(
-    token_id: Annotated[int, typer.Argument(help="id from `gpuprov token list`")],
+    token_id: Annotated[
+        int | None, typer.Argument(help="id from `gpuprov token list`", show_default=False)
+    ] = None,
+    secret_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--secret-file",
+            help="revoke the token whose secret this file holds (as `token create` wrote it)",
+        ),
+    ] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
-    """Revoke a token."""
+    """Revoke a token, by id or by its secret (exactly one)."""
 
     from app.domain.audit import cli_actor
-    from app.domain.tokens import revoke_token
+    from app.domain.tokens import revoke_by_secret, revoke_token
 
+    if (token_id is None) == (secret_file is None):
+        raise fail("give a token id or --secret-file FILE (one of them)", EXIT_USAGE)
+    secret = _secret_of(secret_file) if secret_file is not None else None
     with _transaction(database_url, "cannot revoke the token") as session:
-        revoke_token(session, token_id, cli_actor())
+        if secret is not None:
+            token_id = revoke_by_secret(session, secret, cli_actor()).id
+        else:
+            assert token_id is not None
+            revoke_token(session, token_id, cli_actor())
     say(f"revoked token {token_id}")
 
 

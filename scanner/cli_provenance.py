@@ -21,6 +21,7 @@ from scanner.verify.keys import TrustedKey
 from scanner.verify.trust import TrustPolicy, with_roots
 from scanner.verify.trust_file import load_trust_policy
 from scanner.verify.trusted_roots import SigstoreRoot
+from scanner.wording import counted
 
 if TYPE_CHECKING:
     from scanner.policy.vsa import VsaExpectations
@@ -326,7 +327,7 @@ def _emit(build: Callable[[], Catalog], output: Path | None) -> None:
     except ScannerError as e:
         raise fail(str(e), EXIT_USAGE) from None
     write_output(catalog.to_bytes(), output)
-    say(f"catalog {catalog.name!r}: {len(catalog.entries)} files")
+    say(f"catalog {catalog.name!r}: {counted(len(catalog.entries), 'file')}")
 
 
 @catalog_app.command("sign", cls=StrictCommand)
@@ -374,7 +375,7 @@ def catalog_verify(
         )
         out(
             f"OK: {path}: catalog {verified.name!r} signed by {verified.signer}: "
-            f"{len(verified.entries)} files{scope}"
+            f"{counted(len(verified.entries), 'file')}{scope}"
         )
     if failed:
         raise typer.Exit(EXIT_REJECTED)

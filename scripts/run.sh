@@ -5,8 +5,10 @@
 # the dashboard has a decision and compliance to show), and print the dashboard's URL with the
 # token to log in, and commands that work as printed. `make stop` (run.sh stop) stops the service.
 #
-# GPUPROV_PORT: the port to use (fails when taken); unset: 8000, or a free port when 8000 is
-# taken. GPUPROV_RUN_DIR: where the run keeps everything (default: .gpuprov-run for the state,
+# GPUPROV_PORT: the port to use (fails when taken by anything but the previous run's service,
+# before anything is changed: that service keeps running); unset: 8000, or a free port when 8000
+# is taken. Each run revokes the tokens the previous run made (by their secrets, kept in the
+# run directory), so only the last run's admin and agent tokens work. GPUPROV_RUN_DIR: where the run keeps everything (default: .gpuprov-run for the state,
 # build/run for the reports). GPUPROV_RUN_INCLUDE: the host directories to scan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,16 +24,22 @@ else
   OUT=$ROOT/build/run
   DEMO=$ROOT/build/demo-oci
 fi
-mkdir -p "$OUT" "$RUN"
-chmod 700 "$RUN"
 
-# The previous run's service, if it still runs (and that pid is still it), stops and gives its
-# port back; its workers, if any, stop with it (uvicorn's supervisor ends them on SIGTERM).
-stop_service() {
+# The previous run's service: the pid it recorded, if that process is still a gpuprov serve.
+previous_service() {
   [ -f "$RUN/server.pid" ] || return 0
   local old
   old=$(cat "$RUN/server.pid")
   if [ -r "/proc/$old/cmdline" ] && tr '\0' ' ' <"/proc/$old/cmdline" | grep -q "gpuprov serve"; then
+    echo "$old"
+  fi
+}
+# It stops and gives its port back; its workers, if any, stop with it (uvicorn's supervisor
+# ends them on SIGTERM).
+stop_service() {
+  local old
+  old=$(previous_service)
+  if [ -n "$old" ]; then
     kill "$old" 2>/dev/null || true
     for _ in $(seq 100); do kill -0 "$old" 2>/dev/null || break; sleep 0.1; done
     echo "stopped the service (pid $old)" >&2
@@ -44,17 +52,23 @@ if [ "${1:-}" = stop ]; then
   exit 0
 fi
 
+# 0. The port first: when it cannot be had, nothing has changed (the previous run's service,
+#    its database and tokens are as they were). A port the previous service holds is usable:
+#    it is stopped below.
+OLD=$(previous_service)
+if [ -n "${GPUPROV_PORT:-}" ]; then
+  PORT=$("$BIN/python" scripts/run_port.py choose --required "$GPUPROV_PORT" ${OLD:+--ours "$OLD"})
+else
+  PORT=$("$BIN/python" scripts/run_port.py choose --preferred 8000 ${OLD:+--ours "$OLD"})
+fi
+mkdir -p "$OUT" "$RUN"
+chmod 700 "$RUN"
+
 # 1. The service, on the embedded SQLite default, for this run's database only.
 export GPUPROV_DATABASE_URL="sqlite:///$RUN/gpuprov.db"
 export GPUPROV_SPOOL="$RUN/spool"
 "$BIN/gpuprov" db upgrade
 stop_service
-
-if [ -n "${GPUPROV_PORT:-}" ]; then
-  PORT=$("$BIN/python" scripts/run_port.py choose --required "$GPUPROV_PORT")
-else
-  PORT=$("$BIN/python" scripts/run_port.py choose --preferred 8000)
-fi
 export GPUPROV_SERVER="http://127.0.0.1:$PORT"
 nohup "$BIN/gpuprov" serve --host 127.0.0.1 --port "$PORT" >"$RUN/server.log" 2>&1 &
 SERVER_PID=$!
@@ -67,6 +81,14 @@ if ! "$BIN/python" scripts/run_port.py wait "$SERVER_PID" "$PORT" "$RUN/server.l
 fi
 
 umask 077
+# The previous run's tokens, known by the secrets it kept here (a name is no proof: anyone can
+# name a token run-admin-N), are revoked before this run's are made, so none is left behind.
+for kind in admin agent; do
+  [ -s "$RUN/$kind.token" ] || continue
+  if said=$("$BIN/gpuprov" token revoke --secret-file "$RUN/$kind.token" 2>&1); then
+    echo "make run: the previous run's $kind token is revoked ($said)" >&2
+  fi
+done
 "$BIN/gpuprov" token create --name "run-admin-$$" --scope admin >"$RUN/admin.token"
 "$BIN/gpuprov" token create --name "run-agent-$$" --scope report:write >"$RUN/agent.token"
 umask 022

@@ -3,6 +3,9 @@ server answering on it is the one this run started before anything is sent to it
 
     run_port.py choose --required PORT     PORT if free, else exit 1 saying who cannot have it
     run_port.py choose --preferred PORT    PORT if free, else a free port (saying so on stderr)
+        [--ours PID]                       a port that PID alone listens on counts as free: the
+                                           previous run's service, which make run stops only
+                                           once the port is known to be usable
     run_port.py wait PID PORT LOG          until process PID listens on 127.0.0.1:PORT (read from
                                            /proc: no request goes to anyone else) and answers
                                            /readyz; exit 1 if it exits, or another process holds
@@ -94,19 +97,31 @@ def _log_tail(log: str) -> str:
         return ""
 
 
-def choose(required: str | None, preferred: int | None) -> int:
+def held_by(pid: int, port: int) -> bool:
+    """Whether every socket listening on PORT is PID's (read from /proc: nothing is sent)."""
+    listening = _listening_inodes(port)
+    try:
+        return bool(listening) and listening <= _socket_inodes(pid)
+    except OSError:  # gone meanwhile, or not ours to read
+        return False
+
+
+def choose(required: str | None, preferred: int | None, ours: int | None = None) -> int:
+    def usable(port: int) -> bool:
+        return port_is_free(port) or (ours is not None and held_by(ours, port))
+
     if required is not None:
         if not required.isdigit() or not 1 <= int(required) <= 65535:
             return _fail(f"GPUPROV_PORT={required!r} is not a TCP port (1-65535)")
-        if not port_is_free(int(required)):
+        if not usable(int(required)):
             return _fail(
                 f"port {required} (GPUPROV_PORT) is taken by another process; nothing was sent "
-                "to it. Stop that process or set GPUPROV_PORT to a free port."
+                "to it and nothing changed. Stop that process or set GPUPROV_PORT to a free port."
             )
         print(int(required))
         return 0
     assert preferred is not None
-    if port_is_free(preferred):
+    if usable(preferred):
         print(preferred)
         return 0
     port = free_port()
@@ -158,6 +173,7 @@ def main(argv: list[str]) -> int:
     group = pick.add_mutually_exclusive_group(required=True)
     group.add_argument("--required")
     group.add_argument("--preferred", type=int)
+    pick.add_argument("--ours", type=int)
     ready = sub.add_parser("wait")
     ready.add_argument("pid", type=int)
     ready.add_argument("port", type=int)
@@ -165,7 +181,7 @@ def main(argv: list[str]) -> int:
     ready.add_argument("--timeout", type=float, default=120.0)
     args = parser.parse_args(argv)
     if args.command == "choose":
-        return choose(args.required, args.preferred)
+        return choose(args.required, args.preferred, args.ours)
     return wait(args.pid, args.port, args.log, args.timeout)
 
 

@@ -244,6 +244,8 @@ def _dashboard_renders(url: str, token: str, asset_name: str) -> None:
         assert form.status_code == 200 and 'href="/static/dashboard.css"' in form.text
         css = browser.get("/static/dashboard.css")
         assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+        icon = browser.get("/favicon.ico")  # every browser asks for it (issue 18 §6)
+        assert icon.status_code == 200 and icon.content.startswith(b"\0\0\1\0")
         csrf = form.text.split('name="csrf_token" value="', 1)[1].split('"', 1)[0]
         login = browser.post("/login", data={"token": token, "csrf_token": csrf, "next": "/"})
         assert login.status_code == 303, login.text

@@ -39,6 +39,7 @@ from scanner.policy.drivers import default_drivers
 from scanner.policy.evaluate import Evaluation, RuleResult, control_status, decide, evaluate
 from scanner.policy.facts import AssetFacts
 from scanner.policy.rules import FleetBaseline, Status
+from scanner.wording import counted
 
 log = logging.getLogger(__name__)
 _AGE = "scan_age"
@@ -661,13 +662,13 @@ def attestation(
         conformance: dict[str, Any] = (
             {
                 "score": round(len(passing[cid]) / judged, 4),
-                "rationale": f"{len(passing[cid])} of {judged} assets to which the control "
-                "applies pass it",
+                "rationale": f"{len(passing[cid])} of {counted(judged, 'asset')} to which the "
+                "control applies pass it",
             }
             if judged
             else {
-                "rationale": f"the control applies to none of the {len(targets)} assets "
-                "evaluated: no conformance is claimed"
+                "rationale": f"the control applies to none of the {counted(len(targets), 'asset')}"
+                " evaluated: no conformance is claimed"
             }
         )
         mapping.append(

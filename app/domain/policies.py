@@ -40,6 +40,22 @@ def _pointer(path: str) -> str:
 
 def parse(document: bytes, name: str, version: int | None = None) -> LoadedPolicy:
     """Validate a policy document for storage under ``name`` (422 naming each bad field)."""
+    loaded = _load(document, version)
+    if loaded.policy.name != name:
+        raise InvalidPolicy(
+            f"the document's name {loaded.policy.name!r} differs from the URL's {name!r}",
+            details=[{"pointer": "/name", "message": f"must be {name!r}"}],
+        )
+    return loaded
+
+
+def name_of(document: bytes) -> str:
+    """The name a valid policy document holds (its ``name:``), under which a form stores it
+    (422 naming each bad field, as `parse`)."""
+    return _load(document, None).policy.name
+
+
+def _load(document: bytes, version: int | None) -> LoadedPolicy:
     try:
         document.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -51,11 +67,6 @@ def parse(document: bytes, name: str, version: int | None = None) -> LoadedPolic
     except PolicyError as e:
         details = [{"pointer": _pointer(where), "message": why} for where, why in e.errors]
         raise InvalidPolicy(str(e), details=details) from None
-    if loaded.policy.name != name:
-        raise InvalidPolicy(
-            f"the document's name {loaded.policy.name!r} differs from the URL's {name!r}",
-            details=[{"pointer": "/name", "message": f"must be {name!r}"}],
-        )
     return loaded
 
 

@@ -314,6 +314,47 @@ def session_principal(
     return principal, row.token_hash
 
 
+class SessionEnd(StrEnum):
+    """Why a dashboard session ended, as its login page says it (no more than the API tells the
+    holder of the token's secret: unknown and revoked tokens read the same)."""
+
+    SESSION_EXPIRED = "session-expired"
+    TOKEN_EXPIRED = "token-expired"
+    TOKEN_REVOKED = "token-revoked"
+    LOGGED_OUT = "logged-out"
+
+
+def session_end(db: Session | Connection, token_id: int, now: datetime) -> SessionEnd:
+    """Why a session of this token no longer works (`session_principal` refused it): the token
+    expired, or it is unknown, revoked or replaced."""
+    row = repo.credentials_by_id(db, token_id)
+    if row is not None and row.revoked_at is None and row.expires_at is not None:
+        if row.expires_at <= now:
+            return SessionEnd.TOKEN_EXPIRED
+    return SessionEnd.TOKEN_REVOKED
+
+
+class TokenState(StrEnum):
+    """What a token can do now: `GRACE` is a rotated token whose secret still works until its
+    expiry, `ACTIVE` one that works and was not replaced."""
+
+    ACTIVE = "active"
+    GRACE = "grace"
+    EXPIRED = "expired"
+    REVOKED = "revoked"
+
+
+def token_state(token: ApiToken, now: datetime) -> TokenState:
+    """The state of a token at ``now`` (revocation first: a revoked token's expiry is moot)."""
+    if token.revoked_at is not None:
+        return TokenState.REVOKED
+    if token.expires_at is not None and token.expires_at <= now:
+        return TokenState.EXPIRED
+    if token.replaced_by_id is not None:
+        return TokenState.GRACE
+    return TokenState.ACTIVE
+
+
 def use_is_due(principal: Principal, now: datetime) -> bool:
     """Whether the token's last-use time is stale enough to write again."""
     last = principal.last_used_at
@@ -335,6 +376,15 @@ def revoke_token(session: Session, token_id: int, actor: Actor | None = None) ->
         if actor is not None:
             record(session, actor, "token.revoke", _token_target(token), _summary(token))
     return token
+
+
+def revoke_by_secret(session: Session, secret: str, actor: Actor | None = None) -> ApiToken:
+    """Revoke the token of a secret (`revoke_token`), for whoever holds the secret but not the
+    id: `make run` revoking the tokens of its previous run. 404 for a secret of no token."""
+    row = repo.credentials(session, hash_secret(secret.strip()))
+    if row is None:
+        raise NotFound("no token has this secret")
+    return revoke_token(session, row.id, actor)
 
 
 def rotate_token(
@@ -399,6 +449,28 @@ def token_page(session: Session, limit: int, offset: int) -> tuple[list[ApiToken
     """A page of tokens, oldest first, and how many there are."""
     rows, total = repo.page(session, limit, offset)
     return list(rows), total
+
+
+def token_overview(
+    session: Session, limit: int, offset: int, now: datetime
+) -> tuple[list[dict[str, Any]], int]:
+    """A page of tokens as the admin page shows them: each with its state at ``now`` and its
+    successor's name (a rotated token's), and how many tokens there are."""
+    rows, total = token_page(session, limit, offset)
+    names = {t.id: t.name for t in rows}
+    for t in rows:
+        if t.replaced_by_id is not None and t.replaced_by_id not in names:
+            successor = repo.by_id(session, t.replaced_by_id)
+            names[t.replaced_by_id] = successor.name if successor is not None else ""
+    items = [
+        {
+            **token_dict(t),
+            "state": token_state(t, now).value,
+            "replaced_by_name": names.get(t.replaced_by_id) if t.replaced_by_id else None,
+        }
+        for t in rows
+    ]
+    return items, total
 
 
 def token_dict(token: ApiToken) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import fastapi_offline
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from app.settings import Settings
@@ -23,6 +23,10 @@ _ERROR = {"$ref": "#/components/schemas/ErrorResponse"}
 _JSON_ERROR = {"application/json": {"schema": _ERROR}}
 #: operations that never touch the database
 _NO_DATABASE = {("get", "/healthz")}
+#: the one thing ReDoc's bundle loads from another host, always: its sidebar's logo (the page's
+#: policy blocks it, a console error on every visit); a blank image of its own replaces it
+_REDOC_LOGO = b"https://cdn.redoc.ly/redoc/logo-mini.svg"
+_BLANK_IMAGE = b"data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg'/%3E"
 
 
 def _error(description: str) -> dict[str, Any]:
@@ -181,6 +185,13 @@ def install_docs(app: FastAPI, settings: Settings) -> None:
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+    redoc_js = (_STATIC_DIR / "redoc.standalone.js").read_bytes().replace(_REDOC_LOGO, _BLANK_IMAGE)
+
+    # before the mount, so that this copy is the one served
+    @app.get(f"{STATIC_URL}/redoc.standalone.js", include_in_schema=False)
+    async def redoc_script() -> Response:
+        return Response(redoc_js, media_type="text/javascript")
+
     app.mount(STATIC_URL, StaticFiles(directory=_STATIC_DIR), name="docs-static")
 
     @app.get("/docs", include_in_schema=False)

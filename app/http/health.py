@@ -11,7 +11,7 @@ from app.domain.health import readiness
 from app.domain.inventory.queries import fleet_counts
 from app.http.deps import DatabaseDep, InventoryReader, SessionDep, SettingsDep
 from app.http.metrics import Metrics
-from app.http.schemas import Readiness
+from app.http.schemas import Health, Readiness
 
 #: Prometheus text exposition format 0.0.4
 METRICS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -19,7 +19,7 @@ METRICS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Health)
 def healthz() -> dict[str, str]:
     """The process is up (no database access)."""
     return {"status": "ok"}

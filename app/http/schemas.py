@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from app.domain import tokens
 from app.domain.tokens import Scope
+from scanner import vocabulary as v
 
 
 class ErrorDetail(BaseModel):
@@ -56,6 +57,77 @@ class ImageTrustOut(BaseModel):
     signature_rejected: list[str] = Field(description="why each rejected signature was refused")
 
 
+#: examples of the map fields (a renderer invents ``property1``/``property2`` keys for a map
+#: without one): real values, as the service answers them
+LABELS_EXAMPLE = {"env": "prod", "team": "ml-platform"}
+RUNTIME_EXAMPLE = {
+    "proc": "/host/proc",
+    "processes": 500,
+    "loading": 3,
+    "unreadable_processes": 1,
+    "unreadable_mappings": 0,
+}
+
+_CUDART = "/usr/lib/x86_64-linux-gnu/libcudart.so.12.4.127"
+
+
+def _props(*pairs: tuple[str, str]) -> list[dict[str, str]]:
+    return [{"name": name, "value": value} for name, value in pairs]
+
+
+#: a report as `gpuprov scan` writes it (CycloneDX 1.6): a host with one GPU library file that
+#: no package owns; the service accepts it as it stands
+BOM_EXAMPLE: dict[str, Any] = {
+    "bomFormat": "CycloneDX",
+    "specVersion": "1.6",
+    "serialNumber": "urn:uuid:3e671687-395b-41f5-a30f-a58921a69b79",
+    "version": 1,
+    "metadata": {
+        "timestamp": "2026-11-30T12:00:00Z",
+        "tools": {"components": [{"type": "application", "name": "gpuprov", "version": "0.1.0"}]},
+        "component": {
+            "type": "operating-system",
+            "bom-ref": "asset",
+            "name": "gpu-node-1",
+            "properties": _props(
+                (v.ASSET_KIND, "host"),
+                (v.HOST_MACHINE_ID, "54e7ce350b33ee2add03090db5cbb2c7"),
+                (v.HOST_HOSTNAME, "gpu-node-1"),
+                (v.ASSET_LABEL_PREFIX + "env", "prod"),
+            ),
+        },
+    },
+    "components": [
+        {
+            "type": "file",
+            "bom-ref": f"file:{_CUDART}",
+            "name": _CUDART,
+            "version": "12.4.127",
+            "hashes": [
+                {
+                    "alg": "SHA-256",
+                    "content": "1533947a070826cd8a6cc79fb4efc2c08852e29baf965bf6142fc3dca2bdf16a",
+                }
+            ],
+            "properties": _props(
+                (v.FILE_PATH, _CUDART),
+                (v.LIBRARY_FAMILY, "cudart"),
+                (v.LIBRARY_COMPONENT, "cudart"),
+                (v.LIBRARY_VERSION, "12.4.127"),
+                (v.LIBRARY_ARCH, "x86_64"),
+                (v.LIBRARY_CUDA_MAJOR, "12"),
+                (v.INTEGRITY, "unowned"),
+                (v.PROVENANCE, "unknown"),
+            ),
+        }
+    ],
+}
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = Field(description="always ok: the process answers")
+
+
 class ScanOut(BaseModel):
     id: int
     serial_number: str | None
@@ -74,6 +146,7 @@ class ScanOut(BaseModel):
         default=None,
         description="a --runtime host scan: proc, processes, loading, unreadable_processes, "
         "unreadable_mappings; null when live processes were not looked at",
+        examples=[RUNTIME_EXAMPLE],
     )
 
 
@@ -82,8 +155,18 @@ class AssetOut(BaseModel):
     kind: str
     name: str
     identity: str
-    labels: dict[str, str]
-    details: dict[str, Any]
+    labels: dict[str, str] = Field(examples=[LABELS_EXAMPLE])
+    details: dict[str, Any] = Field(
+        description="an image's reference, digest and platform; a host's hostname and machine id",
+        examples=[
+            {
+                "reference": "registry.example.com/ml/train:1.0",
+                "digest": "sha256:1a1c65818a60eb5b920182bc768a7dd5f7ae3a899a8ffd55eaa518e2a8cfb2c2",
+                "platform": "linux/amd64",
+            },
+            {"hostname": "gpu-node-1", "machine_id": "54e7ce350b33ee2add03090db5cbb2c7"},
+        ],
+    )
     first_seen: str | None
     last_seen: str | None
     latest_scan: ScanOut | None
@@ -118,7 +201,10 @@ class LoadedSummary(BaseModel):
     libraries: int = Field(description="GPU library files mapped by at least one process")
     deleted: int
     differs_from_disk: int
-    scan: dict[str, Any]
+    scan: dict[str, Any] = Field(
+        description="what the --runtime scan looked at (the scan's runtime)",
+        examples=[RUNTIME_EXAMPLE],
+    )
 
 
 class LibraryOut(BaseModel):
@@ -250,7 +336,7 @@ class AssetRef(BaseModel):
     kind: str
     name: str
     identity: str
-    labels: dict[str, str]
+    labels: dict[str, str] = Field(examples=[LABELS_EXAMPLE])
 
 
 class LibraryRef(BaseModel):
@@ -461,7 +547,15 @@ class AuditEventOut(BaseModel):
     actor_token_id: int | None
     action: str
     target: str = Field(description="`token:ID`, `policy:NAME@VERSION`, `catalog:NAME`, ...")
-    details: dict[str, Any]
+    details: dict[str, Any] = Field(
+        description="what the action changed (never a token's secret or hash)",
+        examples=[
+            {
+                "version": 1,
+                "sha256": "6e6979ff1c6fc06208861b7f470251b3e228b0cf7c359cbdf238d98f22e4f21f",
+            }
+        ],
+    )
     request_id: str | None
 
 

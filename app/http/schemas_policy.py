@@ -6,7 +6,43 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from app.http.schemas import AssetDetail, Page
+from app.http.schemas import LABELS_EXAMPLE, AssetDetail, Page
+
+#: real values of the map fields (a renderer invents ``property1``/``property2`` keys for a map
+#: without an example)
+CONTROLS_EXAMPLE = {
+    "CIS-2.3": "fail",
+    "CIS-2.6": "pass",
+    "ID.RA-09": "pass",
+    "PR.PS-02": "not_applicable",
+    "PR.PS-05": "fail",
+}
+#: a VSA as the gate signs it (Ed25519, a key made for this example)
+VSA_EXAMPLE = {
+    "payloadType": "application/vnd.in-toto+json",
+    "payload": (
+        "eyJfdHlwZSI6Imh0dHBzOi8vaW4tdG90by5pby9TdGF0ZW1lbnQvdjEiLCJwcmVkaWNhdGUiOnsiZ3B1cHJvdiI6"
+        "eyJwb2xpY3lOYW1lIjoicHJvZCIsInByb2R1Y2VyIjoiZ3B1cHJvdiJ9LCJwb2xpY3kiOnsiZGlnZXN0Ijp7InNo"
+        "YTI1NiI6IjZlNjk3OWZmMWM2ZmMwNjIwODg2MWI3ZjQ3MDI1MWIzZTIyOGIwY2Y3YzM1OWNiZGYyMzhkOThmMjJl"
+        "NGYyMWYifSwidXJpIjoiaHR0cHM6Ly9ncHVwcm92LmV4YW1wbGUuY29tL2FwaS92MS9wb2xpY2llcy9wcm9kP3Zl"
+        "cnNpb249MSJ9LCJyZXNvdXJjZVVyaSI6InJlZ2lzdHJ5LmV4YW1wbGUuY29tL21sL3RyYWluOjEuMEBzaGEyNTY6"
+        "MWExYzY1ODE4YTYwZWI1YjkyMDE4MmJjNzY4YTdkZDVmN2FlM2E4OTlhOGZmZDU1ZWFhNTE4ZTJhOGNmYjJjMiIs"
+        "InNsc2FWZXJzaW9uIjoiMS4yIiwidGltZVZlcmlmaWVkIjoiMjAyNi0xMi0wN1QwNjowODoyOVoiLCJ2ZXJpZmlj"
+        "YXRpb25SZXN1bHQiOiJQQVNTRUQiLCJ2ZXJpZmllZExldmVscyI6WyJTTFNBX0JVSUxEX0xFVkVMXzAiXSwidmVy"
+        "aWZpZXIiOnsiaWQiOiJodHRwczovL2dwdXByb3YuZGV2L2dhdGUiLCJ2ZXJzaW9uIjp7ImdwdXByb3YiOiIwLjEu"
+        "MCJ9fX0sInByZWRpY2F0ZVR5cGUiOiJodHRwczovL3Nsc2EuZGV2L3ZlcmlmaWNhdGlvbl9zdW1tYXJ5L3YxIiwi"
+        "c3ViamVjdCI6W3siZGlnZXN0Ijp7InNoYTI1NiI6IjFhMWM2NTgxOGE2MGViNWI5MjAxODJiYzc2OGE3ZGQ1Zjdh"
+        "ZTNhODk5YThmZmQ1NWVhYTUxOGUyYThjZmIyYzIifSwibmFtZSI6InJlZ2lzdHJ5LmV4YW1wbGUuY29tL21sL3Ry"
+        "YWluOjEuMCJ9XX0="
+    ),
+    "signatures": [
+        {
+            "keyid": "",
+            "sig": "pT4MLYuTRcq5Y8qLsWnhYF1OC/Agxv0CWt7KTcJQkhGH"
+            "mjc/WYpuo1CUjtOv8KLHfQOSnwwIhNJNG7+pOBsYCA==",
+        }
+    ],
+}
 
 
 class PolicyOut(BaseModel):
@@ -53,7 +89,9 @@ class RuleOut(BaseModel):
     message: str
     missing_input: bool
     files: list[FileOut]
-    evidence: dict[str, Any]
+    evidence: dict[str, Any] = Field(
+        description="the values the rule decided on", examples=[{"forbid": "modified"}]
+    )
     controls: list[str]
 
 
@@ -68,7 +106,7 @@ class SubjectOut(BaseModel):
     name: str
     digest: str | None
     scanned_at: str | None
-    labels: dict[str, str]
+    labels: dict[str, str] = Field(examples=[LABELS_EXAMPLE])
     producer: str
 
 
@@ -78,11 +116,15 @@ class GateAnswer(BaseModel):
     subject: SubjectOut
     reasons: list[RuleOut] = Field(description="the failing rules")
     rules: list[RuleOut] = Field(description="every rule of the policy")
-    controls: dict[str, str] = Field(description="control id -> pass, fail or not_applicable")
+    controls: dict[str, str] = Field(
+        description="control id -> pass, fail or not_applicable", examples=[CONTROLS_EXAMPLE]
+    )
     decision_id: int = Field(description="the audit record (GET /api/v1/gate/decisions)")
     decided_at: str
     vsa: dict[str, Any] | None = Field(
-        default=None, description="on allow with GPUPROV_VSA_KEY_FILE: the signed VSA (DSSE)"
+        default=None,
+        description="on allow with GPUPROV_VSA_KEY_FILE: the signed VSA (DSSE)",
+        examples=[VSA_EXAMPLE],
     )
     vsa_error: str | None = Field(default=None, description="why no VSA could be made")
     promotion_diff: PromotionDiff | None = Field(
@@ -114,7 +156,7 @@ class DecisionOut(BaseModel):
     decision: str
     subject: DecisionSubject
     reasons: list[RuleOut]
-    controls: dict[str, str]
+    controls: dict[str, str] = Field(examples=[CONTROLS_EXAMPLE])
 
 
 class GateDecisionPage(Page):
@@ -239,7 +281,7 @@ class AssetCompliance(BaseModel):
     decision: str
     scan_id: int | None
     evaluated_at: str
-    controls: dict[str, str]
+    controls: dict[str, str] = Field(examples=[CONTROLS_EXAMPLE])
     reasons: list[RuleOut]
 
 

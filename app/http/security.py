@@ -7,7 +7,8 @@ included:
   (JSON, CSV and text load nothing), and a policy that lets the offline Swagger UI and ReDoc
   pages load their own scripts on ``/docs`` and ``/redoc``; an answer that sets its own policy
   (the dashboard's pages) keeps it;
-- ``Cache-Control: no-store`` on every answer but the documentation's static files: API answers
+- ``Cache-Control: no-store`` on every answer but static files (the documentation's and the
+  dashboard's, and ``/favicon.ico``): API answers
   carry inventory data and, from ``POST /api/v1/tokens``, a token's secret;
 - ``Strict-Transport-Security`` when the request came over HTTPS.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 #: paths whose answers may be cached: the documentation's and the dashboard's static files
-_CACHEABLE = ("/docs/static/", "/static/")
+_CACHEABLE = ("/docs/static/", "/static/", "/favicon.ico")
 #: the documentation pages: FastAPI's Swagger UI page starts the UI with an inline script
 _DOC_PAGES = ("/docs", "/redoc", "/docs/oauth2-redirect")
 

@@ -21,6 +21,7 @@ from scanner.source.interface import Node, Selector
 from scanner.source.layerstream import Budget, LayerSpec
 from scanner.source.limits import Limits
 from scanner.source.tarlayer import LayerYield, check_cached, read_layer
+from scanner.wording import counted, plural
 
 
 class YieldCache(Protocol):
@@ -224,8 +225,9 @@ def squash(
                 skipped.append(
                     Skipped(
                         str(spec.digest),
-                        f"layer is damaged: {layer.corrupt}; the {len(layer.entries)} entries "
-                        "read before the damage were kept",
+                        f"layer is damaged: {layer.corrupt}; the "
+                        f"{counted(len(layer.entries), 'entry', 'entries')} read before the "
+                        f"damage {plural('was', len(layer.entries), 'were')} kept",
                         Stage.SOURCE,
                     )
                 )

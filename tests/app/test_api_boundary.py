@@ -221,6 +221,8 @@ def test_docs_pages_work_offline(service: Service) -> None:
         for asset in assets:
             served = service.client.get(asset)
             assert served.status_code == 200 and len(served.content) > 1000, asset
+            # ReDoc's bundle shows a logo from its CDN whatever its options (issue 18 §6)
+            assert b"cdn.redoc.ly" not in served.content, asset
 
 
 def test_openapi_documents_what_operations_answer(service: Service, every_scope: str) -> None:

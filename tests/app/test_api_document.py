@@ -221,3 +221,88 @@ def test_405_names_every_method_of_the_path(service: Service, admin: str) -> Non
             assert allow == documented, (method, path, answer.headers["allow"])
             checked += 1
     assert checked >= 60
+
+
+def _maps_without_example(node: Any, where: str, shown: bool, found: list[str]) -> None:
+    """Schemas of maps (an object whose keys are data) that no example covers: a renderer
+    invents keys for them (``property1``, ``additionalProp1``)."""
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            _maps_without_example(item, f"{where}/{i}", shown, found)
+        return
+    if not isinstance(node, dict):
+        return
+    shown = shown or "example" in node or "examples" in node
+    is_map = node.get("type") == "object" and not node.get("properties")
+    if is_map and node.get("additionalProperties", False) is not False and not shown:
+        found.append(where)
+    for key, value in node.items():
+        if key not in ("example", "examples"):
+            _maps_without_example(value, f"{where}/{key}", shown, found)
+
+
+def _examples(node: Any, where: str) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """(where, schema, example) of every example a schema or a media type carries."""
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from _examples(item, f"{where}/{i}")
+        return
+    if not isinstance(node, dict):
+        return
+    schema = node["schema"] if "schema" in node and isinstance(node["schema"], dict) else node
+    if "example" in node:
+        yield where, schema, node["example"]
+    if isinstance(node.get("examples"), list):
+        for example in node["examples"]:
+            yield where, schema, example
+    elif isinstance(node.get("examples"), dict):  # a media type's named examples
+        for name, example in node["examples"].items():
+            yield f"{where}/{name}", schema, example.get("value")
+    for key, value in node.items():
+        if key not in ("example", "examples"):
+            yield from _examples(value, f"{where}/{key}")
+
+
+def test_every_example_in_the_document_is_real(service: Service) -> None:
+    """Issue 18 §6: /healthz showed ``property1``/``property2`` (a renderer's invention for a
+    map without an example). Every map a schema describes carries an example, and every
+    example the document holds is valid under the schema it illustrates."""
+    document = service.client.app.openapi()  # type: ignore[attr-defined]
+    unshown: list[str] = []
+    _maps_without_example(document["paths"], "#/paths", False, unshown)
+    _maps_without_example(document["components"], "#/components", False, unshown)
+    assert unshown == [], unshown
+    for path, item in document["paths"].items():  # what a client sends: shown as it is sent
+        for method, operation in item.items():
+            for media, content in operation.get("requestBody", {}).get("content", {}).items():
+                schema = content.get("schema", {})
+                free = schema.get("type") == "object" and not schema.get("properties")
+                if free and "example" not in content and "examples" not in content:
+                    unshown.append(f"{method} {path} {media}")
+    assert unshown == [], unshown
+    examples = list(_examples(document, "#"))
+    assert len(examples) >= 10
+    invalid = []
+    for where, schema, example in examples:
+        rooted = {**schema, "components": document["components"]}
+        if not jsonschema_rs.validator_for(rooted, validate_formats=True).is_valid(example):
+            invalid.append(f"{where}: {json.dumps(example)[:120]}")
+    assert invalid == [], invalid
+    # the BOM the document shows is one the service takes, sent alone or to the gate
+    report = document["paths"]["/api/v1/reports"]["post"]["requestBody"]["content"]
+    token = service.token("admin")
+    for media, content in report.items():
+        answer = service.client.post(
+            "/api/v1/reports",
+            content=json.dumps(content["example"]),
+            headers=auth(token, **{"Content-Type": media}),
+        )
+        assert answer.status_code in (200, 201), (media, answer.text)
+    put_policy(service, POLICY)
+    gate = document["paths"]["/api/v1/gate"]["post"]["requestBody"]["content"]
+    bom = gate["application/json"]["examples"]["bom"]["value"]
+    answer = service.client.post("/api/v1/gate", json=bom, headers=auth(token))
+    assert answer.status_code == 200 and answer.json()["decision"] in ("allow", "warn", "deny")
+    health = document["paths"]["/healthz"]["get"]["responses"]["200"]["content"]
+    assert service.client.get("/healthz").json() == {"status": "ok"}
+    assert health["application/json"]["schema"] == {"$ref": "#/components/schemas/Health"}

@@ -19,13 +19,14 @@ from tests.app.conftest import Service
 from tests.app.test_auth import Walk
 
 #: served without a token
-PUBLIC = {("GET", "/healthz"), ("GET", "/readyz")}
+PUBLIC = {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/favicon.ico")}
 #: the API documentation (no data: the OpenAPI document and the pages that render it)
 DOCS = {
     ("GET", "/openapi.json"),
     ("GET", "/docs"),
     ("GET", "/redoc"),
     ("GET", "/docs/oauth2-redirect"),
+    ("GET", "/docs/static/redoc.standalone.js"),
 }
 #: modules whose routes authenticate by the dashboard's session cookie, not a bearer token
 SESSION_MODULES = ("app.http.dashboard",)

@@ -91,6 +91,38 @@ def test_token_list_and_revoke(db_url: str) -> None:
     assert _run("token", "revoke", "999", "--database-url", db_url)[0] == 1
 
 
+def test_token_revoke_by_the_secret_a_file_holds(db_url: str, tmp_path: Path) -> None:
+    """`make run` revokes its earlier tokens by the secrets it wrote, never by a name anyone
+    could give another token."""
+    made = [
+        _run("token", "create", "--name", name, "--scope", "admin", "--database-url", db_url)[1]
+        for name in ("run-admin-1", "run-admin-1")  # the same name, two tokens
+    ]
+    kept = tmp_path / "admin.token"
+    kept.write_text(made[0])
+    code, _, err = _run("token", "revoke", "--secret-file", str(kept), "--database-url", db_url)
+    assert code == 0 and "revoked token 1" in err
+    listed = _run("token", "list", "--database-url", db_url)[1].splitlines()
+    assert listed[0].startswith("1\t") and "revoked" in listed[0]
+    assert listed[1].startswith("2\t") and "active" in listed[1]
+    # again: idempotent; a secret of no token, an empty or unreadable file, both or neither
+    assert _run("token", "revoke", "--secret-file", str(kept), "--database-url", db_url)[0] == 0
+    kept.write_text("gpv_no-such-token\n")
+    code, _, err = _run("token", "revoke", "--secret-file", str(kept), "--database-url", db_url)
+    assert code == 1 and "no token has this secret" in err
+    for content in ("", "\n", "x" * 5000, "gpv_a\x1bb"):
+        kept.write_text(content)
+        code, _, err = _run("token", "revoke", "--secret-file", str(kept), "--database-url", db_url)
+        assert code == 2 and "does not hold a token secret" in err, content
+    missing = str(tmp_path / "none")
+    code, _, err = _run("token", "revoke", "--secret-file", missing, "--database-url", db_url)
+    assert code == 2 and "cannot read" in err
+    for args in ((), ("2", "--secret-file", str(kept))):
+        code, _, err = _run("token", "revoke", *args, "--database-url", db_url)
+        assert code == 2 and "give a token id or --secret-file" in err
+    assert "active" in _run("token", "list", "--database-url", db_url)[1].splitlines()[1]
+
+
 def test_token_list_shows_names_printable(db_url: str) -> None:
     """A stored name holding a tab, a newline or an escape sequence is shown escaped, one token
     a line."""

@@ -30,18 +30,23 @@ def login(page: Any, live: Seeded, token: str) -> None:
 
 
 def _watch(page: Any) -> list[str]:
-    """Console errors (a blocked inline script or style is one) from now on."""
+    """Console errors (a blocked inline script or style is one, a resource that failed to load
+    another: the browser's own request for /favicon.ico too) from now on."""
     errors: list[str] = []
+    refused: set[str] = set()  # pages answered 4xx on purpose: each test checks that status
 
     def console(msg: Any) -> None:
-        # a failed load is reported below with its URL (the browser's own /favicon.ico is none)
-        if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
-            errors.append(msg.text)
+        url = msg.location.get("url", "")
+        if msg.type == "error":
+            if not (msg.text.startswith("Failed to load resource") and url in refused):
+                errors.append(f"{msg.text} ({url})")
 
     def response(answer: Any) -> None:
-        if answer.request.resource_type != "document" and answer.status >= 400:
-            if urlsplit(answer.url).path != "/favicon.ico":
-                errors.append(f"{answer.status} {answer.url}")
+        if answer.request.resource_type == "document":
+            if answer.status >= 400:
+                refused.add(answer.url)
+        elif answer.status >= 400:
+            errors.append(f"{answer.status} {answer.url}")
 
     page.on("console", console)
     page.on("pageerror", lambda exc: errors.append(str(exc)))
@@ -64,13 +69,38 @@ def _csrf(page: Any) -> str:
     return str(page.locator("input[name=csrf_token]").first.get_attribute("value"))
 
 
+#: GET routes of the dashboard that are no page: a download
+NOT_PAGES = {"/assets/{asset_id}/sbom"}
+
+
+def _page_routes() -> set[str]:
+    """The path template of every GET route the dashboard serves."""
+    from app.http.dashboard import router
+    from app.http.observe import served_routes
+
+    return {
+        route.path
+        for route in served_routes(router.routes)
+        if "GET" in (getattr(route, "methods", None) or ())
+    }
+
+
 def test_log_in_and_visit_every_page(live: Seeded, page: Any, artifacts: Path) -> None:
+    """Every page of the dashboard (the list is checked against its routes, so a new page is
+    visited too) and the API documentation load without one console error in the browser, and
+    with the security headers."""
     errors = _watch(page)
+    response = page.goto(live.url + "/login")
+    assert response.status == 200
+    page.wait_for_load_state("networkidle")  # the browser's own request for the icon included
+    assert errors == [], errors
     login(page, live, live.admin)
     tampered = live.assets[TAMPERED]
     with live.db.session() as session:
         decision = session.execute(text("SELECT max(id) FROM gate_decision")).scalar_one()
     pages = {
+        "admin": "/admin",
+        "policy-version": "/policies/prod/versions/1",
         "overview": "/",
         "assets": "/assets",
         "asset-tampered": f"/assets/{tampered}",
@@ -92,8 +122,16 @@ def test_log_in_and_visit_every_page(live: Seeded, page: Any, artifacts: Path) -
         "admin-catalogs": "/admin/catalogs",
         "admin-tokens": "/admin/tokens",
     }
+    paths = [urlsplit(p).path for p in ("/login", *pages.values())]
+    unvisited = sorted(
+        template
+        for template in _page_routes() - NOT_PAGES
+        if not any(re.fullmatch(re.sub(r"\{[a-z_]+\}", "[^/]+", template), p) for p in paths)
+    )
+    assert unvisited == [], f"pages this test does not visit: {unvisited}"
     for name, path in pages.items():
         response = page.goto(live.url + path)
+        page.wait_for_load_state("networkidle")
         assert response.status == 200, (path, response.status)
         headers = response.headers
         assert "'unsafe-inline'" not in headers[CSP] and "frame-ancestors 'none'" in headers[CSP]
@@ -101,7 +139,11 @@ def test_log_in_and_visit_every_page(live: Seeded, page: Any, artifacts: Path) -
         assert page.locator("script:not([src])").count() == 0, path
         assert page.locator("[style]").count() == 0, path
         page.screenshot(path=str(artifacts / f"{name}.png"), full_page=True)
-    assert errors == [], errors
+        assert errors == [], (path, errors)
+    for docs in ("/docs", "/redoc"):  # the API's documentation pages, packaged scripts
+        assert page.goto(live.url + docs).status == 200
+        page.wait_for_load_state("networkidle")
+        assert errors == [], (docs, errors)
     assert page.dialogs == []
 
 

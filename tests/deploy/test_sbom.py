@@ -47,6 +47,10 @@ def test_make_sbom_describes_the_locked_service(tmp_path: Path) -> None:
         )
     components = {re.sub(r"[-_.]+", "-", c["name"]).lower(): c for c in bom["components"]}
     assert set(components) == set(pinned)
+    # the figure docs/deploy.md states (it said 81 when the lock pinned 82: issue 18 §6)
+    deploy = " ".join((CHECKOUT / "docs" / "deploy.md").read_text().split())
+    stated = re.search(r"(\d+) components, one per pin of `requirements.lock`", deploy)
+    assert stated is not None and int(stated.group(1)) == len(components) == len(pinned)
     for name, (version, hashes) in pinned.items():
         component = components[name]
         assert component["version"] == version

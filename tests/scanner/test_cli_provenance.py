@@ -198,12 +198,12 @@ def test_catalog_flow(app: typer.Typer, files: dict[str, Path], tmp_path: Path) 
     )
     catalog, signed = tmp_path / "catalog.json", tmp_path / "catalog.dsse.json"
     code, _, err = run(app, "catalog", "from-wheel", wheel, "-o", catalog)
-    assert code == 0 and "1 files" in err
+    assert code == 0 and "1 file\n" in err
     assert json.loads(catalog.read_text())["subject"][0]["name"].endswith("libcudart.so.12")
     code, _, err = run(app, "catalog", "sign", catalog, "--key", files["key"], "-o", signed)
     assert code == 0, err
     code, out, _ = run(app, "catalog", "verify", signed, "--trust-key", files["pub"])
-    assert code == 0 and "1 files" in out and "signer.pub" in out
+    assert code == 0 and "1 file\n" in out and "signer.pub" in out
     _, other = keys.write_keypair(tmp_path / "other", "o", keys.generate("ed25519"))
     code, _, err = run(app, "catalog", "verify", signed, "--trust-key", other)
     assert code == 1 and err.startswith("gpuprov: rejected: ")

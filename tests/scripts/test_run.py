@@ -111,6 +111,31 @@ def test_a_taken_default_port_is_replaced_by_a_free_one(stranger: Stranger) -> N
     assert stranger.requests == []
 
 
+def test_a_port_the_previous_service_holds_is_usable(stranger: Stranger) -> None:
+    """--ours PID: the port counts as free when PID alone listens on it (the stranger here is
+    this test's own process); held by anyone else, it is taken."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for mode in ("--required", "--preferred"):
+            for ours, usable in ((os.getpid(), True), (other.pid, False)):
+                done = subprocess.run(
+                    [sys.executable, str(RUN_PORT), "choose", mode, str(stranger.port)]
+                    + ["--ours", str(ours)],
+                    capture_output=True,
+                    text=True,
+                )
+                if usable:
+                    assert done.returncode == 0 and done.stdout == f"{stranger.port}\n"
+                elif mode == "--required":
+                    assert done.returncode == 1 and "is taken" in done.stderr
+                else:
+                    assert done.returncode == 0 and int(done.stdout) != stranger.port
+    finally:
+        other.kill()
+        other.wait()
+    assert stranger.requests == []
+
+
 @pytest.mark.parametrize("value", ["http", "0", "70000"])
 def test_a_bad_port_setting_is_refused(value: str) -> None:
     done = subprocess.run(
@@ -208,6 +233,90 @@ def test_make_run_on_a_free_port_and_its_printed_commands(tmp_path: Path) -> Non
             time.sleep(0.1)
         else:
             pytest.fail("the printed stop command did not stop the service")
+    finally:
+        _stop(run_dir)
+
+
+def _make_run(run_dir: Path, libs: Path, port: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "run.sh")],
+        env=_env(run_dir, GPUPROV_PORT=str(port), GPUPROV_RUN_INCLUDE=str(libs)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _tokens(run_dir: Path) -> dict[int, tuple[str, str]]:
+    """id -> (name, state) of the run's database, as `gpuprov token list` prints them."""
+    listed = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "gpuprov"), "token", "list"],
+        env=_env(run_dir, GPUPROV_DATABASE_URL=f"sqlite:///{run_dir / 'gpuprov.db'}"),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = [line.split("\t") for line in listed.splitlines()]
+    return {int(r[0]): (r[1], r[4]) for r in rows}
+
+
+def test_a_second_run_keeps_one_set_of_tokens_and_a_taken_port_changes_nothing(
+    stranger: Stranger, tmp_path: Path
+) -> None:
+    """Issue 18 §4: a run revokes the tokens the previous run made (by their secrets: a token
+    someone else named run-admin-N stays), and a port it cannot have stops it before anything
+    changes (the previous run's service keeps running, its database and tokens as they were);
+    the port the previous run's service holds is usable."""
+    run_dir, libs = tmp_path / "run", tmp_path / "libs"
+    libs.mkdir()
+    port = free_port()
+    try:
+        first = _make_run(run_dir, libs, port)
+        assert first.returncode == 0, first.stderr
+        assert "previous run's" not in first.stderr  # nothing to revoke on a first run
+        pid = (run_dir / "server.pid").read_text()
+        secrets = {k: (run_dir / f"{k}.token").read_text() for k in ("admin", "agent")}
+        made = subprocess.run(
+            [str(ROOT / ".venv" / "bin" / "gpuprov"), "token", "create", "--name"]
+            + [f"run-admin-{os.getpid()}", "--scope", "admin"],
+            env=_env(run_dir, GPUPROV_DATABASE_URL=f"sqlite:///{run_dir / 'gpuprov.db'}"),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert made.stdout.startswith("gpv_")
+        before = _tokens(run_dir)
+        assert [state for _, state in before.values()] == ["active"] * 3
+        database = (run_dir / "gpuprov.db").read_bytes()
+
+        taken = _make_run(run_dir, libs, stranger.port)
+        assert taken.returncode == 1, taken.stderr
+        assert f"port {stranger.port} (GPUPROV_PORT) is taken by another process" in taken.stderr
+        assert "nothing changed" in taken.stderr and "stopped the service" not in taken.stderr
+        assert stranger.requests == []
+        assert (run_dir / "server.pid").read_text() == pid and _state(int(pid)) != b"Z"
+        assert (run_dir / "gpuprov.db").read_bytes() == database
+        assert {k: (run_dir / f"{k}.token").read_text() for k in secrets} == secrets
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            assert client.get("/readyz").status_code == 200  # still the first run's service
+
+        second = _make_run(run_dir, libs, port)  # the port the first run's service holds
+        assert second.returncode == 0, second.stderr
+        assert f"stopped the service (pid {pid.strip()})" in second.stderr
+        assert second.stderr.count("make run: the previous run's") == 2
+        after = _tokens(run_dir)
+        old_admin, old_agent, someone = sorted(before)
+        assert after[old_admin] == (before[old_admin][0], "revoked")
+        assert after[old_agent] == (before[old_agent][0], "revoked")
+        assert after[someone] == (f"run-admin-{os.getpid()}", "active")
+        new = {i: v for i, v in after.items() if i not in before}
+        assert sorted(state for _, state in new.values()) == ["active", "active"]
+        admin = (run_dir / "admin.token").read_text().strip()
+        assert admin != secrets["admin"].strip()
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+            for secret, status in ((admin, 200), (secrets["admin"].strip(), 401)):
+                answer = client.get("/api/v1/tokens", headers={"Authorization": f"Bearer {secret}"})
+                assert answer.status_code == status, answer.text
     finally:
         _stop(run_dir)
 

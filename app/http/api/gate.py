@@ -31,7 +31,7 @@ from app.http.deps import (
 )
 from app.http.metrics import Metrics
 from app.http.params import Limit, Offset, Timestamp, rfc3339
-from app.http.schemas import ErrorResponse
+from app.http.schemas import BOM_EXAMPLE, ErrorResponse
 from app.http.schemas_policy import GateAnswer, GateDecisionPage, PromotionDiff
 from app.settings import Settings
 from scanner.loaders import DocumentError, load_json
@@ -61,6 +61,7 @@ class GateIn(BaseModel):
 
 
 #: `GateIn` as the document states it: the policy's name rule, and exactly one of the subjects
+_IMAGE_EXAMPLE = "sha256:1a1c65818a60eb5b920182bc768a7dd5f7ae3a899a8ffd55eaa518e2a8cfb2c2"
 _REQUEST_SCHEMA = {
     "type": "object",
     "required": ["policy"],
@@ -158,7 +159,21 @@ def _signing(settings: Settings) -> gate.VsaSigning | None:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": _REQUEST_SCHEMA}},
+            "content": {
+                "application/json": {
+                    "schema": _REQUEST_SCHEMA,
+                    "examples": {
+                        "image": {
+                            "summary": "an image by the digest of its stored scan",
+                            "value": {"policy": "prod", "image": _IMAGE_EXAMPLE},
+                        },
+                        "bom": {
+                            "summary": "a BOM sent with the request",
+                            "value": {"policy": "prod", "bom": BOM_EXAMPLE},
+                        },
+                    },
+                }
+            },
         }
     },
     summary="Decide whether an image (by digest, or a BOM) may be promoted under a policy",

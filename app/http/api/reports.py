@@ -27,7 +27,7 @@ from app.http.body import (
 )
 from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
 from app.http.metrics import Metrics
-from app.http.schemas import ErrorResponse, IngestAnswer
+from app.http.schemas import BOM_EXAMPLE, ErrorResponse, IngestAnswer
 from app.settings import Settings
 
 router = APIRouter(tags=["reports"])
@@ -121,7 +121,8 @@ ReportBody = Annotated[ReceivedReport, Depends(_received, scope="function")]
             "required": True,
             "description": "a CycloneDX 1.4-1.7 JSON BOM; `Content-Encoding: gzip` accepted",
             "content": {
-                media_type: {"schema": {"type": "object"}} for media_type in ACCEPTED_MEDIA_TYPES
+                media_type: {"schema": {"type": "object"}, "example": BOM_EXAMPLE}
+                for media_type in ACCEPTED_MEDIA_TYPES
             },
         }
     },

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from app.http.dashboard import (
@@ -100,11 +100,21 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
 
     async def login_required(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, LoginRequired)
-        target = "/login"
-        if exc.next_url != "/":
-            target += "?" + query_string({"next": exc.next_url})
+        query = {"next": exc.next_url if exc.next_url != "/" else None}
+        query["ended"] = exc.ended.value if exc.ended else None
+        target = "/login" + (f"?{query_string(query)}" if any(query.values()) else "")
         return RedirectResponse(target, status_code=303)
 
     app.add_exception_handler(LoginRequired, login_required)
+
+    # browsers ask every site for /favicon.ico: a 404 there is a console error on each page
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> FileResponse:
+        return FileResponse(
+            _STATIC_DIR / "favicon.ico",
+            media_type="image/vnd.microsoft.icon",
+            headers={"Cache-Control": "public, max-age=86400"},
+        )
+
     app.mount(STATIC_URL, StaticFiles(directory=_STATIC_DIR), name="dashboard-static")
     app.include_router(router)

@@ -20,10 +20,14 @@ from app.http.dashboard.paging import PageNumber, Pager, PerPage
 from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, SessionDep, WriteSessionDep
 from app.http.params import IdPath
+from scanner.wording import counted
 
 router = APIRouter(prefix="/admin")
 
 SCOPES = tuple(s.value for s in Scope)
+#: the expiry the token form offers (docs/dashboard.md): a token made in a browser is short-lived
+#: unless its maker asks otherwise; a blank field makes one that never expires, as the CLI does
+TOKEN_EXPIRY_DEFAULT = "90d"
 
 
 def _actor(state: PageState) -> audit.Actor:
@@ -71,12 +75,15 @@ async def store_policy(
     db: DatabaseDep,
     background: BackgroundTasks,
 ) -> Response:
-    """Store the posted document as the next version of its policy and re-evaluate fleet
-    compliance under it (after answering, on a large fleet)."""
+    """Store the posted document as the next version of the policy it names (its ``name:``;
+    no field asks for it again) and re-evaluate fleet compliance under it (after answering, on
+    a large fleet)."""
     form = await checked_form(request, state)
-    name, document = form.get("name", "").strip(), form.get("document", "")
+    document = form.get("document", "")
+    name = ""
     now = utcnow()
     try:
+        name = policies.name_of(document.encode())
         row, created = policies.put_policy(session, name, document.encode(), state.user, now)
         if created:
             audit.record_policy(session, _actor(state), row.name, row.version, row.content_sha256)
@@ -220,8 +227,8 @@ async def import_catalog(
     else:
         what = "Imported" if result.created else "Already imported:"
         context = {
-            "message": f"{what} {result.catalog['name']} ({result.catalog['entries']} files)."
-            + _pending(result.compliance_pending)
+            "message": f"{what} {result.catalog['name']} "
+            f"({counted(result.catalog['entries'], 'file')})." + _pending(result.compliance_pending)
         }
         session.flush()
     listing = catalogs.list_catalogs(session, 50, 0)
@@ -234,11 +241,12 @@ async def import_catalog(
 
 
 def _tokens_context(session: SessionDep, page: int, per_page: int) -> dict[str, Any]:
-    rows, total = tokens.token_page(session, per_page, (page - 1) * per_page)
+    rows, total = tokens.token_overview(session, per_page, (page - 1) * per_page, utcnow())
     return {
-        "tokens": [tokens.token_dict(t) for t in rows],
+        "tokens": rows,
         "pager": Pager(page, per_page, total),
         "scopes": [(s, _field(s)) for s in SCOPES],
+        "expires": TOKEN_EXPIRY_DEFAULT,
     }
 
 
@@ -266,12 +274,15 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
     # every comma-separated entry is a policy name: an empty one is refused, not dropped
     limit = form.get("policies", "").strip()
     policy_names = [p.strip() for p in limit.split(",")] if limit else []
+    expires = form.get("expires", "").strip()
     try:
+        expires_at = tokens.parse_expiry(expires, utcnow()) if expires else None
         new = tokens.create_token(
             session,
             form.get("name", "").strip(),
             scopes,
             patterns,
+            expires_at=expires_at,
             actor=_actor(state),
             policy_names=policy_names,
         )
@@ -280,7 +291,7 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
         return render(
             request,
             "admin_tokens.html",
-            {**_tokens_context(session, 1, 50), "error": e.message},
+            {**_tokens_context(session, 1, 50), "error": e.message, "expires": expires},
             status=e.status,
         )
     session.flush()
@@ -289,7 +300,12 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
         "admin_tokens.html",
         {
             **_tokens_context(session, 1, 50),
-            "created": {"name": new.token.name, "secret": new.secret, "id": new.token.id},
+            "created": {
+                "name": new.token.name,
+                "secret": new.secret,
+                "id": new.token.id,
+                "expires_at": new.token.expires_at,
+            },
         },
     )
 

@@ -18,7 +18,9 @@ from app.clock import utcnow
 from app.domain.tokens import (
     Principal,
     Scope,
+    SessionEnd,
     hash_secret,
+    session_end,
     session_principal,
 )
 from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
@@ -28,6 +30,7 @@ from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, authenticate_secret
 from app.http.params import after_authentication, check_query
 from app.settings import Settings
+from scanner.wording import counted
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +45,13 @@ _FORM_TYPE = "application/x-www-form-urlencoded"
 
 
 class LoginRequired(Exception):
-    """No valid session: the page answers with a redirect to the login form."""
+    """No valid session: the page answers with a redirect to the login form, which says why a
+    session that existed ended."""
 
-    def __init__(self, next_url: str) -> None:
+    def __init__(self, next_url: str, ended: SessionEnd | None = None) -> None:
         super().__init__(next_url)
         self.next_url = next_url
+        self.ended = ended
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,16 +104,21 @@ def _here(request: Request) -> str:
 
 def page_state(request: Request, db: DatabaseDep) -> PageState:
     """The page's logged-in user, from the session cookie (a redirect to /login without a
-    valid one: missing, forged, expired, or its token revoked)."""
+    valid one: missing, forged, expired, or its token revoked or expired; the last three say
+    so there)."""
     signer = signer_of(request)
     now = utcnow()
-    data = signer.session(request.cookies.get(SESSION_COOKIE), int(now.timestamp()))
+    cookie = request.cookies.get(SESSION_COOKIE)
+    data = signer.session(cookie, int(now.timestamp()))
     if data is None:
-        raise LoginRequired(_here(request))
+        outlived = signer.outlived(cookie, int(now.timestamp()))
+        raise LoginRequired(_here(request), SessionEnd.SESSION_EXPIRED if outlived else None)
     with db.lookup() as conn:
         found = session_principal(conn, data.token_id, now)
+        ended = session_end(conn, data.token_id, now) if found is None else None
     if found is None or not same_token(signer.binding(found[1]), data.binding):
-        raise LoginRequired(_here(request))
+        # a binding to another hash: the token this session logged in with is gone
+        raise LoginRequired(_here(request), ended or SessionEnd.TOKEN_REVOKED)
     state = PageState(found[0], data.csrf)
     request.state.page = state
     return state
@@ -185,14 +195,40 @@ def _cookie_secure(request: Request) -> bool:
     return settings.cookie_secure or request.url.scheme == "https"
 
 
+def ended_message(ended: SessionEnd, session_seconds: int) -> str:
+    """What the login page says about a session that ended (the token's words are the API's:
+    "unknown or revoked" and "expired", nothing more)."""
+    if ended is SessionEnd.SESSION_EXPIRED:
+        if session_seconds % 3600 == 0:
+            length = counted(session_seconds // 3600, "hour")
+        elif session_seconds % 60 == 0:
+            length = counted(session_seconds // 60, "minute")
+        else:
+            length = counted(session_seconds, "second")
+        return (
+            f"Your session ended: a session lasts {length} (GPUPROV_SESSION_LIFETIME_SECONDS). "
+            "Log in again."
+        )
+    if ended is SessionEnd.TOKEN_EXPIRED:
+        return "Your session ended: the token has expired. Log in with a current token."
+    if ended is SessionEnd.TOKEN_REVOKED:
+        return "Your session ended: the token is unknown or revoked. Log in with a current token."
+    return "You have logged out."
+
+
 def _login_page(
-    request: Request, next_url: str, *, error: str | None = None, status: int = 200
+    request: Request,
+    next_url: str,
+    *,
+    error: str | None = None,
+    status: int = 200,
+    notice: str | None = None,
 ) -> Response:
     token, cookie = signer_of(request).new_login(_now())
     response = render(
         request,
         "login.html",
-        {"login_csrf": token, "next": next_url, "error": error},
+        {"login_csrf": token, "next": next_url, "error": error, "notice": notice},
         status=status,
     )
     response.set_cookie(
@@ -213,9 +249,16 @@ def login_form(
     next: Annotated[
         str | None, Query(max_length=2048, description="local path to open after login")
     ] = None,
+    ended: Annotated[
+        SessionEnd | None, Query(description="why the session before ended (the page says so)")
+    ] = None,
 ) -> Response:
     """The login form: a service token in the field ``token``."""
-    return _login_page(request, safe_next(next))
+    settings: Settings = request.app.state.settings
+    notice = None
+    if ended is not None:
+        notice = ended_message(ended, settings.session_lifetime_seconds)
+    return _login_page(request, safe_next(next), notice=notice)
 
 
 @router.post("/login")
@@ -232,9 +275,11 @@ async def login(request: Request, db: DatabaseDep) -> Response:
         return _login_page(request, next_url, error="enter a service token", status=400)
     try:
         principal = await run_in_threadpool(authenticate_secret, request, db, secret)
-    except Unauthorized:
-        log.info("dashboard login refused: unknown or revoked token")
-        return _login_page(request, next_url, error="unknown or revoked token", status=401)
+    except Unauthorized as e:
+        # the API's own words for this secret: an expired token is said to be expired, an
+        # unknown and a revoked one read the same
+        log.info("dashboard login refused: %s", e.message)
+        return _login_page(request, next_url, error=e.message, status=401)
     if not principal.has(Scope.INVENTORY_READ):
         return _login_page(
             request,
@@ -267,7 +312,7 @@ async def login(request: Request, db: DatabaseDep) -> Response:
 async def logout(request: Request, state: Annotated[PageState, Depends(user)]) -> Response:
     """End the session (the form carries the CSRF token) and go back to the login form."""
     await checked_form(request, state)
-    response = RedirectResponse("/login", status_code=303)
+    response = RedirectResponse(f"/login?ended={SessionEnd.LOGGED_OUT}", status_code=303)
     response.delete_cookie(
         SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=_cookie_secure(request)
     )

@@ -105,6 +105,15 @@ class Signer:
             return None
         return data if data.issued_at <= now < data.expires_at else None
 
+    def outlived(self, value: str | None, now: int) -> bool:
+        """Whether a cookie value is a session of ours whose lifetime has ended (the login page
+        then says so; a forged or malformed one is no session to explain)."""
+        payload = self.unsign("session", value)
+        try:
+            return payload is not None and int(payload["e"]) <= now
+        except (KeyError, TypeError, ValueError):
+            return False
+
     def new_login(self, now: int) -> tuple[str, str]:
         """A login form's CSRF token and the cookie value that vouches for it."""
         token = secrets.token_urlsafe(32)

@@ -15,6 +15,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from app.http.dashboard.paging import url_with
+from scanner.wording import counted, plural
 
 #: the pages' policy: their stylesheet and nothing else, no inline script or style, no framing
 #: (the service's other answers get the stricter API policy of `app.http.security`)
@@ -75,6 +76,9 @@ NAV = [
 ]
 
 _env.filters["when"] = _when
+# {{ n|counted("asset") }} -> "1 asset"; {{ "file"|plural(n) }} -> "file" or "files"
+_env.filters["counted"] = counted
+_env.filters["plural"] = plural
 _env.globals["percent"] = _percent
 _env.globals["nav"] = NAV
 

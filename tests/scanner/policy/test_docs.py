@@ -28,6 +28,34 @@ def test_policy_doc_names_every_rule_and_control() -> None:
         assert short in text, cid
 
 
+#: how the README's one-sentence summary names each rule
+README_NAMES = {
+    "integrity": "integrity",
+    "ownership": "ownership",
+    "provenance": "provenance",
+    "versions": "versions",
+    "cuda_pairing": "CUDA pairing",
+    "mixed_cudnn": "mixed cuDNN",
+    "duplicates": "duplicates",
+    "driver": "driver",
+    "loaded": "loaded libraries",
+    "image_signature": "image signature",
+    "slsa": "SLSA level",
+    "scan_age": "scan age",
+    "parity": "parity",
+}
+
+
+def test_the_readme_lists_every_rule() -> None:
+    """Issue 18 §6's class: a list or count in the docs that the code decides (the README's list
+    of rules left out `loaded`)."""
+    assert set(README_NAMES) == set(RULE_IDS)
+    readme = " ".join((DOCS.parent / "README.md").read_text().split())
+    found = re.search(r"A PromotionPolicy \(([^)]*)\)", readme)
+    assert found is not None
+    assert found.group(1).split(", ") == [README_NAMES[r] for r in RULE_IDS]
+
+
 def _options(name: str) -> set[str]:
     group = typer.main.get_command(app)
     assert isinstance(group, click.Group)
