@@ -106,6 +106,8 @@ def asset_query(
     min_slsa_level: int | None = None,
     signed: bool | None = None,
     gpu_model: str | None = None,
+    status: str | None = None,
+    gate: str | None = None,
 ) -> AssetQuery:
     """The asset filters of a request; ``labels`` are ``KEY=VALUE`` strings, checked."""
     return AssetQuery(
@@ -116,6 +118,8 @@ def asset_query(
         min_slsa_level=min_slsa_level,
         signed=signed,
         gpu_model=gpu_model,
+        status=status,
+        gate=gate,
     )
 
 

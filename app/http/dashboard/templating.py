@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup, escape
 
 from app.http.dashboard.paging import url_with
 
@@ -41,6 +42,14 @@ def _when(value: str | datetime | None) -> str:
         return "—"
     text = value.isoformat() if isinstance(value, datetime) else str(value)
     return text[:16].replace("T", " ")
+
+
+def _breakable(value: object, after: str = "/") -> Markup:
+    """A path or name that may wrap after each ``after`` character (escaped, a ``<wbr>`` after
+    each): a column of paths stays readable instead of breaking every few characters."""
+    if value is None:
+        return Markup("—")
+    return Markup(f"{escape(after)}<wbr>").join(escape(part) for part in str(value).split(after))
 
 
 def _percent(part: int, whole: int) -> str:
@@ -75,6 +84,7 @@ NAV = [
 ]
 
 _env.filters["when"] = _when
+_env.filters["breakable"] = _breakable
 _env.globals["percent"] = _percent
 _env.globals["nav"] = NAV
 
