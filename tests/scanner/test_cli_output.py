@@ -325,13 +325,44 @@ def test_spec_version_without_a_cyclonedx_report_is_a_usage_error(
     assert cdx.exit_code == 0 and json.loads(cdx.stdout)["specVersion"] == "1.7"
 
 
-def test_a_directory_too_long_for_its_column_breaks_after_a_slash(world: sc.World) -> None:
-    # At 80 columns `/usr/local/cuda-13.0/lib/` came out as `/usr/local/cuda-13.0/lib` and a
-    # row holding only `/`: directory rows now break after a `/` where one fits.
-    result = invoke("scan", world.root, "-f", "table", "--no-cache", columns=60)
+LONG_DIR = (
+    "opt/conda/envs/llm-finetune-pytorch-2.4.1-cuda12.4/lib/python3.11/"
+    "site-packages/nvidia/cuda_runtime/lib"
+)
+
+
+@pytest.fixture(scope="module")
+def long_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("long-dir")
+    build_cuda_library(root / LONG_DIR, "cudart", "12.4.127")
+    return root
+
+
+@pytest.mark.parametrize("columns", [120, 200])
+def test_a_directory_takes_one_line_when_the_terminal_holds_it(
+    long_dir: Path, columns: int
+) -> None:
+    # At 120 columns a conda environment's directory took five lines: it had only the file
+    # column's width. A directory's line is as wide as the terminal.
+    result = invoke("scan", long_dir, "-f", "table", "--no-cache", columns=columns)
     assert result.exit_code == 0, result.output
     lines = [line.rstrip() for line in result.stdout.splitlines()]
-    at = lines.index("/opt/conda/")
-    assert lines[at + 1] == "lib/"
-    assert "/" not in lines
+    assert f"/{LONG_DIR}/" in lines
+    assert max(widths(result.stdout)) <= columns
+
+
+def test_a_directory_too_long_for_the_terminal_breaks_after_a_slash(long_dir: Path) -> None:
+    # At 80 columns `/usr/local/cuda-13.0/lib/` came out as `/usr/local/cuda-13.0/lib` and a
+    # row holding only `/`: directory lines break after a `/` where one fits.
+    result = invoke("scan", long_dir, "-f", "table", "--no-cache", columns=60)
+    assert result.exit_code == 0, result.output
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    at = next(n for n, line in enumerate(lines) if line.startswith("/opt/"))
+    parts = []
+    for line in lines[at:]:
+        parts.append(line)
+        if "".join(parts) == f"/{LONG_DIR}/":
+            break
+    assert "".join(parts) == f"/{LONG_DIR}/", lines
+    assert len(parts) > 1 and all(part.endswith("/") for part in parts)
     assert max(widths(result.stdout)) <= 60
