@@ -366,3 +366,40 @@ def test_a_directory_too_long_for_the_terminal_breaks_after_a_slash(long_dir: Pa
     assert "".join(parts) == f"/{LONG_DIR}/", lines
     assert len(parts) > 1 and all(part.endswith("/") for part in parts)
     assert max(widths(result.stdout)) <= 60
+
+
+# --- errors of several lines ----------------------------------------------------------------
+
+
+def test_a_yaml_error_names_its_line_and_quotes_it_under_the_error(tmp_path: Path) -> None:
+    # It came out as one line holding a literal "\n" and PyYAML's "<unicode string>" twice.
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: p\nrules:\n"
+        '  versions: {allow: {cudnn: "\\q"}}\n'
+    )
+    (tmp_path / "root").mkdir()
+    result = invoke("gate", tmp_path / "root", "--policy-file", policy)
+    assert result.exit_code == 2, result.output
+    first, quoted, caret, *rest = result.stderr.splitlines()
+    assert first == (
+        "gpuprov: error: policy is not YAML: line 5, column 30: found unknown escape character"
+        " (while parsing a quoted scalar at line 5, column 29)"
+    )
+    assert quoted == '    versions: {allow: {cudnn: "\\q"}}'  # indented by 2 under the error
+    assert caret == " " * (2 + 29) + "^" and rest == []  # under the backslash
+    assert "\\n" not in result.stderr and "unicode string" not in result.stderr
+
+
+def test_each_line_of_an_error_is_escaped_and_indented_under_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from scanner.cli_common import error
+
+    error("refused: the server says:\nline two\x1b[2J\ngpuprov: error: not ours")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "gpuprov: error: refused: the server says:",
+        "  line two\\x1b[2J",
+        "  gpuprov: error: not ours",  # indented: never read as an error of its own
+    ]
