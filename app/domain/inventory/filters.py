@@ -14,6 +14,8 @@ from app.domain.patterns import CONTROL, SPACE_OR_CONTROL
 from app.domain.report_parser import check_label
 from app.domain.versions import parse_version_filter
 from app.errors import BadRequest, InvalidReport
+from app.storage.repositories.inventory import SORTS as SORTS  # the asset list's orders
+from app.storage.repositories.inventory import STATUSES as STATUSES  # worst first
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch, VersionRange
 from scanner import vocabulary as v
 

@@ -20,7 +20,6 @@ from app.http.dashboard.paging import PageNumber, Pager, PerPage, blank_to_none
 from app.http.dashboard.templating import render
 from app.http.deps import SessionDep
 from app.http.params import MAX_BIGINT, IdPath
-from app.storage.repositories.inventory import SORTS, STATUSES
 from scanner.detect.classifiers import CLASSIFIERS
 
 router = APIRouter()
@@ -37,7 +36,7 @@ CHANGES_LISTED = 8
 DECISIONS_SHOWN = 10
 #: the gate filter's choices: a latest decision under some policy, or never gated
 GATE_CHOICES = ("deny", "warn", "allow", "none")
-SORT_CHOICES = tuple(s for column in SORTS for s in (column, f"-{column}"))
+SORT_CHOICES = tuple(s for column in filters.SORTS for s in (column, f"-{column}"))
 #: the file filter of the asset page: every GPU library, or only the findings
 FILE_CHOICES = ("all", "findings")
 
@@ -106,7 +105,7 @@ def asset_list(
         match=match,
         min_slsa_level=_level(slsa),
         signed=_yes_no("signed", signed),
-        status=filters.check_choice("status", status, STATUSES),
+        status=filters.check_choice("status", status, filters.STATUSES),
         gate=filters.check_choice("gate", gate_decision, GATE_CHOICES),
     )
     sort = filters.check_choice("sort", sort, SORT_CHOICES)
@@ -141,7 +140,7 @@ def asset_list(
                 "family": FAMILIES,
                 "verdict": filters.VERDICT_VALUES,
                 "slsa": SLSA_LEVELS,
-                "status": STATUSES,
+                "status": filters.STATUSES,
                 "gate": GATE_CHOICES,
             },
         },
