@@ -955,3 +955,31 @@ def test_overview_figures_are_reused_for_the_cache_time(
         app.state.overview_cache.clear()
         again = own.get("/").text
         assert re.search(r'<div class="figure">2</div><div class="label">hosts', again)
+
+
+def test_long_change_and_file_lists_show_their_first_entries_and_keep_the_rest(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    host = {"kind": "host", "name": "node-grows", "machine_id": "b7", "owners": []}
+    libs = [
+        boms.Lib(f"/opt/env/lib/libcudart.so.12.{n}", "cudart", "cudart", "12.4.127")
+        for n in range(12)
+    ]
+    for extra, when in (([], "2026-11-30T00:00:00Z"), (libs, "2026-12-01T00:00:00Z")):
+        bom = boms.gpuprov_bom(**host, extra_libs=extra, timestamp=when)
+        answer = post_report(boms.encode(bom))
+        assert answer.status_code == 201, answer.text
+    asset = answer.json()["asset_id"]
+    _reader(service, client)
+    page = _text(client.get(f"/assets/{asset}").text)
+    history = page[page.index("<h2>Scan history</h2>") :]
+    shown, hidden = history.split("<details>", 1)
+    assert shown.count('<li class="added">+ ') == 8
+    assert "and 4 more added" in hidden
+    assert all(f"/opt/env/lib/libcudart.so.12.{n}" in history for n in range(12))
+    used = _text(client.get("/libraries/where-used?family=cudart").text)
+    assert used.count("/opt/env/lib/libcudart.so.12.") == 10
+    assert f'<a href="/assets/{asset}#libraries">and 2 more on its page</a>' in used
+    changes = _text(client.get("/drift/changes").text)
+    assert changes.count("/opt/env/lib/libcudart.so.12.") == 8
+    assert "and 4 more added (its page)" in changes
