@@ -129,7 +129,7 @@ def test_no_page_scrolls_sideways_at_1280_px(live: Seeded, narrow: Any, artifact
     if found["scroll"] > found["width"] or found["wide"]:
         wide["/login"] = found
     login(narrow, live, live.admin)
-    # and an error page, with a long path in its message
+    # and an error page
     missing = "/assets/999999999"
     for path in [*(u for group in urls.values() for u in group), missing]:
         response = narrow.goto(live.url + path)
