@@ -273,16 +273,18 @@ def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = F
     trust = _trust_columns(result)
     rows = [_row(lib, result, wide) for lib in result.libraries]
 
-    def new_table(**options: object) -> Table:
+    def new_table(title: Text | None = None) -> Table:
         return Table(
+            title=title,
+            title_justify="left",
+            show_header=title is not None,
             box=box.SIMPLE_HEAD,
             show_edge=False,
             pad_edge=False,
             collapse_padding=True,
-            **options,  # type: ignore[arg-type]
         )
 
-    table = new_table(title=cell(title), title_justify="left")
+    table = new_table(cell(title))
     if wide:
         for name in _ORDER:
             if name != "file" and (name in trust or name not in ("provenance", "signer", "slsa")):
@@ -310,7 +312,7 @@ def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = F
             groups[-1][1].append(row)
         for parent, group in groups:
             console.print(Text(_wrap_dir(printable(parent), console.width), style="bold"))
-            part = new_table(show_header=False)
+            part = new_table()
             for name in columns:
                 part.add_column(name, width=widths[name], overflow="fold")
             for row in group:
