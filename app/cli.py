@@ -309,9 +309,13 @@ def token_create(
     typer.echo(new.secret)
 
 
+#: the fields of `token list`, in order (its header line)
+TOKEN_LIST_FIELDS = ("id", "name", "prefix", "scopes", "state")
+
+
 @token_app.command("list", cls=StrictCommand)
 def token_list(database_url: DatabaseUrl = None) -> None:
-    """List tokens (never their secrets)."""
+    """List tokens (never their secrets): a header line, then one token a line, tab-separated."""
 
     from app.clock import utcnow
     from app.domain.tokens import TokenState, list_tokens, token_state
@@ -336,6 +340,8 @@ def token_list(database_url: DatabaseUrl = None) -> None:
             # tab, a newline (a forged row) or an escape sequence for the terminal
             fields = (t.id, t.name, f"{t.prefix}…", ",".join(t.scopes), state + assets)
             lines.append("\t".join(printable(f) for f in fields))
+    # the header names the fields (`tail -n +2` drops it; `cut -f2` still takes the names)
+    typer.echo("\t".join(TOKEN_LIST_FIELDS))
     for line in lines:
         typer.echo(line)
 

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     #: seconds the dashboard overview's fleet figures are reused by a worker before they are
     #: computed again (each a pass over the current files); 0 computes them on every request
     dashboard_cache_seconds: int = Field(default=30, ge=0, le=3600)
+    #: the promotion policy the dashboard's compliance pages show when none is asked for; unset
+    #: (or not stored): the policy the gate used most in the last 30 days, else the first by name
+    default_policy: str | None = Field(default=None, max_length=128)
     #: mark the session cookie Secure even on plain-HTTP requests (a TLS-terminating proxy that
     #: does not forward the scheme); it is always Secure on HTTPS requests
     cookie_secure: bool = False
@@ -115,6 +118,12 @@ class Settings(BaseSettings):
     @classmethod
     def _driver(cls, value: str) -> str:
         return normalize_database_url(value)
+
+    @field_validator("default_policy")
+    @classmethod
+    def _default_policy(cls, value: str | None) -> str | None:
+        # GPUPROV_DEFAULT_POLICY= (set but empty) means no default, as unset does
+        return value.strip() or None if value is not None else None
 
     @field_validator("public_url")
     @classmethod

@@ -47,6 +47,10 @@ PAGES = {
     "asset_list_verdict_modified": "/assets?verdict=modified",
     "asset_list_label_page_50": "/assets?kind=host&label=env%3Dprod&page=50",
     "asset_list_unsigned_images": "/assets?kind=image&signed=false",
+    # issue 18: the status column, its filter and order, the latest gate decision filter
+    "asset_list_sort_status": "/assets?sort=status",
+    "asset_list_status_conflict": "/assets?status=conflict",
+    "asset_list_gate_deny": "/assets?gate=deny",
     "asset_detail": "/assets/5000",
 }
 #: findings spread over the fleet: every 97th current file modified, every 89th unowned,

@@ -69,8 +69,15 @@ def say(message: str) -> None:
 
 
 def error(message: str) -> None:
-    """The one error style of every command: ``gpuprov: error: MESSAGE`` on stderr."""
-    say(f"{PROG}: error: {message}")
+    """The one error style of every command: ``gpuprov: error: MESSAGE`` on stderr. A message
+    of several lines (a YAML error quotes the line at fault under it, a server's answer may
+    hold a few) keeps them, each escaped on its own and each further line indented, so that
+    none reads as an error of its own; before, they came out as one line with a literal
+    ``\\n``."""
+    first, *more = message.split("\n")
+    say(f"{PROG}: error: {first}")
+    for line in more:
+        say(f"  {line}")
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:

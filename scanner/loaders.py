@@ -133,6 +133,30 @@ def _one_line(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
+#: longest source line quoted under a YAML error (a minified document is one long line)
+MAX_QUOTED_LINE = 160
+
+
+def _yaml_message(error: Exception, text: str) -> str:
+    """A YAML syntax error as a reader wants it: where (line and column, from 1), what, and the
+    line itself with a caret under the place, on lines of their own. PyYAML's own text names
+    ``"<unicode string>"`` twice and, collapsed onto one line, lost the excerpt."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None)
+    if mark is None or not problem:
+        return _one_line(error)
+    message = f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    context = getattr(error, "context", None)
+    if context:
+        where = getattr(error, "context_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        message += f" ({context}{at})"
+    lines = text.splitlines()
+    if mark.line < len(lines) and len(lines[mark.line]) <= MAX_QUOTED_LINE:
+        message += f"\n{lines[mark.line]}\n{' ' * mark.column}^"
+    return message
+
+
 def _check_events(text: str, loader: type[yaml.SafeLoader]) -> None:
     """Refuse, from the event stream alone (before anything is built or recursed into), a
     document nested deeper than `MAX_DEPTH`, one whose aliases expand past `MAX_NODES` nodes,
@@ -247,7 +271,7 @@ def load_yaml(data: bytes | str) -> Any:
     except DocumentError:
         raise
     except yaml.YAMLError as e:
-        raise DocumentError(_one_line(e)) from None
+        raise DocumentError(_yaml_message(e, text)) from None
     # ValueError: a timestamp that is no date, a base-60 number that is none; RecursionError,
     # OverflowError: in case a constructor still meets what the event check let through
     except (ValueError, RecursionError, OverflowError) as e:

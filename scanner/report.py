@@ -186,18 +186,33 @@ def _layout(
             chosen.append(name)
     widths = {c: natural(c) for c in chosen if c not in _FOLDS}
     left = budget(chosen)
-    others = [c for c in chosen if c in _FOLDS and c != "file"]
-    share = max(6, left // (2 + len(others)))  # the file name gets about twice a share
-    for name in others:
-        widths[name] = min(natural(name), share)
-    widths["file"] = max(12, left - sum(widths[c] for c in others))
+    # The names share what is left, the file name about twice a share; a name that needs less
+    # than its share takes what it needs and leaves the rest to the others (a short library
+    # name no longer folds an owner's name while the file column holds spaces).
+    pending = [c for c in chosen if c in _FOLDS]
+    while pending:
+        weights = {c: 2 if c == "file" else 1 for c in pending}
+        total = sum(weights.values())
+        share = {c: left * weights[c] // total for c in pending}
+        fits = [c for c in pending if natural(c) <= share[c]]
+        if not fits:
+            others = [c for c in pending if c != "file"]
+            for c in others:
+                widths[c] = max(6, share[c])
+            if "file" in pending:  # and whatever the rounding left over
+                widths["file"] = max(12, left - sum(widths[c] for c in others))
+            break
+        for c in fits:
+            widths[c] = natural(c)
+            left -= natural(c)
+            pending.remove(c)
     return {c: widths[c] for c in _ORDER if c in widths}
 
 
 def _wrap_dir(path: str, width: int) -> str:
-    """A directory row's path in lines of at most ``width``, broken after a ``/`` where one
+    """A directory line's path in lines of at most ``width``, broken after a ``/`` where one
     fits (``/usr/local/cuda-13.0/`` + ``lib/``, not ``/usr/local/cuda-13.0/lib`` + ``/``); a
-    single name longer than ``width`` is still folded by the table."""
+    single name longer than ``width`` is still folded by the console."""
     lines: list[str] = []
     line = ""
     for piece in re.findall(r"[^/]*/|[^/]+$", path):
@@ -257,33 +272,52 @@ def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = F
         title += f" ({asset.digest if wide else asset.digest[:19]})"
     trust = _trust_columns(result)
     rows = [_row(lib, result, wide) for lib in result.libraries]
-    table = Table(
-        title=cell(title),
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+
+    def new_table(title: Text | None = None) -> Table:
+        return Table(
+            title=title,
+            title_justify="left",
+            show_header=title is not None,
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+            pad_edge=False,
+            collapse_padding=True,
+        )
+
+    table = new_table(cell(title))
     if wide:
         for name in _ORDER:
             if name != "file" and (name in trust or name not in ("provenance", "signer", "slsa")):
                 table.add_column(name, no_wrap=True)
+        columns = [str(c.header) for c in table.columns]
+        for row in rows:
+            table.add_row(*(Text(*row[name]) for name in columns))
+        console.print(table)
     else:
-        for name, size in _layout(rows, trust, console.width).items():
+        widths = _layout(rows, trust, console.width)
+        columns = list(widths)
+        for name, size in widths.items():
             # Widths fit unless the terminal is very narrow; then every column folds, so
             # nothing is cut off.
             table.add_column(name, width=size, overflow="fold")
-    columns = [str(c.header) for c in table.columns]
-    directory = None
-    for lib, row in zip(result.libraries, rows, strict=True):
-        parent = lib.ref.path.rpartition("/")[0] + "/"
-        if not wide and parent != directory:
-            directory = parent
-            shown = _wrap_dir(printable(parent), table.columns[0].width or console.width)
-            table.add_row(Text(shown, style="bold"))
-        table.add_row(*(Text(*row[name]) for name in columns))
-    console.print(table)
+        console.print(table)
+        # Each directory is named once on a line of its own, as wide as the terminal (inside
+        # the table it had only the file column's width: at 120 columns a conda environment's
+        # directory took five lines); its files follow in a table of the same column widths.
+        groups: list[tuple[str, list[dict[str, tuple[str, str]]]]] = []
+        for lib, row in zip(result.libraries, rows, strict=True):
+            parent = lib.ref.path.rpartition("/")[0] + "/"
+            if not groups or groups[-1][0] != parent:
+                groups.append((parent, []))
+            groups[-1][1].append(row)
+        for parent, group in groups:
+            console.print(Text(_wrap_dir(printable(parent), console.width), style="bold"))
+            part = new_table()
+            for name in columns:
+                part.add_column(name, width=widths[name], overflow="fold")
+            for row in group:
+                part.add_row(*(Text(*row[name]) for name in columns))
+            console.print(part)
     image_line = _image_line(result)
     if image_line:
         console.print(cell(image_line))

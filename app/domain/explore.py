@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -173,3 +175,39 @@ def decision(session: Session, decision_id: int) -> dict[str, Any]:
 def policy_names(session: Session) -> list[str]:
     """The stored promotion policies' names."""
     return repo.policy_names(session)
+
+
+#: how far back "the policy the gate uses most" looks
+GATED_WINDOW = timedelta(days=30)
+
+
+@dataclass(frozen=True, slots=True)
+class ChosenPolicy:
+    """The policy a compliance page shows, and why that one (the page says so)."""
+
+    name: str | None
+    why: str  # "asked", "configured", "most-gated", "first", "none"
+    #: the configured default when it names no stored policy (the page says it was passed over)
+    missing_default: str | None = None
+
+
+def choose_policy(
+    session: Session, asked: str | None, default: str | None, now: datetime
+) -> ChosenPolicy:
+    """The policy a compliance page shows: the one asked for, else the configured default
+    (``GPUPROV_DEFAULT_POLICY``) when stored, else the one gated most in the last 30 days,
+    else the first by name."""
+    if asked:
+        return ChosenPolicy(asked, "asked")
+    names = policy_names(session)
+    missing = default if default and default not in names else None
+    if default and default in names:
+        return ChosenPolicy(default, "configured")
+    counts = repo.decision_counts(session, now - GATED_WINDOW)
+    gated = [n for n in names if counts.get(n)]
+    if gated:
+        # most decisions first, then by name: the same answer on every request
+        return ChosenPolicy(min(gated, key=lambda n: (-counts[n], n)), "most-gated", missing)
+    if names:
+        return ChosenPolicy(names[0], "first", missing)
+    return ChosenPolicy(None, "none", missing)

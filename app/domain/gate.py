@@ -358,9 +358,10 @@ def list_decisions(
     decision: str | None = None,
     subject: str | None = None,
     since: datetime | None = None,
+    asset_id: int | None = None,
 ) -> dict[str, Any]:
     """A page of recorded decisions, newest first, filtered by policy name, decision, subject
-    (an image digest or an exact name) and time."""
+    (an image digest or an exact name), time and asset."""
     if subject is not None and subject[:7].lower() == "sha256:":
         # A digest-shaped subject is matched as a digest: a malformed one would match nothing
         # and read as "never gated", so it is refused.
@@ -370,7 +371,9 @@ def list_decisions(
                 f"subject {subject[:80]!r} is not an image digest: sha256: and 64 hexadecimal"
                 " digits (or give a subject name)"
             )
-    query = DecisionQuery(policy=policy, decision=decision, subject=subject, since=since)
+    query = DecisionQuery(
+        policy=policy, decision=decision, subject=subject, since=since, asset_id=asset_id
+    )
     rows, total = repo.decisions(session, query, limit, offset)
     return {
         "items": [decision_dict(r) for r in rows],
@@ -378,6 +381,15 @@ def list_decisions(
         "limit": limit,
         "offset": offset,
     }
+
+
+def latest_decisions(session: Session, asset_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+    """Per asset, its latest decision under each policy (by policy name)."""
+    out: dict[int, list[dict[str, Any]]] = {i: [] for i in asset_ids}
+    for row in repo.latest_decisions(session, asset_ids):
+        if row.asset_id is not None:
+            out[row.asset_id].append(decision_dict(row))
+    return out
 
 
 # ------------------------------------------------------------------------- promotion diff

@@ -501,6 +501,8 @@ class GateDecision(Base):
         Index(None, "decided_at"),
         Index(None, "policy_name", "decided_at"),
         Index(None, "subject_digest", "decided_at"),
+        # an asset's decisions, and the latest under each policy (max id per asset and policy)
+        Index(None, "asset_id", "policy_name", "id"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)

@@ -84,8 +84,10 @@ def test_token_create_prints_the_secret_alone(db_url: str) -> None:
 def test_token_list_and_revoke(db_url: str) -> None:
     _run("token", "create", "--name", "ops", "--scope", "admin", "--database-url", db_url)
     code, out, _ = _run("token", "list", "--database-url", db_url)
-    assert code == 0 and "\tops\t" in out and "active" in out
-    token_id = out.split("\t", 1)[0]
+    header, row = out.splitlines()
+    assert header.split("\t") == ["id", "name", "prefix", "scopes", "state"]
+    assert code == 0 and "\tops\t" in row and "active" in row
+    token_id = row.split("\t", 1)[0]
     assert _run("token", "revoke", token_id, "--database-url", db_url)[0] == 0
     assert "revoked" in _run("token", "list", "--database-url", db_url)[1]
     assert _run("token", "revoke", "999", "--database-url", db_url)[0] == 1
@@ -137,7 +139,7 @@ def test_token_list_shows_names_printable(db_url: str) -> None:
         db.dispose()
     code, out, _ = _run("token", "list", "--database-url", db_url)
     assert code == 0
-    (line,) = out.splitlines()
+    _header, line = out.splitlines()
     assert line.split("\t")[1] == "ci\\t1\\n2\\tforged\\x1b[2J" and "\x1b" not in out
 
 
@@ -408,6 +410,6 @@ def test_token_scopes_and_assets_accumulate(db_url: str) -> None:
     )
     assert code == 0, err
     code, out, _ = _run("token", "list", "--database-url", db_url)
-    (line,) = out.splitlines()
+    _header, line = out.splitlines()
     assert line.split("\t")[3] == "admin,inventory:read,report:write"
     assert line.endswith("assets=gpu-node-*,ci-*")

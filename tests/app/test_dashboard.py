@@ -424,14 +424,14 @@ def test_report_values_render_as_text(
     assert answer.status_code == 201, answer.text
     asset_id = answer.json()["asset_id"]
     _reader(service, client)
-    detail = client.get(f"/assets/{asset_id}").text
+    detail = _text(client.get(f"/assets/{asset_id}").text)
     assert "/usr/bin/&lt;script&gt;alert(3)&lt;/script&gt;" in detail  # loaded by, as text
     assert "pid 4242" in detail and "pod trainer-0" in detail
     for path in ("/assets", f"/assets/{asset_id}"):
         html = client.get(path).text
         assert "<script" not in html and "<img src=x" not in html, path
         assert "&lt;img src=x onerror=alert(1)&gt;" in html
-    detail = client.get(f"/assets/{asset_id}").text
+    detail = _text(client.get(f"/assets/{asset_id}").text)
     assert "&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;" in detail
     # the label reaches a link's query string url-encoded, never raw
     listing = client.get("/assets").text
@@ -462,8 +462,13 @@ def _fleet(post_report: Callable[..., Any]) -> dict[str, int]:
     return ids
 
 
+def _text(html: str) -> str:
+    """A page without the line-break hints of its paths and names (``<wbr>`` after a slash)."""
+    return html.replace("<wbr>", "")
+
+
 def _names(html: str) -> set[str]:
-    return set(re.findall(r'<a href="/assets/\d+">([^<]+)</a>', html))
+    return set(re.findall(r'<a href="/assets/\d+">([^<]+)</a>', _text(html)))
 
 
 @pytest.mark.parametrize(
@@ -521,6 +526,203 @@ def test_invalid_filters_are_a_400_page(
     assert answer.status_code == 400, answer.text
     assert answer.headers["content-type"].startswith("text/html")
     assert message in answer.text
+
+
+def _status_fleet(service: Service, post_report: Callable[..., Any]) -> dict[str, int]:
+    """`_fleet` plus an image in provenance conflict, a host holding an unowned file and one
+    without a record, two policies and gate decisions: TRAIN allowed under both, LEGACY allowed
+    under lax and denied under prod's second version (its modified file) after prod's first
+    version allowed it."""
+    ids = _fleet(post_report)
+    wheel = boms.cudnn_wheel()
+    conflict = boms.Owner(
+        wheel.purl,
+        wheel.name,
+        wheel.version,
+        [boms.Lib(**{**wheel.libs[0].__dict__, "provenance": "conflict"}), *wheel.libs[1:]],
+    )
+    extra = [
+        boms.Lib("/opt/x/libcudart.so.12", "cudart", "cudart", "12.4.127", integrity="unowned")
+    ]
+    record = [
+        boms.Lib("/opt/y/libcudart.so.12", "cudart", "cudart", "12.4.127", integrity="no-record")
+    ]
+    for key, bom in (
+        ("conflict", boms.gpuprov_bom(name=f"{TRAIN}-conflict", owners=[conflict])),
+        ("unowned", boms.gpuprov_bom(kind="host", name="node-unowned", extra_libs=extra)),
+        ("record", boms.gpuprov_bom(kind="host", name="node-record", owners=[], extra_libs=record)),
+    ):
+        answer = post_report(boms.encode(bom))
+        assert answer.status_code == 201, answer.text
+        ids[key] = answer.json()["asset_id"]
+    admin = auth(service.token("admin"), **{"Content-Type": "application/yaml"})
+    lax = PROMOTION.replace("name: prod", "name: lax").replace("integrity: {}", "ownership: {}")
+    gate = auth(service.token("gate"))
+
+    def put(name: str, document: str) -> None:
+        answer = service.client.put(f"/api/v1/policies/{name}", content=document, headers=admin)
+        assert answer.status_code == 201, answer.text
+
+    def decide(policy: str, image: str, decision: str) -> None:
+        digest = "sha256:" + boms.digest_of("manifest", image)
+        answer = service.client.post(
+            "/api/v1/gate", json={"policy": policy, "image": digest}, headers=gate
+        )
+        assert answer.status_code == 200 and answer.json()["decision"] == decision, answer.text
+
+    # prod's first version allowed LEGACY; its second denies it: the latest decision counts
+    put("prod", lax.replace("name: lax", "name: prod"))
+    decide("prod", LEGACY, "allow")
+    put("prod", PROMOTION)
+    put("lax", lax)
+    decide("lax", LEGACY, "allow")
+    decide("prod", LEGACY, "deny")
+    decide("prod", TRAIN, "allow")
+    decide("lax", TRAIN, "allow")
+    return ids
+
+
+def _status_cells(html: str) -> dict[str, tuple[str, str]]:
+    """Per asset name on the list: its status and its latest decisions (text)."""
+    rows = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", _text(html), re.S):
+        name = re.search(r'<a href="/assets/\d+">([^<]+)</a>', row)
+        cells = re.findall(r"<td>(.*?)</td>", row, re.S)
+        if name and len(cells) >= 4:
+            status = re.sub(r"<[^>]+>|\s+", " ", cells[2]).strip()
+            gates = re.sub(r"<[^>]+>|\s+", " ", cells[3]).split()
+            rows[name.group(1)] = (status, " ".join(gates))
+    return rows
+
+
+def test_the_asset_list_shows_status_and_latest_decisions(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    _status_fleet(service, post_report)
+    _reader(service, client)
+    rows = _status_cells(client.get("/assets").text)
+    assert rows[f"{TRAIN}-conflict"][0] == "conflict"
+    assert rows[LEGACY] == ("modified", "allow lax deny prod")  # the latest under each policy
+    assert rows[TRAIN] == ("verified", "allow lax allow prod")
+    assert rows["node-unowned"][0] == "unowned"
+    assert rows["node-record"] == ("no-record", "never gated")
+    assert rows[NODE][1] == "never gated"
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("status=conflict", [f"{TRAIN}-conflict"]),
+        ("status=modified", [LEGACY]),
+        ("status=unowned", ["node-unowned"]),
+        ("status=no-record", ["node-record"]),
+        ("status=verified&kind=image", [TRAIN]),
+        ("gate=deny", [LEGACY]),
+        ("gate=allow", [TRAIN, LEGACY]),  # LEGACY: its latest under lax is an allow
+        ("gate=none&kind=image", [f"{TRAIN}-conflict"]),
+        ("gate=warn", []),
+        # worst first; the same status by id
+        (
+            "sort=status",
+            [f"{TRAIN}-conflict", LEGACY, "node-unowned", "node-record", TRAIN, NODE],
+        ),
+        (
+            "sort=-status",
+            [TRAIN, NODE, "node-record", "node-unowned", LEGACY, f"{TRAIN}-conflict"],
+        ),
+        ("sort=name&kind=host", ["gpu-node-1", "node-record", "node-unowned"]),
+        ("sort=-name&kind=host", ["node-unowned", "node-record", "gpu-node-1"]),
+    ],
+)
+def test_the_asset_list_filters_and_sorts_by_status_and_gate(
+    service: Service,
+    client: TestClient,
+    post_report: Callable[..., Any],
+    query: str,
+    expected: list[str],
+) -> None:
+    _status_fleet(service, post_report)
+    _reader(service, client)
+    answer = client.get(f"/assets?{query}")
+    assert answer.status_code == 200, answer.text
+    names = re.findall(r'<a href="/assets/\d+">([^<]+)</a>', _text(answer.text))
+    assert names == expected
+    # the total counts what the filter keeps (the status filter joins the verdict counts)
+    shown = len(expected)
+    assert (f"1–{shown} of {shown}" if shown else "0–0 of 0") in answer.text
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("status=bad", "status must be one of conflict, modified"),
+        ("gate=maybe", "gate must be one of deny, warn, allow, none"),
+        ("sort=colour", "sort must be one of name, -name, status"),
+    ],
+)
+def test_bad_status_gate_or_sort_is_a_400_page(
+    service: Service, client: TestClient, query: str, message: str
+) -> None:
+    _reader(service, client)
+    answer = client.get(f"/assets?{query}")
+    assert answer.status_code == 400 and message in answer.text, answer.text
+
+
+def test_the_asset_page_lists_its_gate_decisions(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    ids = _status_fleet(service, post_report)
+    _reader(service, client)
+    html = _text(client.get(f"/assets/{ids['unsigned']}").text)
+    section = html[html.index("<h2>Gate decisions</h2>") : html.index('<h2 id="libraries">')]
+    linked = re.findall(r'<a href="/decisions/(\d+)">', section)
+    decisions = service.client.get(
+        "/api/v1/gate/decisions", headers=auth(service.token("inventory:read"))
+    ).json()["items"]
+    own = [str(d["id"]) for d in decisions if d["subject"]["asset_id"] == ids["unsigned"]]
+    assert len(own) == 3 and set(linked) == set(own)
+    assert "deny" in section and "lax" in section and "prod" in section
+    never = _text(client.get(f"/assets/{ids['host']}").text)
+    assert "The gate has not decided on this asset." in never
+
+
+def test_the_asset_page_groups_its_libraries_and_pages_them(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    libs = [
+        boms.Lib(f"/opt/env-{d}/lib/libcudart.so.12.{n}", "cudart", "cudart", f"12.{n}.1")
+        for d in (2, 1)
+        for n in range(3)
+    ]
+    libs[4] = boms.Lib(**{**libs[4].__dict__, "integrity": "modified"})
+    bom = boms.gpuprov_bom(kind="host", name="node-many", owners=[], extra_libs=libs)
+    answer = post_report(boms.encode(bom))
+    assert answer.status_code == 201, answer.text
+    asset = answer.json()["asset_id"]
+    _reader(service, client)
+    first = _text(client.get(f"/assets/{asset}?per_page=4").text)
+    directories = re.findall(r'<tr class="dir"><th [^>]*>([^<]+)</th>', first)
+    assert directories == ["/opt/env-1/lib/", "/opt/env-2/lib/"]  # each once, in order
+    files = re.findall(r'<td class="file mono" title="([^"]+)">', first)
+    assert files == [
+        "/opt/env-1/lib/libcudart.so.12.0",
+        "/opt/env-1/lib/libcudart.so.12.1",
+        "/opt/env-1/lib/libcudart.so.12.2",
+        "/opt/env-2/lib/libcudart.so.12.0",
+    ]
+    assert "1–4 of 6" in first
+    second = _text(client.get(f"/assets/{asset}?per_page=4&page=2").text)
+    assert re.findall(r'<td class="file mono" title="([^"]+)">', second) == [
+        "/opt/env-2/lib/libcudart.so.12.1",
+        "/opt/env-2/lib/libcudart.so.12.2",
+    ]
+    assert re.findall(r'<tr class="dir"><th [^>]*>([^<]+)</th>', second) == ["/opt/env-2/lib/"]
+    findings = _text(client.get(f"/assets/{asset}?files=findings").text)
+    assert re.findall(r'<td class="file mono" title="([^"]+)">', findings) == [
+        "/opt/env-1/lib/libcudart.so.12.1"
+    ]
+    bad = client.get(f"/assets/{asset}?files=some")
+    assert bad.status_code == 400 and "files must be one of all, findings" in bad.text
 
 
 def test_asset_pagination_keeps_the_filters(
@@ -662,7 +864,7 @@ def test_overview_page(
 ) -> None:
     ids = _overview_fleet(service, post_report)
     _reader(service, client)
-    html = client.get("/").text
+    html = _text(client.get("/").text)
     assert "<svg" in html and "cuDNN versions in use" in html
     assert 'href="/assets?family=cudnn&amp;version=9.1.0.70"' in html
     assert f'<a href="/assets/{ids["tampered"]}">registry.example.com/ml/evil:6.6</a>' in html
@@ -753,3 +955,31 @@ def test_overview_figures_are_reused_for_the_cache_time(
         app.state.overview_cache.clear()
         again = own.get("/").text
         assert re.search(r'<div class="figure">2</div><div class="label">hosts', again)
+
+
+def test_long_change_and_file_lists_show_their_first_entries_and_keep_the_rest(
+    service: Service, client: TestClient, post_report: Callable[..., Any]
+) -> None:
+    host = {"kind": "host", "name": "node-grows", "machine_id": "b7", "owners": []}
+    libs = [
+        boms.Lib(f"/opt/env/lib/libcudart.so.12.{n}", "cudart", "cudart", "12.4.127")
+        for n in range(12)
+    ]
+    for extra, when in (([], "2026-11-30T00:00:00Z"), (libs, "2026-12-01T00:00:00Z")):
+        bom = boms.gpuprov_bom(**host, extra_libs=extra, timestamp=when)
+        answer = post_report(boms.encode(bom))
+        assert answer.status_code == 201, answer.text
+    asset = answer.json()["asset_id"]
+    _reader(service, client)
+    page = _text(client.get(f"/assets/{asset}").text)
+    history = page[page.index("<h2>Scan history</h2>") :]
+    shown, hidden = history.split("<details>", 1)
+    assert shown.count('<li class="added">+ ') == 8
+    assert "and 4 more added" in hidden
+    assert all(f"/opt/env/lib/libcudart.so.12.{n}" in history for n in range(12))
+    used = _text(client.get("/libraries/where-used?family=cudart").text)
+    assert used.count("/opt/env/lib/libcudart.so.12.") == 10
+    assert f'<a href="/assets/{asset}#libraries">and 2 more on its page</a>' in used
+    changes = _text(client.get("/drift/changes").text)
+    assert changes.count("/opt/env/lib/libcudart.so.12.") == 8
+    assert "and 4 more added (its page)" in changes

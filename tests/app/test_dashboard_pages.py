@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
+from app.clock import utcnow
 from tests.app import boms, catalogs
 from tests.app.conftest import Service, auth
 from tests.app.pages import login, session_csrf
@@ -91,7 +94,8 @@ def _ok(client: TestClient, path: str) -> str:
     answer = client.get(path)
     assert answer.status_code == 200, (path, answer.status_code, answer.text[:500])
     assert answer.headers["content-type"].startswith("text/html")
-    return answer.text
+    # without the line-break hints of paths and names (a <wbr> after each slash)
+    return answer.text.replace("<wbr>", "")
 
 
 def test_libraries_where_used_and_search(
@@ -135,6 +139,56 @@ def test_compliance_and_a_failing_control(
     control = _ok(client, "/compliance/controls/ID.RA-09?policy=prod")
     assert "<blockquote" in control and f'href="/assets/{fleet["train"]}"' in control
     assert "libcudnn_graph.so.9" in control
+
+
+def _shown_policy(client: TestClient, path: str = "/compliance") -> str:
+    page = _ok(client, path)
+    chosen = re.search(r'<p class="notice chosen">(.*?)</p>', page, re.S)
+    assert chosen is not None, page[:2000]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", chosen.group(1))).strip()
+
+
+def test_compliance_shows_the_configured_or_most_gated_policy_and_says_why(
+    service: Service, client: TestClient, fleet: dict[str, int]
+) -> None:
+    lax = POLICY.replace("name: prod", "name: allowdemo") + "  ownership: {}\n"
+    stored = service.client.put(
+        "/api/v1/policies/allowdemo",
+        content=lax,
+        headers=auth(service.token("admin"), **{"Content-Type": "application/yaml"}),
+    )
+    assert stored.status_code == 201, stored.text
+    _reader(service, client)
+    # allowdemo is first by name; the gate decided under prod
+    assert _shown_policy(client).startswith("Showing policy prod: the policy the gate used most")
+    control = _ok(client, "/compliance/controls/PR.PS-05")
+    assert "under prod version" in control
+    settings = service.client.app.state.settings  # type: ignore[attr-defined]
+    try:
+        for default, shown in (("allowdemo", "allowdemo"), ("gone", "prod")):
+            service.client.app.state.settings = settings.model_copy(  # type: ignore[attr-defined]
+                update={"default_policy": default}
+            )
+            why = _shown_policy(client)
+            assert why.startswith(f"Showing policy {shown}:"), why
+            if default == "gone":
+                assert "The configured default gone is not a stored policy." in why
+            else:
+                assert "the configured default (GPUPROV_DEFAULT_POLICY)" in why
+                assert f"under {shown} version" in _ok(client, "/compliance/controls/CIS-2.3")
+    finally:
+        service.client.app.state.settings = settings  # type: ignore[attr-defined]
+    # asked for by name: that one
+    assert _shown_policy(client, "/compliance?policy=prod").endswith(
+        "the one asked for. Pick another above."
+    )
+    # no decision in the last 30 days: the first by name
+    with service.db.transaction(write=True) as session:
+        session.execute(
+            text("UPDATE gate_decision SET decided_at = :old"),
+            {"old": utcnow() - timedelta(days=31)},
+        )
+    assert _shown_policy(client).startswith("Showing policy allowdemo: the first by name")
 
 
 def test_decisions_and_policies(
@@ -415,7 +469,8 @@ def test_a_trust_policy_on_a_small_fleet_says_nothing_is_pending(
         "/api/v1/trust-policy/history", headers=auth(service.token("admin"))
     ).json()["items"]
     assert len(history) == 2
-    assert all(v["content_sha256"][:16] + "…" in page for v in history)
+    # each digest whole in the page (shortened on screen by the stylesheet)
+    assert all(f'title="{v["content_sha256"]}"' in page for v in history)
 
 
 def test_a_catalog_form_imports_once_and_names_a_refusal_by_the_name_given(

@@ -65,3 +65,14 @@ def test_a_token_gets_half_the_slots_by_default(
     monkeypatch.setenv("GPUPROV_MAX_CONCURRENT_INGESTS_PER_TOKEN", "5")
     with pytest.raises(ValidationError, match="is more than GPUPROV_MAX_CONCURRENT_INGESTS"):
         Settings()
+
+
+@pytest.mark.parametrize(("value", "read"), [("prod", "prod"), (" prod ", "prod"), ("", None)])
+def test_the_dashboard_default_policy(
+    monkeypatch: pytest.MonkeyPatch, value: str, read: str | None
+) -> None:
+    monkeypatch.setenv("GPUPROV_DEFAULT_POLICY", value)
+    assert Settings().default_policy == read
+    monkeypatch.setenv("GPUPROV_DEFAULT_POLICY", "p" * 129)
+    with pytest.raises(ValidationError, match="default_policy"):
+        Settings()

@@ -79,12 +79,16 @@ def seed(client: httpx.Client, db: Database, fleet: Fleet) -> tuple[dict[str, st
             headers=auth("admin", **{"Content-Type": "application/json"}),
         )
     )
-    from tests.browser.fleet import PROD_POLICY, PROD_POLICY_V1
+    from tests.browser.fleet import DEMO_POLICY, PROD_POLICY, PROD_POLICY_V1
 
-    for document in (PROD_POLICY_V1, PROD_POLICY):
+    for name, document in (
+        ("prod", PROD_POLICY_V1),
+        ("prod", PROD_POLICY),
+        ("allowdemo", DEMO_POLICY),
+    ):
         _check(
             client.put(
-                "/api/v1/policies/prod",
+                f"/api/v1/policies/{name}",
                 content=document,
                 headers=auth("admin", **{"Content-Type": yaml}),
             )

@@ -16,6 +16,10 @@ The fleet:
 - host ``gpu-node-07`` (env=prod), scanned twice: cudart 12.4.127 then 12.6.77.
 - a host whose hostname is ``<img src=x onerror=alert(1)>`` (env=lab) holding a library under
   ``/opt/"><script>alert(1)</script>/lib``: report values that must render as text.
+- host ``BIG_HOST`` (env=research), a real training node's size: 100 GPU library files in five
+  conda environments with long paths (each with its own pip wheels of cuDNN and the CUDA
+  libraries) and the CUDA toolkit, two environments owned by pip's records and three not: the
+  pages must stay readable (no sideways scrolling, a bounded height).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typer.testing import CliRunner
 from gpuprov.cli import app as cli
 from tests.fixtures import cosign as cs
 from tests.fixtures import keys
-from tests.fixtures.elf import build_cuda_library, build_cudnn_library
+from tests.fixtures.elf import CUDNN9_COMPONENTS, build_cuda_library, build_cudnn_library
 from tests.fixtures.images import Image, Layer, Member, file, write_oci_layout
 from tests.fixtures.packages import write_dist_info
 from tests.fixtures.sigstore_private import ISSUER, SUBJECT, PrivateSigstore
@@ -47,6 +51,30 @@ TAMPERED = f"{REGISTRY}/train:v1-hotfix"
 TAMPERED_FILE = f"/{SITE}/nvidia/cudnn/lib/libcudnn_ops.so.9"
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 HOSTILE_DIR = '/opt/"><script>alert(1)</script>/lib'
+BIG_HOST = "gpu-train-node-042.research-cluster.example.internal"
+#: GPU library files on `BIG_HOST`
+BIG_HOST_FILES = 100
+#: the conda environments of `BIG_HOST` (long names, as real ones are); the first two are pip's
+BIG_HOST_ENVS = (
+    "llm-finetune-pytorch-2.4.1-cuda12.4-cudnn9.1-nccl2.21",
+    "vision-detectron2-experimental-cuda12.4-build-2026-11",
+    "speech-whisper-large-v3-distillation-cuda12.4",
+    "recsys-embedding-tables-torchrec-0.8-cuda12.4",
+    "shared-research-notebook-base-cuda12.4-cudnn9",
+)
+#: CUDA libraries of the big host as (file name stem, wheel directory, version)
+BIG_HOST_CUDA = (
+    ("cudart", "cuda_runtime", "12.4.127"),
+    ("cublas", "cublas", "12.4.5.8"),
+    ("cublasLt", "cublas", "12.4.5.8"),
+    ("cufft", "cufft", "11.2.1.3"),
+    ("curand", "curand", "10.3.5.147"),
+    ("cusparse", "cusparse", "12.3.1.170"),
+    ("cusolver", "cusolver", "11.6.1.9"),
+    ("nccl", "nccl", "2.21.5"),
+    ("nvrtc", "cuda_nvrtc", "12.4.127"),
+    ("nvJitLink", "nvjitlink", "12.4.127"),
+)
 
 #: the policy the gate and the compliance pages judge the fleet under (version 2 of "prod")
 PROD_POLICY_V1 = """\
@@ -73,6 +101,15 @@ rules:
   slsa: {min_level: 2, action: warn}
   scan_age: {max_hours: 72}
   parity: {label: env, baseline: staging, target: prod, action: warn}
+"""
+
+#: a lax policy stored beside prod, first by name but never used by the gate
+DEMO_POLICY = """\
+apiVersion: gpuprov.dev/v1
+kind: PromotionPolicy
+name: allowdemo
+rules:
+  integrity: {forbid: [modified]}
 """
 
 runner = CliRunner()
@@ -309,4 +346,37 @@ def build_fleet(base: Path) -> Fleet:
         lib_dir / "libcudart.so.12.4.127",
     )
     fleet.reports.append(Report(HOSTILE_NAME, _scan(str(hostile)), {"env": "lab"}))
+    fleet.reports.append(
+        Report(BIG_HOST, _scan(str(_big_host(base))), {"env": "research", "team": "ml-platform"})
+    )
     return fleet
+
+
+def _big_host(base: Path) -> Path:
+    """The root of `BIG_HOST`: `BIG_HOST_FILES` GPU library files under long paths."""
+    root = base / "roots" / "big-host"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "hostname").write_text(BIG_HOST + "\n")
+    (root / "etc" / "machine-id").write_text("0f0e0d0c0b0a09080706050403020142\n")
+    wheel: dict[str, bytes] = {}
+    for component in CUDNN9_COMPONENTS:
+        # each with the version marker: every file reads as 9.1.0.70, the fleet's cuDNN
+        path = build_cudnn_library(base / "build" / "big-cudnn", component, marker=True)
+        wheel[f"nvidia/cudnn/lib/{path.name}"] = path.read_bytes()
+    for family, directory, version in BIG_HOST_CUDA:
+        path = build_cuda_library(base / "build" / f"big-{family}", family, version)
+        wheel[f"nvidia/{directory}/lib/{path.name}"] = path.read_bytes()
+    for number, env in enumerate(BIG_HOST_ENVS):
+        site = root / "opt" / "conda" / "envs" / env / "lib" / "python3.11" / "site-packages"
+        if number < 2:  # pip's records: integrity verified
+            write_dist_info(site, "nvidia-gpu-stack-cu12", "2024.11", wheel)
+        else:  # copied in without a record: unowned
+            for rel, data in wheel.items():
+                (site / rel).parent.mkdir(parents=True, exist_ok=True)
+                (site / rel).write_bytes(data)
+    toolkit = root / "usr" / "local" / "cuda-12.4" / "targets" / "x86_64-linux" / "lib"
+    toolkit.mkdir(parents=True)
+    left = BIG_HOST_FILES - len(BIG_HOST_ENVS) * len(wheel)
+    for rel, data in list(wheel.items())[-left:]:
+        (toolkit / rel.rpartition("/")[2]).write_bytes(data)
+    return root

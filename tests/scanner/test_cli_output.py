@@ -325,13 +325,81 @@ def test_spec_version_without_a_cyclonedx_report_is_a_usage_error(
     assert cdx.exit_code == 0 and json.loads(cdx.stdout)["specVersion"] == "1.7"
 
 
-def test_a_directory_too_long_for_its_column_breaks_after_a_slash(world: sc.World) -> None:
-    # At 80 columns `/usr/local/cuda-13.0/lib/` came out as `/usr/local/cuda-13.0/lib` and a
-    # row holding only `/`: directory rows now break after a `/` where one fits.
-    result = invoke("scan", world.root, "-f", "table", "--no-cache", columns=60)
+LONG_DIR = (
+    "opt/conda/envs/llm-finetune-pytorch-2.4.1-cuda12.4/lib/python3.11/"
+    "site-packages/nvidia/cuda_runtime/lib"
+)
+
+
+@pytest.fixture(scope="module")
+def long_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("long-dir")
+    build_cuda_library(root / LONG_DIR, "cudart", "12.4.127")
+    return root
+
+
+@pytest.mark.parametrize("columns", [120, 200])
+def test_a_directory_takes_one_line_when_the_terminal_holds_it(
+    long_dir: Path, columns: int
+) -> None:
+    # At 120 columns a conda environment's directory took five lines: it had only the file
+    # column's width. A directory's line is as wide as the terminal.
+    result = invoke("scan", long_dir, "-f", "table", "--no-cache", columns=columns)
     assert result.exit_code == 0, result.output
     lines = [line.rstrip() for line in result.stdout.splitlines()]
-    at = lines.index("/opt/conda/")
-    assert lines[at + 1] == "lib/"
-    assert "/" not in lines
+    assert f"/{LONG_DIR}/" in lines
+    assert max(widths(result.stdout)) <= columns
+
+
+def test_a_directory_too_long_for_the_terminal_breaks_after_a_slash(long_dir: Path) -> None:
+    # At 80 columns `/usr/local/cuda-13.0/lib/` came out as `/usr/local/cuda-13.0/lib` and a
+    # row holding only `/`: directory lines break after a `/` where one fits.
+    result = invoke("scan", long_dir, "-f", "table", "--no-cache", columns=60)
+    assert result.exit_code == 0, result.output
+    lines = [line.rstrip() for line in result.stdout.splitlines()]
+    at = next(n for n, line in enumerate(lines) if line.startswith("/opt/"))
+    parts = []
+    for line in lines[at:]:
+        parts.append(line)
+        if "".join(parts) == f"/{LONG_DIR}/":
+            break
+    assert "".join(parts) == f"/{LONG_DIR}/", lines
+    assert len(parts) > 1 and all(part.endswith("/") for part in parts)
     assert max(widths(result.stdout)) <= 60
+
+
+# --- errors of several lines ----------------------------------------------------------------
+
+
+def test_a_yaml_error_names_its_line_and_quotes_it_under_the_error(tmp_path: Path) -> None:
+    # It came out as one line holding a literal "\n" and PyYAML's "<unicode string>" twice.
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: p\nrules:\n"
+        '  versions: {allow: {cudnn: "\\q"}}\n'
+    )
+    (tmp_path / "root").mkdir()
+    result = invoke("gate", tmp_path / "root", "--policy-file", policy)
+    assert result.exit_code == 2, result.output
+    first, quoted, caret, *rest = result.stderr.splitlines()
+    assert first == (
+        "gpuprov: error: policy is not YAML: line 5, column 30: found unknown escape character"
+        " (while parsing a quoted scalar at line 5, column 29)"
+    )
+    assert quoted == '    versions: {allow: {cudnn: "\\q"}}'  # indented by 2 under the error
+    assert caret == " " * (2 + 29) + "^" and rest == []  # under the backslash
+    assert "\\n" not in result.stderr and "unicode string" not in result.stderr
+
+
+def test_each_line_of_an_error_is_escaped_and_indented_under_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from scanner.cli_common import error
+
+    error("refused: the server says:\nline two\x1b[2J\ngpuprov: error: not ours")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "gpuprov: error: refused: the server says:",
+        "  line two\\x1b[2J",
+        "  gpuprov: error: not ours",  # indented: never read as an error of its own
+    ]

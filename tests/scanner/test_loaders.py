@@ -176,3 +176,19 @@ def test_a_key_given_twice_is_refused_naming_it(case: tuple[str, str]) -> None:
     if text.isprintable():  # YAML refuses unprintable characters before it reads a key
         with pytest.raises(DocumentError, match="duplicate key"):  # JSON is YAML: refused too
             load_yaml(text)
+
+
+def test_a_yaml_syntax_error_says_where_from_1_and_quotes_the_line() -> None:
+    with pytest.raises(DocumentError) as raised:
+        load_yaml("a: 1\nb: [1, 2\n")
+    message = str(raised.value)
+    assert message.startswith("line 3, column 1: did not find expected ',' or ']'")
+    assert "(while parsing a flow sequence at line 2, column 4)" in message
+    assert "unicode string" not in message
+    with pytest.raises(DocumentError) as raised:
+        load_yaml('a: "\\q"\n')
+    assert str(raised.value).splitlines()[1:] == ['a: "\\q"', "    ^"]
+    # a line too long to quote (a minified document) is named, not quoted
+    with pytest.raises(DocumentError) as raised:
+        load_yaml("a: [" + "1, " * 100 + '"\\q"]\n')
+    assert len(str(raised.value).splitlines()) == 1

@@ -14,6 +14,8 @@ from app.domain.patterns import CONTROL, SPACE_OR_CONTROL
 from app.domain.report_parser import check_label
 from app.domain.versions import parse_version_filter
 from app.errors import BadRequest, InvalidReport
+from app.storage.repositories.inventory import SORTS as SORTS  # the asset list's orders
+from app.storage.repositories.inventory import STATUSES as STATUSES  # worst first
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch, VersionRange
 from scanner import vocabulary as v
 
@@ -106,6 +108,8 @@ def asset_query(
     min_slsa_level: int | None = None,
     signed: bool | None = None,
     gpu_model: str | None = None,
+    status: str | None = None,
+    gate: str | None = None,
 ) -> AssetQuery:
     """The asset filters of a request; ``labels`` are ``KEY=VALUE`` strings, checked."""
     return AssetQuery(
@@ -116,6 +120,8 @@ def asset_query(
         min_slsa_level=min_slsa_level,
         signed=signed,
         gpu_model=gpu_model,
+        status=status,
+        gate=gate,
     )
 
 

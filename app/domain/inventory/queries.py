@@ -20,15 +20,52 @@ from app.storage.repositories import gpus as gpus_repo
 from app.storage.repositories import inventory as repo
 from app.storage.repositories import scans as scan_repo
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch
-from app.storage.tables import Artifact, Asset, Scan
+from app.storage.tables import Artifact, Asset, AssetFileVerdicts, Scan
 
 HISTORY_LIMIT = 50
 
 
-def list_assets(session: Session, query: AssetQuery, limit: int, offset: int) -> dict[str, Any]:
-    """A page of assets matching the filters."""
-    rows, total = repo.list_assets(session, query, limit, offset)
+def list_assets(
+    session: Session, query: AssetQuery, limit: int, offset: int, sort: str | None = None
+) -> dict[str, Any]:
+    """A page of assets matching the filters (``sort``: one of `repo.SORTS`, ``-`` before it
+    for the other way; default by id)."""
+    rows, total = repo.list_assets(session, query, limit, offset, sort)
     return page([asset_dict(a, s) for a, s in rows], total, limit, offset)
+
+
+def status_of(counts: AssetFileVerdicts | None) -> dict[str, Any]:
+    """An asset's status from the kept verdict counts of its current files: the worst verdict
+    (as `repo.status_rank` orders them) and the counts behind it."""
+    if counts is None or counts.files == 0:
+        return {"worst": "none", "files": 0}
+    no_record = counts.files - counts.integrity_verified - counts.modified - counts.unowned
+    if counts.provenance_conflict:
+        worst = "conflict"
+    elif counts.modified:
+        worst = "modified"
+    elif counts.unowned:
+        worst = "unowned"
+    elif counts.integrity_verified < counts.files:
+        worst = "no-record"
+    else:
+        worst = "verified"
+    return {
+        "worst": worst,
+        "files": counts.files,
+        "conflict": counts.provenance_conflict,
+        "modified": counts.modified,
+        "unowned": counts.unowned,
+        "no_record": max(0, no_record),
+        "integrity_verified": counts.integrity_verified,
+        "provenance_verified": counts.provenance_verified,
+    }
+
+
+def asset_statuses(session: Session, asset_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Each asset's status (`status_of`)."""
+    counts = repo.file_verdicts(session, asset_ids)
+    return {i: status_of(counts.get(i)) for i in asset_ids}
 
 
 def find_asset(session: Session, asset_id: int) -> Asset:

@@ -3,13 +3,14 @@ SBOM downloads (original and normalized) under the page session."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from collections import Counter
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.clock import utcnow
-from app.domain import compliance
+from app.domain import compliance, gate
 from app.domain.dashboard import compliance_by_framework
 from app.domain.inventory import filters, queries, sbom
 from app.domain.inventory.history import scan_changes
@@ -29,6 +30,15 @@ KINDS = ("image", "host")
 SLSA_LEVELS = ("0", "1", "2", "3")
 #: how many scans of the history are compared with the one before them
 CHANGES_SHOWN = 10
+#: of each kind of change between two scans (added, removed, changed), how many are listed
+CHANGES_LISTED = 8
+#: the asset page's gate decisions, newest first
+DECISIONS_SHOWN = 10
+#: the gate filter's choices: a latest decision under some policy, or never gated
+GATE_CHOICES = ("deny", "warn", "allow", "none")
+SORT_CHOICES = tuple(s for column in filters.SORTS for s in (column, f"-{column}"))
+#: the file filter of the asset page: every GPU library, or only the findings
+FILE_CHOICES = ("all", "findings")
 
 # Form fields arrive empty when left blank (a GET form sends every field): empty means "any";
 # any other value is checked as the API checks it, and a value that cannot match is a 400 page.
@@ -71,13 +81,18 @@ def asset_list(
     verdict: Text = None,
     signed: Text = None,
     slsa: Text = None,
+    status: Text = None,
+    gate_decision: Annotated[str | None, Query(alias="gate", max_length=16)] = None,
+    sort: Annotated[str | None, Query(max_length=16)] = None,
     page: PageNumber = 1,
     per_page: PerPage = 50,
 ) -> Response:
-    """Assets filtered by kind, name, labels, library family/version/verdict, image signature
-    and SLSA level, a page at a time."""
-    kind, name, family, version, verdict, signed, slsa = map(
-        blank_to_none, (kind, name, family, version, verdict, signed, slsa)
+    """Assets filtered by kind, name, labels, library family/version/verdict, image signature,
+    SLSA level, status (worst file verdict) and latest gate decision, sorted, a page at a
+    time; each with its status and its latest decision under each policy."""
+    kind, name, family, version, verdict, signed, slsa, status, gate_decision, sort = map(
+        blank_to_none,
+        (kind, name, family, version, verdict, signed, slsa, status, gate_decision, sort),
     )
     labels = [value for value in label or [] if value]
     if version is not None and len(version) > 128:
@@ -90,14 +105,23 @@ def asset_list(
         match=match,
         min_slsa_level=_level(slsa),
         signed=_yes_no("signed", signed),
+        status=filters.check_choice("status", status, filters.STATUSES),
+        gate=filters.check_choice("gate", gate_decision, GATE_CHOICES),
     )
-    result = queries.list_assets(session, query, per_page, (page - 1) * per_page)
+    sort = filters.check_choice("sort", sort, SORT_CHOICES)
+    result = queries.list_assets(session, query, per_page, (page - 1) * per_page, sort)
+    ids = [a["id"] for a in result["items"]]
     pager = Pager(page, per_page, result["total"])
     return render(
         request,
         "assets.html",
         {
             "assets": result["items"],
+            "statuses": queries.asset_statuses(session, ids),
+            "decisions": gate.latest_decisions(session, ids),
+            # advisories are not matched yet: the column appears once a severity is known
+            "severities": {},
+            "sort": sort,
             "pager": pager,
             "filters": {
                 "kind": kind,
@@ -108,30 +132,89 @@ def asset_list(
                 "verdict": verdict,
                 "signed": signed,
                 "slsa": slsa,
+                "status": status,
+                "gate": gate_decision,
             },
             "choices": {
                 "kind": KINDS,
                 "family": FAMILIES,
                 "verdict": filters.VERDICT_VALUES,
                 "slsa": SLSA_LEVELS,
+                "status": filters.STATUSES,
+                "gate": GATE_CHOICES,
             },
         },
     )
 
 
+def is_finding(library: dict[str, Any]) -> bool:
+    """A file the overview counts as a finding: modified, unowned or in provenance conflict."""
+    return library["integrity"] in ("modified", "unowned") or library["provenance"] == "conflict"
+
+
+def _directory(library: dict[str, Any]) -> tuple[str, str]:
+    path = library["path"] or library["name"] or ""
+    directory, slash, name = path.rpartition("/")
+    return (directory + slash, name)
+
+
+def by_directory(libraries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Libraries in directory order, grouped: each directory once, then its files by name (a
+    host's 70 libraries live in a handful of directories; a path per row made a column of
+    paths that took a hundred rows of the page's height)."""
+    groups: list[dict[str, Any]] = []
+    for lib in libraries:
+        directory, name = _directory(lib)
+        if not groups or groups[-1]["directory"] != directory:
+            groups.append({"directory": directory, "files": []})
+        groups[-1]["files"].append({**lib, "file_name": name})
+    return groups
+
+
+def _verdict_counts(libraries: list[dict[str, Any]]) -> dict[str, Counter[str]]:
+    return {
+        "integrity": Counter(lib["integrity"] or "none" for lib in libraries),
+        "provenance": Counter(lib["provenance"] or "none" for lib in libraries),
+    }
+
+
 @router.get("/assets/{asset_id}")
-def asset_page(request: Request, _: Reader, session: SessionDep, asset_id: IdPath) -> Response:
-    """One asset: libraries, image trust, scan history with changes, compliance, SBOMs."""
+def asset_page(
+    request: Request,
+    _: Reader,
+    session: SessionDep,
+    asset_id: IdPath,
+    files: Annotated[str | None, Query(max_length=16)] = None,
+    page: PageNumber = 1,
+    per_page: PerPage = 50,
+) -> Response:
+    """One asset: its gate decisions, libraries grouped by directory a page at a time (all or
+    only the findings), image trust, compliance, scan history with changes, SBOMs."""
+    shown = filters.check_choice("files", blank_to_none(files), FILE_CHOICES) or "all"
     detail = queries.asset_detail(session, asset_id)
     history = detail["history"]
     changes = scan_changes(session, [scan["id"] for scan in history[: CHANGES_SHOWN + 1]])
+    libraries = sorted(detail["libraries"], key=_directory)
+    findings = [lib for lib in libraries if is_finding(lib)]
+    listed = findings if shown == "findings" else libraries
+    pager = Pager(page, per_page, len(listed))
+    decisions = gate.list_decisions(session, DECISIONS_SHOWN, 0, asset_id=asset_id)
     return render(
         request,
         "asset.html",
         {
             "asset": detail,
             "trust": (detail["latest_scan"] or {}).get("image_trust"),
+            "groups": by_directory(listed[pager.offset : pager.offset + per_page]),
+            "files": shown,
+            "findings": len(findings),
+            "verdicts": _verdict_counts(libraries),
+            "pager": pager,
             "changes": changes,
+            "changes_listed": CHANGES_LISTED,
+            "decisions": decisions["items"],
+            "decisions_total": decisions["total"],
+            "latest_decisions": gate.latest_decisions(session, [asset_id])[asset_id],
             "compliance": compliance_by_framework(
                 compliance.asset_compliance(session, asset_id, utcnow())
             ),

@@ -15,7 +15,7 @@ from app.errors import BadRequest
 from app.http.dashboard.auth import Reader
 from app.http.dashboard.paging import PageNumber, Pager, PerPage, blank_to_none
 from app.http.dashboard.templating import render
-from app.http.deps import SessionDep
+from app.http.deps import SessionDep, SettingsDep
 
 router = APIRouter()
 
@@ -35,15 +35,19 @@ def summary(
     request: Request,
     _: Reader,
     session: SessionDep,
+    settings: SettingsDep,
     policy: PolicyName = None,
     framework: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Response:
-    """Per control of the chosen policy (default: the first by name), the assets passing,
-    failing and not applicable, grouped by framework."""
+    """Per control of the chosen policy (`explore.choose_policy`: the one asked for, the
+    configured default, the most gated, the first by name), the assets passing, failing and
+    not applicable, grouped by framework; the page says which policy and why."""
     names = explore.policy_names(session)
-    chosen = blank_to_none(policy) or (names[0] if names else None)
+    now = utcnow()
+    choice = explore.choose_policy(session, blank_to_none(policy), settings.default_policy, now)
+    chosen = choice.name
     fw = _framework(framework)
-    result = compliance.summary(session, chosen, fw, utcnow()) if chosen else None
+    result = compliance.summary(session, chosen, fw, now) if chosen else None
     frameworks = explore.frameworks()
     grouped = []
     if result is not None:
@@ -57,6 +61,7 @@ def summary(
         {
             "policies": names,
             "policy": chosen,
+            "choice": choice,
             "framework": fw,
             "frameworks": frameworks,
             "result": result,
@@ -70,15 +75,18 @@ def control(
     request: Request,
     _: Reader,
     session: SessionDep,
+    settings: SettingsDep,
     control_id: ControlId,
     policy: PolicyName = None,
     page: PageNumber = 1,
     per_page: PerPage = 25,
 ) -> Response:
-    """The assets failing one control under the policy, each with the failing rules that cite
-    the control and the files they name."""
-    names = explore.policy_names(session)
-    chosen = blank_to_none(policy) or (names[0] if names else None)
+    """The assets failing one control under the policy (chosen as the compliance page
+    chooses it), each with the failing rules that cite the control and the files they name."""
+    choice = explore.choose_policy(
+        session, blank_to_none(policy), settings.default_policy, utcnow()
+    )
+    chosen = choice.name
     if chosen is None:
         raise BadRequest("no promotion policy is stored yet")
     result = compliance.control_detail(

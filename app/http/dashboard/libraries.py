@@ -17,6 +17,9 @@ from app.http.dashboard.templating import render
 from app.http.deps import SessionDep
 from scanner.detect.classifiers import CLASSIFIERS
 
+#: an asset's matching files listed on where-used; its page lists them all (a host's conda
+#: environments made one asset's cell hold forty paths)
+FILES_LISTED = 10
 router = APIRouter()
 
 FAMILIES = tuple(dict.fromkeys(c.family for c in CLASSIFIERS))
@@ -93,6 +96,7 @@ def where_used(
             },
             "families": FAMILIES,
             "verdicts": filters.VERDICT_VALUES,
+            "files_listed": FILES_LISTED,
         },
     )
 

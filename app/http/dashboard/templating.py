@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup, escape
 
 from app.http.dashboard.paging import url_with
 from scanner.wording import counted, plural
@@ -42,6 +43,14 @@ def _when(value: str | datetime | None) -> str:
         return "—"
     text = value.isoformat() if isinstance(value, datetime) else str(value)
     return text[:16].replace("T", " ")
+
+
+def _breakable(value: object, after: str = "/") -> Markup:
+    """A path or name that may wrap after each ``after`` character (escaped, a ``<wbr>`` after
+    each): a column of paths stays readable instead of breaking every few characters."""
+    if value is None:
+        return Markup("—")
+    return Markup(f"{escape(after)}<wbr>").join(escape(part) for part in str(value).split(after))
 
 
 def _percent(part: int, whole: int) -> str:
@@ -79,6 +88,7 @@ _env.filters["when"] = _when
 # {{ n|counted("asset") }} -> "1 asset"; {{ "file"|plural(n) }} -> "file" or "files"
 _env.filters["counted"] = counted
 _env.filters["plural"] = plural
+_env.filters["breakable"] = _breakable
 _env.globals["percent"] = _percent
 _env.globals["nav"] = NAV
 

@@ -6,6 +6,7 @@ their last two scans. Each reads current state through its indexes (partial inde
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy import Row, RowMapping, Select, and_, distinct, exists, func, or_, select
 from sqlalchemy.orm import Session, aliased
@@ -224,3 +225,14 @@ def conflict_digests(
         .group_by(*_GROUP, Artifact.sha256)
         .order_by(*_GROUP, Artifact.sha256)
     ).all()
+
+
+def decision_counts(session: Session, since: datetime) -> dict[str, int]:
+    """How many gate decisions each policy name has had since ``since`` (index on
+    (policy_name, decided_at))."""
+    rows = session.execute(
+        select(GateDecision.policy_name, func.count())
+        .where(GateDecision.decided_at >= since)
+        .group_by(GateDecision.policy_name)
+    )
+    return {name: int(count) for name, count in rows}

@@ -153,6 +153,7 @@ class DecisionQuery:
     decision: str | None = None
     subject: str | None = None  # a digest (sha256:...) or an exact subject name
     since: datetime | None = None
+    asset_id: int | None = None
 
 
 def _conditions(query: DecisionQuery) -> list[ColumnElement[bool]]:
@@ -169,6 +170,8 @@ def _conditions(query: DecisionQuery) -> list[ColumnElement[bool]]:
         )
     if query.since is not None:
         out.append(GateDecision.decided_at >= query.since)
+    if query.asset_id is not None:
+        out.append(GateDecision.asset_id == query.asset_id)
     return out
 
 
@@ -186,3 +189,20 @@ def decisions(
         .offset(offset)
     ).all()
     return rows, total
+
+
+def latest_decisions(session: Session, asset_ids: Sequence[int]) -> Sequence[GateDecision]:
+    """The latest decision under each policy for each of the assets (the highest id per asset
+    and policy: ids grow with the time of the decision), by asset then policy name."""
+    if not asset_ids:
+        return []
+    latest = (
+        select(func.max(GateDecision.id))
+        .where(GateDecision.asset_id.in_(asset_ids))
+        .group_by(GateDecision.asset_id, GateDecision.policy_name)
+    )
+    return session.scalars(
+        select(GateDecision)
+        .where(GateDecision.id.in_(latest))
+        .order_by(GateDecision.asset_id, GateDecision.policy_name)
+    ).all()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import (
     BindParameter,
@@ -28,7 +29,17 @@ from sqlalchemy import (
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
 from app.storage.repositories import explore, fleet
-from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, NodeGpu, Package, Scan
+from app.storage.tables import (
+    Artifact,
+    Asset,
+    AssetFileVerdicts,
+    AssetLabel,
+    AssetLibrary,
+    GateDecision,
+    NodeGpu,
+    Package,
+    Scan,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +151,38 @@ class AssetQuery:
     min_slsa_level: int | None = None  # the latest scan's verified SLSA Build level, at least
     signed: bool | None = None  # whether the latest scan names an accepted image signer
     gpu_model: str | None = None  # a host GPU's model: exact, or a glob with '*'
+    status: str | None = None  # the worst verdict of its current files (`STATUSES`)
+    gate: str | None = None  # a latest decision under some policy, or "none" (never gated)
+
+
+#: an asset's status: the worst integrity or provenance verdict of its current GPU library
+#: files, worst first ("none": no GPU library file)
+STATUSES = ("conflict", "modified", "unowned", "no-record", "verified", "none")
+#: the asset list's orders: a column, ``-`` before it for the other way (status: worst first)
+SORTS = ("name", "status", "scanned", "libraries")
+
+
+def status_rank() -> ColumnElement[int]:
+    """The index in `STATUSES` of an asset's status, from its kept verdict counts (outer
+    joined: an asset without counts has no file)."""
+    v = AssetFileVerdicts
+    return case(
+        (v.provenance_conflict > 0, 0),
+        (v.modified > 0, 1),
+        (v.unowned > 0, 2),
+        (v.integrity_verified < v.files, 3),
+        (v.files > 0, 4),
+        else_=5,
+    )
+
+
+def latest_decision_ids() -> Select[int]:
+    """The ids of each asset's latest decision under each policy (ids grow with time)."""
+    return (
+        select(func.max(GateDecision.id))
+        .where(GateDecision.asset_id.is_not(None))
+        .group_by(GateDecision.asset_id, GateDecision.policy_name)
+    )
 
 
 def _escape_like(text: str) -> str:
@@ -170,6 +213,17 @@ def _asset_conditions(query: AssetQuery) -> list[ColumnElement[bool]]:
         else:
             model = NodeGpu.model == query.gpu_model
         conds.append(Asset.id.in_(select(NodeGpu.host_id).where(model)))
+    if query.status is not None:
+        conds.append(status_rank() == STATUSES.index(query.status))
+    if query.gate == "none":
+        conds.append(
+            Asset.id.not_in(select(GateDecision.asset_id).where(GateDecision.asset_id.is_not(None)))
+        )
+    elif query.gate is not None:
+        gated = select(GateDecision.asset_id).where(
+            GateDecision.id.in_(latest_decision_ids()), GateDecision.decision == query.gate
+        )
+        conds.append(Asset.id.in_(gated))
     match = query.match
     if match.by_file:
         conds.append(Asset.id.in_(select(Artifact.asset_id).where(*match.conditions())))
@@ -201,21 +255,50 @@ def _latest_scan(condition: ColumnElement[bool]) -> ColumnElement[bool]:
     return exists().where(_LATEST.id == Asset.latest_scan_id, condition)
 
 
+def _order(sort: str | None) -> list[ColumnElement[Any]]:
+    if sort is None:
+        return [Asset.id.asc()]
+    column = sort.lstrip("-")
+    keys: dict[str, ColumnElement[Any]] = {
+        "name": Asset.name.expression,
+        "status": status_rank(),
+        "scanned": Asset.latest_scanned_at.expression,
+        "libraries": func.coalesce(Scan.library_count, 0),
+    }
+    key = keys[column]
+    return [key.desc() if sort.startswith("-") else key.asc(), Asset.id.asc()]
+
+
 def list_assets(
-    session: Session, query: AssetQuery, limit: int, offset: int
+    session: Session, query: AssetQuery, limit: int, offset: int, sort: str | None = None
 ) -> tuple[Sequence[Row[Asset, Scan]], int]:
-    """A page of assets with their latest scan, and the total count."""
+    """A page of assets with their latest scan, and the total count; ``sort`` one of `SORTS`
+    (``-`` before it: the other way), else by id."""
     conds = _asset_conditions(query)
-    total = session.scalar(select(func.count()).select_from(Asset).where(*conds)) or 0
+    counted = select(func.count()).select_from(Asset)
+    if query.status is not None:
+        counted = counted.outerjoin(AssetFileVerdicts, AssetFileVerdicts.asset_id == Asset.id)
+    total = session.scalar(counted.where(*conds)) or 0
     rows = session.execute(
         select(Asset, Scan)
         .outerjoin(Scan, Scan.id == Asset.latest_scan_id)
+        .outerjoin(AssetFileVerdicts, AssetFileVerdicts.asset_id == Asset.id)
         .where(*conds)
-        .order_by(Asset.id)
+        .order_by(*_order(sort))
         .limit(limit)
         .offset(offset)
     ).all()
     return rows, total
+
+
+def file_verdicts(session: Session, asset_ids: Sequence[int]) -> dict[int, AssetFileVerdicts]:
+    """The kept verdict counts of the assets' current files, by asset."""
+    if not asset_ids:
+        return {}
+    rows = session.scalars(
+        select(AssetFileVerdicts).where(AssetFileVerdicts.asset_id.in_(asset_ids))
+    )
+    return {r.asset_id: r for r in rows}
 
 
 def current_artifacts(session: Session, asset_id: int) -> Sequence[Artifact]:
