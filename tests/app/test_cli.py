@@ -104,7 +104,7 @@ def test_token_revoke_by_the_secret_a_file_holds(db_url: str, tmp_path: Path) ->
     kept.write_text(made[0])
     code, _, err = _run("token", "revoke", "--secret-file", str(kept), "--database-url", db_url)
     assert code == 0 and "revoked token 1" in err
-    listed = _run("token", "list", "--database-url", db_url)[1].splitlines()
+    listed = _run("token", "list", "--database-url", db_url)[1].splitlines()[1:]  # after the header
     assert listed[0].startswith("1\t") and "revoked" in listed[0]
     assert listed[1].startswith("2\t") and "active" in listed[1]
     # again: idempotent; a secret of no token, an empty or unreadable file, both or neither
@@ -122,7 +122,8 @@ def test_token_revoke_by_the_secret_a_file_holds(db_url: str, tmp_path: Path) ->
     for args in ((), ("2", "--secret-file", str(kept))):
         code, _, err = _run("token", "revoke", *args, "--database-url", db_url)
         assert code == 2 and "give a token id or --secret-file" in err
-    assert "active" in _run("token", "list", "--database-url", db_url)[1].splitlines()[1]
+    # token 2, after the header line and token 1
+    assert "active" in _run("token", "list", "--database-url", db_url)[1].splitlines()[2]
 
 
 def test_token_list_shows_names_printable(db_url: str) -> None:

@@ -15,9 +15,10 @@ from tests.app import boms
 from tests.app.conftest import Service, auth
 from tests.app.pages import login
 
-#: a count of one followed (after at most two words, not "of") by a plural noun
+# a count of one followed (after at most two words, not "of" or "all": "1 of 2 files", a count
+# beside the asset page's "all files" tab) by a plural noun
 _ONE_PLURAL = re.compile(
-    r"(?<![\w.,-])1\s+(?:(?!of\b)[A-Za-z-]+\s+){0,2}"
+    r"(?<![\w.,-])1\s+(?:(?!(?:of|all)\b)[A-Za-z-]+\s+){0,2}"
     r"(assets|hosts|images|files|libraries|versions|processes|entries|decisions|controls)\b"
 )
 POLICY = b"apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: prod\nrules:\n  ownership: {}\n"

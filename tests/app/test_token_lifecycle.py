@@ -213,7 +213,7 @@ def test_cli_expiry_rotation_and_audit(db_url: str) -> None:  # noqa: F811 - the
     assert code == 0 and "works for 1h more" in err, err
     new = new.strip()
     assert new.startswith("gpv_") and new != secret
-    listed = _run("token", "list", "--database-url", db_url)[1].splitlines()
+    listed = _run("token", "list", "--database-url", db_url)[1].splitlines()[1:]  # after the header
     # in its grace: not plainly active, until when and replaced by which (issue 18 §4)
     assert "\tin grace until 20" in listed[0] and " replaced by 2 assets=n-*" in listed[0]
     assert "\texpires 20" in listed[1] and "replaced" not in listed[1]

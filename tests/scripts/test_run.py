@@ -256,7 +256,7 @@ def _tokens(run_dir: Path) -> dict[int, tuple[str, str]]:
         text=True,
         check=True,
     ).stdout
-    rows = [line.split("\t") for line in listed.splitlines()]
+    rows = [line.split("\t") for line in listed.splitlines()[1:]]  # after the header
     return {int(r[0]): (r[1], r[4]) for r in rows}
 
 
