@@ -103,7 +103,7 @@ def test_the_overview_page_pairs_each_path_with_its_library(
     _fleet(post_report)
     service.client.cookies.clear()
     assert login(service.client, service.token("inventory:read")).status_code == 303
-    page = service.client.get("/").text
+    page = service.client.get("/").text.replace("<wbr>", "")  # without break hints
     service.client.cookies.clear()
     section = page.split("Most urgent findings", 1)[1]
     rows = _ROW.findall(section)
