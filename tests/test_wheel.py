@@ -250,7 +250,8 @@ def _dashboard_renders(url: str, token: str, asset_name: str) -> None:
         login = browser.post("/login", data={"token": token, "csrf_token": csrf, "next": "/"})
         assert login.status_code == 303, login.text
         assert "Overview" in browser.get("/").text
-        assert f">{asset_name}<" in browser.get("/assets").text
+        # without the break hints after the slashes of a name (a host named by its path here)
+        assert f">{asset_name}<" in browser.get("/assets").text.replace("<wbr>", "")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
