@@ -93,8 +93,11 @@ class Version:
 
     @property
     def normal(self) -> str:
-        """The dotted form of the key ("12.9 Update 1" -> "12.9.1"), else the text."""
-        return ".".join(str(p) for p in self.key) if self.key is not None else self.text
+        """The text when it is dotted numbers ("535.274.02"), else the key's dotted form
+        ("12.9 Update 1" -> "12.9.1"), else the text."""
+        if self.key is None or re.fullmatch(r"\d+(?:\.\d+)*", self.text):
+            return self.text
+        return ".".join(str(p) for p in self.key)
 
 
 @dataclass(frozen=True)
@@ -206,14 +209,13 @@ class ParsedVersion:
     notes: tuple[str, ...] = field(default=())
 
     def as_dict(self) -> dict[str, Any]:
-        vers_scheme = "nvidia-driver" if self.scheme == "driver" else "generic"
         return {
             "text": self.text,
             "parsed": self.parsed,
             "form": self.form,
             "reason": self.reason,
             "review": self.review,
-            "ranges": [r.as_dict(vers_scheme) for r in self.ranges],
+            "ranges": [r.as_dict() for r in self.ranges],
             "scheme": self.scheme,
             "product_line": self.product_line,
             "os": self.os,
@@ -286,7 +288,7 @@ def _display(raw: str) -> str:
 
 
 def _series_range(v: Version) -> VersionRange:
-    """"1.6.x" (or "All 2.10 versions") as [1.6, 1.7): exact, not a guess, in numeric order."""
+    """ "1.6.x" (or "All 2.10 versions") as [1.6, 1.7): exact, not a guess, in numeric order."""
     if v.key is None:
         return VersionRange(Bound(v, True), Bound(v, True))
     nxt = v.key[:-1] + (v.key[-1] + 1,)
@@ -317,7 +319,9 @@ def parse_platform(text: str) -> Platform:
     elif "windows" in os_low and "linux" not in os_low:
         os_name = "windows"
     elif os_low and "windows" not in os_low:
-        os_name = "linux" if re.search(r"linux|ubuntu|kvm|xenserver|citrix|vsphere", os_low) else None
+        os_name = (
+            "linux" if re.search(r"linux|ubuntu|kvm|xenserver|citrix|vsphere", os_low) else None
+        )
     branch = line = major = extra = None
     im = _PLATFORM_INNER.fullmatch(inner)
     if im:
@@ -330,7 +334,9 @@ def parse_platform(text: str) -> Platform:
         line = "gaming"
     elif inner:
         extra = inner
-    return Platform(text=s, os=os_name, branch=branch, branch_line=line, vgpu_major=major, extra=extra)
+    return Platform(
+        text=s, os=os_name, branch=branch, branch_line=line, vgpu_major=major, extra=extra
+    )
 
 
 # -- normalisation ----------------------------------------------------------------------------
@@ -361,6 +367,10 @@ def _slug_to_text(s: str) -> str:
         if m:
             toks += [m.group(1), m.group(2)] + ([m.group(3)] if m.group(3) else [])
             continue
+        m = re.fullmatch(r"vgpu(\d+)", t)
+        if m:
+            toks += ["vgpu", m.group(1)]
+            continue
         m = _GLUED_UPDATE.match(t)
         if m:
             toks += [m.group(1), "update", m.group(2)]
@@ -384,7 +394,7 @@ def _slug_to_text(s: str) -> str:
             i += 1
             if not ver[-1].isdigit():
                 break
-        out.append(ver.replace(".rc", "rc") if False else re.sub(r"\.(\d+)(rc\d+)$", r".\1\2", ver))
+        out.append(ver)
     return " ".join(out)
 
 
@@ -411,6 +421,7 @@ class _State:
     release: str | None = None
     commit: str | None = None
     commit_fixed: bool = False
+    driver: bool = False
 
 
 _CONDITIONS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
@@ -495,13 +506,11 @@ _OPAQUE = re.compile(r"^(?P<prod>" + _WORDS + r" )??(?P<ver>[a-z0-9][a-z0-9._-]*
 
 def _product(words: str | None) -> str | None:
     w = (words or "").strip()
-    if not w or w in ("driver", "drivers"):
-        return None
-    return w
+    return w if w and w not in ("driver", "drivers") else None
 
 
 def _list(s: str) -> list[str] | None:
-    items = [i.strip() for i in re.split(r" , | and |, ", s) if i.strip()]
+    items = [i.strip() for i in re.split(r" , | and |, | ", s) if i.strip()]
     if len(items) < 2 or not all(_VER_RE.fullmatch(i) for i in items):
         return None
     return items
@@ -521,50 +530,6 @@ def _grammar(s: str, st: _State, sec_incl: bool | None) -> tuple[VersionRange, .
     # a bare version with a release clause: "450.203 all versions prior to and including vGPU..."
     if sec_incl is not None and _VER_RE.fullmatch(s):
         return (VersionRange(None, Bound(_version(s), sec_incl)),)
-    # "[all] [SERIES] [what] [versions] REL TARGET" and "[all] [what] versions"
-    m = re.fullmatch(
-        rf"(?P<pre>.*?)\s*\b(?P<rel>{_REL}|after)\b\s*(?P<target>.+?)(?: to)?",
-        s,
-    )
-    if m:
-        pre, rel, target = m.group("pre"), m.group("rel"), m.group("target")
-        series, what = _prefix(pre)
-        if what is False:
-            return None
-        st.product_line = st.product_line or _product(what if isinstance(what, str) else None)
-        tm = _TARGET.fullmatch(target)
-        if tm:
-            prod, ver, ver2 = tm.group("prod"), tm.group("ver"), tm.group("ver2")
-        else:
-            om = _OPAQUE.fullmatch(target)
-            if om is None:
-                return None
-            prod, ver, ver2 = om.group("prod"), om.group("ver"), None
-        if prod:
-            st.product_line = prod.strip()
-        v = _version(ver)
-        if rel == "up to":
-            st.review.append("'up to' without 'and including': whether the bound is affected")
-        if sec_incl is not None and sec_incl != _INCL.get(rel, sec_incl):
-            st.review.append("the version bound and the release clause disagree on inclusivity")
-        if rel == "after":
-            return (VersionRange(Bound(v, False), None),)
-        lower = _series_range(series).lower if series is not None else None
-        ranges = [VersionRange(lower, Bound(v, _INCL[rel]))]
-        if ver2 is not None:
-            st.review.append(
-                "several fixed versions in one text: the release line each one fixes is not said"
-            )
-            ranges.append(VersionRange(lower, Bound(_version(ver2), _INCL[rel])))
-        return tuple(ranges)
-    # "all [SERIES] [what] versions" with no bound
-    m = re.fullmatch(r"all (?P<rest>.*?)\s*versions?", s)
-    if m:
-        series, what = _prefix("all " + m.group("rest") + " versions")
-        if what is False:
-            return None
-        st.product_line = st.product_line or _product(what if isinstance(what, str) else None)
-        return (_series_range(series) if series is not None else VersionRange(),)
     # "[product] VER(S) and earlier / and later", "X to Y", lists, a bare version
     m = re.fullmatch(
         rf"(?:(?P<prod>{_WORDS}) )??(?P<vers>{_VER}(?:(?: ,| and)? {_VER})*) "
@@ -586,8 +551,56 @@ def _grammar(s: str, st: _State, sec_incl: bool | None) -> tuple[VersionRange, .
         if m.group("dir").endswith(("later", "newer")):
             return (VersionRange(Bound(low, True), None),)
         return (VersionRange(None, Bound(top, True)),)
+    # "[all] [SERIES] [what] [versions] REL TARGET" and "[all] [what] versions"
     m = re.fullmatch(
-        rf"(?:(?P<p1>{_WORDS}) )??(?P<a>{_VER}) (?:to|through|-) (?:(?P<p2>{_WORDS}) )??(?P<b>{_VER})",
+        rf"(?P<pre>.*?)\s*\b(?P<rel>{_REL}|after)\b\s*(?P<target>.+?)(?: to)?",
+        s,
+    )
+    if m:
+        pre, rel, target = m.group("pre"), m.group("rel"), m.group("target")
+        series, what = _prefix(pre)
+        if what is False:
+            return None
+        st.driver = st.driver or what == "driver"
+        st.product_line = st.product_line or _product(what if isinstance(what, str) else None)
+        tm = _TARGET.fullmatch(target)
+        if tm:
+            prod, ver, ver2 = tm.group("prod"), tm.group("ver"), tm.group("ver2")
+        else:
+            om = _OPAQUE.fullmatch(target)
+            if om is None:
+                return None
+            # "S2W_3A13", "OTA0": a label kept whole, as written, not comparable
+            prod, ver, ver2 = None, target.replace(" ", "_"), None
+        if prod:
+            st.product_line = st.product_line or prod.strip()
+        v = _version(ver)
+        if rel == "up to":
+            st.review.append("'up to' without 'and including': whether the bound is affected")
+        if sec_incl is not None and sec_incl != _INCL.get(rel, sec_incl):
+            st.review.append("the version bound and the release clause disagree on inclusivity")
+        if rel == "after":
+            return (VersionRange(Bound(v, False), None),)
+        lower = _series_range(series).lower if series is not None else None
+        ranges = [VersionRange(lower, Bound(v, _INCL[rel]))]
+        if ver2 is not None:
+            st.review.append(
+                "several fixed versions in one text: the release line each one fixes is not said"
+            )
+            ranges.append(VersionRange(lower, Bound(_version(ver2), _INCL[rel])))
+        return tuple(ranges)
+    # "all [SERIES] [what] versions" with no bound
+    m = re.fullmatch(r"all (?P<rest>.*?)\s*versions?", s)
+    if m:
+        series, what = _prefix("all " + m.group("rest") + " versions")
+        if what is False:
+            return None
+        st.driver = st.driver or what == "driver"
+        st.product_line = st.product_line or _product(what if isinstance(what, str) else None)
+        return (_series_range(series) if series is not None else VersionRange(),)
+    m = re.fullmatch(
+        rf"(?:(?P<p1>{_WORDS}) )??(?P<a>{_VER}) (?:to|through|-) "
+        rf"(?:(?P<p2>{_WORDS}) )??(?P<b>{_VER})",
         s,
     )
     if m:
@@ -596,14 +609,20 @@ def _grammar(s: str, st: _State, sec_incl: bool | None) -> tuple[VersionRange, .
         lo = _series_range(a).lower if a.wildcard else Bound(a, True)
         up = _series_range(b).upper if b.wildcard else Bound(b, True)
         return (VersionRange(lo, up),)
-    m = re.fullmatch(rf"(?:(?P<prod>versions|{_WORDS}) )??(?P<vers>{_VER}(?:(?: ,| and)? {_VER})+)", s)
+    m = re.fullmatch(
+        rf"(?:(?P<prod>versions|{_WORDS}) )??(?P<vers>{_VER}(?:(?: ,| and)? {_VER})+)"
+        r"(?: (?P<label>latest))?",
+        s,
+    )
     if m:
-        items = _list(m.group("vers"))
-        if items is None:
+        if m.group("label"):
+            st.notes.append(m.group("label"))
+        listed = _list(m.group("vers"))
+        if listed is None:
             return None
         if m.group("prod") != "versions":
             st.product_line = st.product_line or _product(m.group("prod"))
-        return tuple(_exact(_version(i)) for i in items)
+        return tuple(_exact(_version(i)) for i in listed)
     m = re.fullmatch(rf"(?:(?P<prod>{_WORDS}) )??(?P<ver>{_VER})(?: (?P<label>{_WORDS}))?", s)
     if m:
         st.product_line = st.product_line or _product(m.group("prod"))
@@ -616,8 +635,21 @@ def _grammar(s: str, st: _State, sec_incl: bool | None) -> tuple[VersionRange, .
         hy = re.fullmatch(r"(\d+\.\d+)-(\d+\.\d+)", m.group("ver"))
         if hy and (compare_versions(hy.group(1), hy.group(2)) or 0) < 0:
             # "9.0-9.2": two versions of one shape read as a range, not as a build suffix
-            return (VersionRange(Bound(_version(hy.group(1)), True), Bound(_version(hy.group(2)), True)),)
+            return (
+                VersionRange(
+                    Bound(_version(hy.group(1)), True), Bound(_version(hy.group(2)), True)
+                ),
+            )
         return (_exact(v),)
+    m = re.fullmatch(rf"(?P<prod>{_WORDS}) - (?P<ver>{_VER})", s)
+    if m:
+        st.product_line = st.product_line or _product(m.group("prod"))
+        return (_exact(_version(m.group("ver"))),)
+    m = _OPAQUE.fullmatch(s)
+    if m and " " not in m.group("ver"):
+        # "OTA0", "S2W_3A13": a release label, kept as an opaque (not comparable) version
+        st.product_line = st.product_line or _product(m.group("prod"))
+        return (_exact(Version(m.group("ver"), None)),)
     return None
 
 
@@ -637,7 +669,7 @@ def _prefix(pre: str) -> tuple[Version | None, str | None | Literal[False]]:
     what = (m.group("what") or "").strip()
     what = re.sub(r"\s*\b(?:versions?|releases?)$", "", what).strip()
     if re.fullmatch(r"(?:all )?(?:driver|drivers)?", what):
-        what = ""
+        what = "driver" if what.endswith(("driver", "drivers")) else ""
     if series is not None and not series.wildcard:
         series = Version(series.text + ".x", series.key, wildcard=True)
     return series, (what or None)
@@ -664,6 +696,10 @@ def _parse(text: str, platform: str | None) -> ParsedVersion:
         return ParsedVersion(text=text, parsed=False, reason="empty")
     if len(raw) > _MAX_TEXT:
         return ParsedVersion(text=text, parsed=False, reason=f"longer than {_MAX_TEXT} characters")
+    if re.fullmatch(r"[^()]*\((?:R\d{3}|Gaming)[^()]*\)", raw, re.IGNORECASE):
+        return ParsedVersion(
+            text=text, parsed=False, reason="a platform, not a version (see parse_platform)"
+        )
     st = _State()
     os_name = branch = line = vgpu_major = None
     form: Form = "slug" if _is_slug(raw.lstrip("_")) else "text"
@@ -690,14 +726,11 @@ def _parse(text: str, platform: str | None) -> ParsedVersion:
         vgpu_major = vgpu_major or p.vgpu_major
     norm = _extract(norm, st)
     head, sec_incl = _secondary(norm, st)
-    if (
-        sec_incl is None
-        and head != norm
-        and (st.vgpu_release or st.release)
-        and _VER_RE.fullmatch(head)
-    ):
-        # "535.274.02 vGPU 16.12": the fixed driver of that release, an exact version
-        pass
+    if re.search(rf"\b(?:{_MONTHS}) \d", head):
+        # "available the week of June 29 2023": a date where a version should be
+        return ParsedVersion(
+            text=text, parsed=False, form=form, reason="a date, not a version", branch=branch
+        )
     ranges = _grammar(head, st, sec_incl) if head else None
     if ranges is None:
         return ParsedVersion(
@@ -710,7 +743,7 @@ def _parse(text: str, platform: str | None) -> ParsedVersion:
             branch_line=line,
         )
     scheme: Scheme = "generic"
-    if branch is not None or st.vgpu_release or (st.release and "gaming" in (line or "gaming")):
+    if branch is not None or st.driver or st.vgpu_release or st.release:
         scheme = "driver"
     if st.product_line and "cuda toolkit" in st.product_line:
         scheme = "cuda_toolkit"
@@ -748,9 +781,10 @@ def _check_scope(
         r = int(branch[1:])
         for rng in ranges:
             for b in (rng.lower, rng.upper):
-                key = b.version.key if b is not None else None
-                if key and not r <= key[0] < r + _BRANCH_SPAN:
-                    st.review.append(f"version {b.version.text} is not on branch {branch}")  # type: ignore[union-attr]
+                if b is None or not b.version.key:
+                    continue
+                if not r <= b.version.key[0] < r + _BRANCH_SPAN:
+                    st.review.append(f"version {b.version.text} is not on branch {branch}")
     if vgpu_major and st.vgpu_release and st.vgpu_release.split(".")[0] != vgpu_major:
         st.review.append(f"vGPU {st.vgpu_release} is not on the vGPU {vgpu_major} line")
 
