@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from scanner.advisories.versions import parse_version_text
+from scanner.advisories.versions import nvidia_slug, parse_version_text
 
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "nvidia-psirt"
 
@@ -84,6 +84,20 @@ def main() -> None:
         }
         total += len(group)
         parsed += ok
+    # a CVE Record text and the CSAF slug made from it should read the same; where the slug
+    # dropped a hyphen ("6.15.6-4" -> "6_15_64") they do not, and the importer must prefer
+    # the CVE Record's text
+    disagree = []
+    for text in texts:
+        slug = nvidia_slug(text)
+        if slug in slugs:
+            a, b = parse_version_text(text), parse_version_text(slug)
+            if (
+                a.parsed
+                and b.parsed
+                and [r.vers() for r in a.ranges] != [r.vers() for r in b.ranges]
+            ):
+                disagree.append({"text": text, "slug": slug})
     elapsed = time.perf_counter() - started
     figures.update(
         {
@@ -91,6 +105,7 @@ def main() -> None:
             "parsed": parsed,
             "parsed_pct": round(100 * parsed / total, 2),
             "under_review": len(review),
+            "slug_and_text_disagree": disagree,
             "seconds": round(elapsed, 3),
             "unparsed": unparsed,
             "review": review,

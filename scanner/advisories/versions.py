@@ -35,6 +35,8 @@ Verdict = Literal["in_range", "out_of_range", "other_branch", "unknown"]
 
 #: a text longer than any real one is refused before any regex sees it
 _MAX_TEXT = 400
+#: no real NVIDIA version has more parts; a longer one in a slug is several run together
+_MAX_SLUG_PARTS = 5
 #: Windows drivers of branch R ship majors R..R+9 (R470 ships 472.98, R418 vGPU 8 ships 427.60)
 _BRANCH_SPAN = 10
 #: at most 18 digits a part: int() refuses 4300+ digits and no real version has more
@@ -54,7 +56,9 @@ _VER = (
     r"(?: update \d+)?"
 )
 _VER_RE = re.compile(_VER)
-_WORDS = r"(?:[a-z][a-z0-9.]*(?: [a-z][a-z0-9.]*)*)"
+#: product words before a version, shortest first; "v12.4" and "r25.10" are not words
+_WORD = r"(?![vr]\d)[a-z][a-z0-9.]*"
+_WORDS = rf"(?:{_WORD}(?: {_WORD})*?)"
 _INCL = {
     "prior to and including": True,
     "up to and including": True,
@@ -389,7 +393,7 @@ def _slug_to_text(s: str) -> str:
             continue
         ver = t
         i += 1
-        while i < len(toks) and re.fullmatch(r"\d+(?:x+|rc\d+)?|xx?", toks[i]):
+        while i < len(toks) and re.fullmatch(r"\d+(?:x+|rc\d+|[a-z])?|xx?", toks[i]):
             ver += "." + toks[i]
             i += 1
             if not ver[-1].isdigit():
@@ -422,6 +426,7 @@ class _State:
     commit: str | None = None
     commit_fixed: bool = False
     driver: bool = False
+    slug: bool = False
 
 
 _CONDITIONS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
@@ -435,8 +440,8 @@ _CONDITIONS: tuple[tuple[re.Pattern[str], str, str | None], ...] = (
     ),
     (
         re.compile(
-            r"\s*(?:to )?for support of (?:geforce )?(?:desktop )?kepler\W?(?:series )?"
-            r"(?:desktop)?(?: gpus)?"
+            r"\s*(?:to )?for support of (?:geforce )?(?:desktop )?kepler(?:\W?series)?"
+            r"(?: desktop)?(?: gpus)?"
         ),
         "gpu_architecture",
         "kepler-desktop",
@@ -620,6 +625,10 @@ def _grammar(s: str, st: _State, sec_incl: bool | None) -> tuple[VersionRange, .
         listed = _list(m.group("vers"))
         if listed is None:
             return None
+        if st.slug and not re.search(r" , | and ", m.group("vers")):
+            # a slug lost the commas: "1_6_x_1_7_x" still splits at each "x", "1_3_01_3_1" not
+            if not all(i.endswith("x") for i in listed[:-1]):
+                return None
         if m.group("prod") != "versions":
             st.product_line = st.product_line or _product(m.group("prod"))
         return tuple(_exact(_version(i)) for i in listed)
@@ -641,6 +650,11 @@ def _grammar(s: str, st: _State, sec_incl: bool | None) -> tuple[VersionRange, .
                 ),
             )
         return (_exact(v),)
+    m = re.fullmatch(rf"(?P<prod>{_WORDS}) (?P<a>{_VER})(?: ,)? (?P=prod) (?P<b>{_VER})", s)
+    if m:
+        # "Base Command Manager 3, Base Command Manager 10": one product named twice
+        st.product_line = st.product_line or _product(m.group("prod"))
+        return (_exact(_version(m.group("a"))), _exact(_version(m.group("b"))))
     m = re.fullmatch(rf"(?P<prod>{_WORDS}) - (?P<ver>{_VER})", s)
     if m:
         st.product_line = st.product_line or _product(m.group("prod"))
@@ -714,6 +728,7 @@ def _parse(text: str, platform: str | None) -> ParsedVersion:
                 st.product_line = pm.group("product").replace("_", " ")
             body = body[pm.end() :]
         norm = _slug_to_text(body)
+        st.slug = True
     else:
         norm = _text_to_norm(raw)
     if platform is not None:
@@ -732,12 +747,16 @@ def _parse(text: str, platform: str | None) -> ParsedVersion:
             text=text, parsed=False, form=form, reason="a date, not a version", branch=branch
         )
     ranges = _grammar(head, st, sec_incl) if head else None
+    if ranges is not None and st.slug and any(len(_keys(r)) > _MAX_SLUG_PARTS for r in ranges):
+        ranges, why = None, "the slug lost where one version ends and the next begins"
+    else:
+        why = "no rule reads this text"
     if ranges is None:
         return ParsedVersion(
             text=text,
             parsed=False,
             form=form,
-            reason="no rule reads this text",
+            reason=why,
             os=os_name,
             branch=branch,
             branch_line=line,
@@ -770,6 +789,12 @@ def _parse(text: str, platform: str | None) -> ParsedVersion:
         commit_fixed=st.commit_fixed,
         notes=tuple(st.notes),
     )
+
+
+def _keys(rng: VersionRange) -> tuple[int, ...]:
+    """The longest key of a range's bounds (empty when none is comparable)."""
+    keys = [b.version.key for b in (rng.lower, rng.upper) if b is not None and b.version.key]
+    return max(keys, key=len) if keys else ()
 
 
 def _check_scope(
