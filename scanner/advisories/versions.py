@@ -8,7 +8,9 @@ carry that text slugified into the CPE version field
 or from the platform ("Linux(R535 vGPU 16)"), never from a version's leading number.
 
 A text either parses or comes back with ``parsed=False`` and a ``reason`` (this module never
-raises on a str). Readings that would need a guess (the vendor's own inconsistencies, a fix on
+raises on a str). A slug is lossier than the text it was made from (a dropped hyphen turns
+"6.15.6-4" into "6_15_64"): where a CVE Record text slugifies (``nvidia_slug``) to the CSAF
+slug, parse the text. Readings that would need a guess (the vendor's own inconsistencies, a fix on
 another branch, two bounds that disagree) parse with a ``review`` reason: the matcher sends
 those to review instead of deciding.
 

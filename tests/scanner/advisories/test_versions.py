@@ -349,6 +349,10 @@ def test_a_fix_on_its_own_branch_needs_no_review() -> None:
         ("HGX-22.10-1-rc57 (1.3.0/1.3.1)", "no rule"),
         ("Main branch prior to 0.5.0 release and 0.4.1", "no rule"),
         ("Linux(R580)", "a platform"),
+        # slugs that dropped the commas between versions: no boundary left to read
+        ("bright_cluster_manager_9_022_9_119_9_217", "the slug lost"),
+        ("cumulus_linux_5_12_5_11_5_10_5_9_and_older", "the slug lost"),
+        ("hgx22_101rc57_1_3_01_3_1", "no rule"),
         ("", "empty"),
         ("   ", "empty"),
         ("9" * 500, "longer than"),
