@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 Form = Literal["text", "slug"]
 Scheme = Literal["driver", "cuda_toolkit", "generic"]
-Verdict = Literal["in_range", "out_of_range", "other_branch", "unknown"]
+Verdict = Literal["in_range", "out_of_range", "other_branch", "review", "unknown"]
 
 #: a text longer than any real one is refused before any regex sees it
 _MAX_TEXT = 400
@@ -76,11 +76,15 @@ _SECONDARY = re.compile(
     rf"(?:vgpu ?(?P<vgpu>\d+\.\d+)|(?P<month>{_MONTHS}) (?P<year>\d{{4}})"
     r"(?P<cg> cloud gaming)? release)"
 )
+_PRODUCTS = "geforce|nvidia_rtx_quadro_nvs|tesla|guest_driver|virtual_gpu_manager"
+_BRANCH_SLUG = r"r(?P<branch>\d{3})(?:_(?P<line>vgpu)(?:_(?P<vgpu>\d+))?|_(?P<gaming>gaming))?"
+#: a CSAF product id's platform part: "linuxr535_geforce_", "r535_", "windowsr580_vgpu_19_"
 _DRIVER_PREFIX = re.compile(
-    r"^(?P<os>linux|windows)?r(?P<branch>\d{3})(?:_(?P<line>vgpu)(?:_(?P<vgpu>\d+))?|_(?P<gaming>gaming))?"
-    r"_(?:(?P<product>geforce|nvidia_rtx_quadro_nvs|tesla|guest_driver|virtual_gpu_manager)_)?"
-    r"(?=[a-z0-9])"
+    rf"^(?P<os>linux|windows)?{_BRANCH_SLUG}_(?:(?P<product>{_PRODUCTS})_)?(?=[a-z0-9])"
 )
+#: a hypervisor list before the branch ("xenserver_vmware_vsphere_..._ubuntur535_vgpu_16_"),
+#: read only when a driver product follows, so no other slug is cut
+_HOST_PREFIX = re.compile(rf"^[a-z0-9_]+?{_BRANCH_SLUG}_(?P<product>{_PRODUCTS})_(?=[a-z0-9])")
 _PLATFORM = re.compile(r"^(?P<os>[^()]*?)\s*(?:\((?P<inner>[^()]*)\))?\s*$")
 _PLATFORM_INNER = re.compile(
     r"^R(?P<branch>\d{3})(?: (?:(?P<vgpu>vGPU)(?: ?(?P<major>\d+))?|(?P<gaming>Gaming)))?$",
@@ -319,15 +323,15 @@ def parse_platform(text: str) -> Platform:
     os_text = (m.group("os") if m else s).strip()
     inner = (m.group("inner") or "").strip() if m else ""
     os_low = os_text.lower()
+    # the OS only where every platform named is one: "Windows, Linux" or a hypervisor list
+    # (vSphere, Citrix) says nothing about the guest
+    items = [i.strip() for i in re.split(r",|/| and ", os_low) if i.strip()]
+    items = [i for i in items if not i.isdigit()]  # "Windows 10 and 11": 11 is a version
     os_name = None
-    if os_low in ("linux", "windows"):
-        os_name = os_low
-    elif "windows" in os_low and "linux" not in os_low:
+    if items and all(re.match(r"linux|ubuntu|red hat enterprise linux|rhel", i) for i in items):
+        os_name = "linux"
+    elif items and all(i.startswith("windows") for i in items):
         os_name = "windows"
-    elif os_low and "windows" not in os_low:
-        os_name = (
-            "linux" if re.search(r"linux|ubuntu|kvm|xenserver|citrix|vsphere", os_low) else None
-        )
     branch = line = major = extra = None
     im = _PLATFORM_INNER.fullmatch(inner)
     if im:
@@ -721,9 +725,9 @@ def _parse(text: str, platform: str | None) -> ParsedVersion:
     form: Form = "slug" if _is_slug(raw.lstrip("_")) else "text"
     if form == "slug":
         body = raw.lstrip("_")
-        pm = _DRIVER_PREFIX.match(body)
+        pm = _DRIVER_PREFIX.match(body) or _HOST_PREFIX.match(body)
         if pm:
-            os_name, branch = pm.group("os"), "R" + pm.group("branch")
+            os_name, branch = pm.groupdict().get("os"), "R" + pm.group("branch")
             line = "vgpu" if pm.group("line") else ("gaming" if pm.group("gaming") else None)
             vgpu_major = pm.group("vgpu")
             if pm.group("product"):
@@ -824,8 +828,8 @@ def evaluate(parsed: ParsedVersion, version: str, *, branch: str | None = None) 
 
     A text scoped to a branch says nothing about another branch ("other_branch"), and with an
     unknown installed branch nothing at all ("unknown"): the branch is never taken from the
-    version's leading number. Unparsed, under-review or conditional texts are "unknown"
-    only where the ranges cannot be compared; the caller keeps ``review``/``conditions``.
+    version's leading number. A text under review is never decided ("review"); conditions are
+    the caller's to decide.
     """
     if not parsed.parsed or not parsed.ranges:
         return "unknown"
@@ -834,6 +838,8 @@ def evaluate(parsed: ParsedVersion, version: str, *, branch: str | None = None) 
             return "unknown"
         if _norm_branch(branch) != parsed.branch:
             return "other_branch"
+    if parsed.review is not None:
+        return "review"
     results = [r.contains(version) for r in parsed.ranges]
     if any(r is True for r in results):
         return "in_range"

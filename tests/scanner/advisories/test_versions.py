@@ -49,6 +49,12 @@ SHAPES: list[tuple[str, str | None, list[str | None], dict[str, Any]]] = [
         {"branch": "R535", "os": "linux", "product_line": "geforce", "form": "slug"},
     ),
     (
+        "xenserver_vmware_vsphere_red_hat_enterprise_linux_kvm_ubuntur535_vgpu_16_virtual_gpu_manager_535_261_04all_versions_prior_to_and_including_vgpu_16_11",
+        None,
+        ["vers:generic/<=535.261.04"],
+        {"branch": "R535", "os": None, "vgpu_release": "16.11", "review": None},
+    ),
+    (
         "r535_all_versions_prior_to_535_274_02",
         None,
         ["vers:generic/<535.274.02"],
@@ -446,7 +452,11 @@ def test_evaluation_of_unscoped_and_opaque_texts() -> None:
     assert evaluate(kit, "12.9") == "in_range"
     assert evaluate(kit, "12.9.1") == "out_of_range"
     assert evaluate(kit, "12.9 Update 1") == "out_of_range"
-    assert evaluate(parse_version_text("All versions prior to OTA0"), "1.0") == "unknown"
+    assert evaluate(parse_version_text("All versions prior to OTA0"), "1.0") == "review"
+    # a text under review is never decided, even where its range would say "in range"
+    anomaly = parse_version_text("575_274_02vgpu_16_12", platform="Linux(R535 vGPU 16)")
+    assert evaluate(anomaly, "575.274.02", branch="R535") == "review"
+    assert evaluate(parse_version_text("All versions up to CUDA Toolkit 12.8"), "12.7") == "review"
     assert (
         evaluate(parse_version_text("contact_your_nvidia_customer_program_manager"), "1")
         == "unknown"
@@ -467,7 +477,7 @@ def test_evaluation_of_unscoped_and_opaque_texts() -> None:
         ("Windows(Gaming)", "windows", None, "gaming", None, None),
         (
             "XenServer, VMware vSphere, Red Hat Enterprise Linux KVM, Ubuntu(R570 vGPU 18)",
-            "linux",
+            None,
             "R570",
             "vgpu",
             "18",
@@ -475,6 +485,8 @@ def test_evaluation_of_unscoped_and_opaque_texts() -> None:
         ),
         ("Linux(DOCA 2.9)", "linux", None, None, None, "DOCA 2.9"),
         ("Windows, Linux", None, None, None, None, None),
+        ("Windows 10 and 11(R470)", "windows", "R470", None, None, None),
+        ("Linux x86_64", "linux", None, None, None, None),
     ],
 )
 def test_parse_platform(
