@@ -76,7 +76,8 @@ _SECONDARY = re.compile(
     rf"(?:vgpu ?(?P<vgpu>\d+\.\d+)|(?P<month>{_MONTHS}) (?P<year>\d{{4}})"
     r"(?P<cg> cloud gaming)? release)"
 )
-_PRODUCTS = "geforce|nvidia_rtx_quadro_nvs|tesla|guest_driver|virtual_gpu_manager"
+#: the driver products of NVIDIA's product ids, with their qualifiers ("vgpu_software_...")
+_PRODUCTS = r"(?:[a-z]+_)*?(?:geforce|nvidia_rtx_quadro_nvs|tesla|guest_driver|virtual_gpu_manager)"
 _BRANCH_SLUG = r"r(?P<branch>\d{3})(?:_(?P<line>vgpu)(?:_(?P<vgpu>\d+))?|_(?P<gaming>gaming))?"
 #: a CSAF product id's platform part: "linuxr535_geforce_", "r535_", "windowsr580_vgpu_19_"
 _DRIVER_PREFIX = re.compile(

@@ -55,6 +55,12 @@ SHAPES: list[tuple[str, str | None, list[str | None], dict[str, Any]]] = [
         {"branch": "R535", "os": None, "vgpu_release": "16.11", "review": None},
     ),
     (
+        "citrix_hypervisor_vmware_vsphere_red_hat_enterprise_linux_kvmr470_vgpu_13_vgpu_software_virtual_gpu_manager_470_141_05all_versions_prior_to_and_including_vgpu_13_6",
+        None,
+        ["vers:generic/<=470.141.05"],
+        {"branch": "R470", "product_line": "vgpu software virtual gpu manager"},
+    ),
+    (
         "r535_all_versions_prior_to_535_274_02",
         None,
         ["vers:generic/<535.274.02"],
