@@ -1,0 +1,1 @@
+"""Security advisories: the pure parts (feed readers, NVIDIA version texts, matching)."""
