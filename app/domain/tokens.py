@@ -464,8 +464,7 @@ def token_overview(
             names[t.replaced_by_id] = successor.name if successor is not None else ""
     items = [
         {
-            **token_dict(t),
-            "state": token_state(t, now).value,
+            **token_dict(t, now),
             "replaced_by_name": names.get(t.replaced_by_id) if t.replaced_by_id else None,
         }
         for t in rows
@@ -473,8 +472,8 @@ def token_overview(
     return items, total
 
 
-def token_dict(token: ApiToken) -> dict[str, Any]:
-    """A token as the API shows it: never its hash or secret."""
+def token_dict(token: ApiToken, now: datetime) -> dict[str, Any]:
+    """A token as the API shows it at ``now`` (its state then): never its hash or secret."""
     return {
         "id": token.id,
         "name": token.name,
@@ -487,4 +486,5 @@ def token_dict(token: ApiToken) -> dict[str, Any]:
         "revoked_at": token.revoked_at.isoformat() if token.revoked_at else None,
         "expires_at": token.expires_at.isoformat() if token.expires_at else None,
         "replaced_by": token.replaced_by_id,
+        "state": token_state(token, now).value,
     }

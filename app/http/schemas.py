@@ -529,6 +529,10 @@ class TokenOut(BaseModel):
     replaced_by: int | None = Field(
         default=None, description="the token that replaced this one when it was rotated"
     )
+    state: Literal["active", "grace", "expired", "revoked"] = Field(
+        description="at the time of the answer: `grace` is a rotated token whose secret still "
+        "works until `expires_at`; `revoked` outranks `expired`"
+    )
 
 
 class NewTokenOut(TokenOut):

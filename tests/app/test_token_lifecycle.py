@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from app.clock import utcnow
 from app.domain import tokens
 from app.domain.audit import Actor, events_page
 from app.domain.tokens import (
@@ -97,6 +98,7 @@ def test_api_expiry_rotation_and_audit(service: Service) -> None:
     expires = datetime.fromisoformat(body["expires_at"])
     assert timedelta(days=29) < expires - datetime.now(UTC) <= timedelta(days=30)
     old_secret, old_id = body["token"], body["id"]
+    assert body["state"] == "active"
     assert client.get("/api/v1/assets", headers=auth(old_secret)).status_code == 200
 
     # rotation with a grace period: both secrets work, the old one until the grace ends
@@ -109,6 +111,9 @@ def test_api_expiry_rotation_and_audit(service: Service) -> None:
     assert client.get("/api/v1/assets", headers=auth(old_secret)).status_code == 200
     listed = {t["id"]: t for t in _admin_get(service, admin, "/api/v1/tokens")["items"]}
     grace_end = datetime.fromisoformat(listed[old_id]["expires_at"])
+    # the API says the state the admin page shows (issue 18 §4): in its grace, then its successor
+    assert (listed[old_id]["state"], listed[old_id]["replaced_by"]) == ("grace", new["id"])
+    assert (listed[new["id"]]["state"], new["state"]) == ("active", "active")
     assert grace_end - datetime.now(UTC) <= timedelta(hours=1)
 
     # rotation without grace: the old secret stops at once; a revoked token cannot rotate
@@ -139,9 +144,12 @@ def test_api_expiry_rotation_and_audit(service: Service) -> None:
         row.expires_at = datetime.now(UTC) - timedelta(seconds=1)
     answer = client.get("/api/v1/assets", headers=auth(again.json()["token"]))
     assert answer.status_code == 401 and "expired" in answer.json()["error"]["message"]
+    listed = {t["id"]: t for t in _admin_get(service, admin, "/api/v1/tokens")["items"]}
+    assert listed[again.json()["id"]]["state"] == "expired"
+    assert listed[new["id"]]["state"] == "revoked"  # rotated without grace
 
     revoked = client.delete(f"/api/v1/tokens/{old_id}", headers=auth(admin))
-    assert revoked.status_code == 200
+    assert revoked.status_code == 200 and revoked.json()["state"] == "revoked"
     client.delete(f"/api/v1/tokens/{old_id}", headers=auth(admin))  # idempotent: not recorded
 
     log = _admin_get(service, admin, "/api/v1/audit")
@@ -445,7 +453,8 @@ def test_a_token_in_its_grace_period_cannot_be_rotated_again(tokens_db: Database
         second = rotate_token(session, first.token.id, timedelta(hours=1))  # the successor can
         assert second.token.expires_at is None
         replaced = by_id(session, first.token.id)
-        assert replaced is not None and token_dict(replaced)["replaced_by"] == second.token.id
+        assert replaced is not None
+        assert token_dict(replaced, utcnow())["replaced_by"] == second.token.id
     with tokens_db.lookup() as conn:  # both graced secrets work until their grace ends
         assert authenticate(conn, forever.secret).name == "forever"
         assert authenticate(conn, first.secret).name == "forever"

@@ -37,8 +37,9 @@ def list_tokens(
 ) -> dict[str, Any]:
     """A page of tokens, oldest first, without secrets."""
     rows, total = tokens.token_page(session, limit, offset)
+    now = utcnow()
     return {
-        "items": [tokens.token_dict(t) for t in rows],
+        "items": [tokens.token_dict(t, now) for t in rows],
         "total": total,
         "limit": limit,
         "offset": offset,
@@ -93,13 +94,13 @@ def create_token(
         )
     except BadRequest as e:  # the body's content: 422, as every refused body
         raise AppError(e.message, 422, details=[{"pointer": "/body", "message": e.message}]) from e
-    return {**tokens.token_dict(new.token), "token": new.secret}
+    return {**tokens.token_dict(new.token, utcnow()), "token": new.secret}
 
 
 @router.delete("/tokens/{token_id}", response_model=TokenOut)
 def revoke_token(principal: Admin, session: WriteSessionDep, token_id: IdPath) -> dict[str, Any]:
     """Revoke a token; it stops working at once."""
-    return tokens.token_dict(tokens.revoke_token(session, token_id, principal.actor))
+    return tokens.token_dict(tokens.revoke_token(session, token_id, principal.actor), utcnow())
 
 
 @router.post(
@@ -126,7 +127,7 @@ def rotate_token(
     lifetime; the answer is the only place its secret appears."""
     period = tokens.parse_duration(grace) if grace else timedelta(0)
     new = tokens.rotate_token(session, token_id, period, principal.actor)
-    return {**tokens.token_dict(new.token), "token": new.secret}
+    return {**tokens.token_dict(new.token, utcnow()), "token": new.secret}
 
 
 @router.get("/audit", response_model=AuditPage)
