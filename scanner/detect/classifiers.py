@@ -14,6 +14,8 @@ from typing import Final
 
 from msgspec import Struct
 
+from scanner.detect.products import TOOL_NAMES
+
 
 class CudaRule(StrEnum):
     """How a family's CUDA major is known."""
@@ -266,9 +268,10 @@ _PREFIXES: Final = tuple(sorted({"lib" + p for c in CLASSIFIERS for p in c.prefi
 _PACKAGE_RES: Final = tuple(re.compile(c.package_re, re.IGNORECASE) for c in CLASSIFIERS)
 
 #: Bump the leading number whenever what detection extracts changes (cached facts are redone).
-_ANALYSIS_REVISION: Final = "2"  # 2: not-elf facts, ET_EXEC is no library
+_ANALYSIS_REVISION: Final = "3"  # 2: not-elf facts, ET_EXEC is no library; 3: tool binaries
 DETECT_VERSION: Final = (
-    f"{_ANALYSIS_REVISION}-{hashlib.sha256(_NAME_PATTERN.encode()).hexdigest()[:10]}"
+    f"{_ANALYSIS_REVISION}-"
+    + hashlib.sha256((_NAME_PATTERN + "|" + ",".join(sorted(TOOL_NAMES))).encode()).hexdigest()[:10]
 )
 
 
