@@ -284,7 +284,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         findings.extend(_trust_findings(libraries, catalogs, image_trust))
     # --proc (a mounted host's proc) is where its driver files are too
     node = _node(source, options, libraries)
-    products, product_owners = _products(view, facts, catalog, ctx, libraries)
+    products, product_owners = _products(view, facts, catalog, ctx, libraries, node)
     clock.lap()
     owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
     owners_used.update(product_owners)
@@ -485,6 +485,7 @@ def _products(
     catalog: CatalogResult,
     ctx: DetectContext,
     libraries: Sequence[GpuLibrary],
+    node: NodeFacts | None,
 ) -> tuple[tuple[Product, ...], dict[str, Package]]:
     """Product stage: the products bulletins name (toolkit releases, tool binaries, product
     libraries), and the packages that carry them, by purl."""
@@ -502,7 +503,7 @@ def _products(
         if owner is not None:
             owners[owner.purl] = owner
         tools.append((cand.ref, cand.aliases, f, owner))
-    products = find_products(ctx.toolkits, catalog.packages, tools, libraries)
+    products = find_products(ctx.toolkits, catalog.packages, tools, libraries, node)
     for pkg in catalog.packages:
         if any(p.owner == pkg.purl for p in products):
             owners[pkg.purl] = pkg

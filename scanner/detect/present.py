@@ -16,7 +16,7 @@ from typing import Final
 from msgspec.structs import replace
 
 from scanner.detect.context import ToolkitVersion
-from scanner.detect.products import ToolRow, cpes, product_row, tool_of
+from scanner.detect.products import ToolRow, cpes, package_product, product_row, tool_of
 from scanner.model import (
     Confidence,
     Evidence,
@@ -25,6 +25,7 @@ from scanner.model import (
     FileFacts,
     FileRef,
     GpuLibrary,
+    NodeFacts,
     Package,
     Product,
 )
@@ -42,7 +43,19 @@ _UPSTREAM: Final = re.compile(r"^(?:\d+:)?(?P<up>\d+(?:\.\d+)+)")
 _NAME_LINE: Final = re.compile(r"-(?P<major>\d{1,3})-(?P<minor>\d{1,3})$")
 
 #: library families whose files are a bulletin's product (`scanner.detect.classifiers`)
-_LIBRARY_PRODUCTS: Final = {"nvjpeg": "nvjpeg", "nvjpeg2k": "nvjpeg2000", "nvtiff": "nvtiff"}
+_LIBRARY_PRODUCTS: Final = {
+    "nvjpeg": "nvjpeg",
+    "nvjpeg2k": "nvjpeg2000",
+    "nvtiff": "nvtiff",
+    "dcgm": "dcgm",
+    "nvinfer": "tensorrt",
+    # the driver's user-space libraries carry the driver's version
+    "libcuda": "driver",
+    "nvidia-ml": "driver",
+}
+#: a Linux driver version's branch is its major: 535.129.03 is on R535 (Windows numbers its
+#: releases otherwise, 472.98 on R470: not read here)
+_DRIVER_VERSION: Final = re.compile(r"^(?P<major>\d{3})\.\d{2,3}(?:\.\d{2})?$")
 
 
 def find_products(
@@ -50,8 +63,10 @@ def find_products(
     packages: Sequence[Package],
     tools: Sequence[tuple[FileRef, tuple[str, ...], FileFacts, Package | None]],
     libraries: Sequence[GpuLibrary],
+    node: NodeFacts | None = None,
 ) -> tuple[Product, ...]:
-    """The products present: toolkit releases, tool binaries, product libraries.
+    """The products present: toolkit releases, tool binaries, product libraries, packages that
+    are products, the node's driver.
 
     ``tools``: each tool binary as (file, aliases, facts, owner package).
     """
@@ -82,7 +97,56 @@ def find_products(
         key = _LIBRARY_PRODUCTS.get(lib.ident.family)
         if key is not None:
             out.append(_library_product(key, lib, toolkits, exact))
-    return merge_products(out)
+    out.extend(_package_products(packages))
+    driver = node.driver if node is not None else None
+    if driver is not None and driver.version:
+        src = f"loaded kernel module ({driver.source or 'node facts'})"
+        out.append(
+            Product(
+                key="driver",
+                name=product_row("driver").name,
+                version=driver.version,
+                evidence=(_ev(driver.version, EvidenceMethod.OTHER, src),),
+            )
+        )
+    return merge_products(_driver_branch(p) for p in out)
+
+
+def _package_products(packages: Sequence[Package]) -> Iterable[Product]:
+    """Packages that are a product by themselves (the Container Toolkit's, DCGM's, ...)."""
+    for pkg in packages:
+        key = package_product(pkg.name)
+        if key is None:
+            continue
+        row = product_row(key)
+        version = _upstream(pkg.version)
+        yield Product(
+            key=row.key,
+            name=row.name,
+            version=version,
+            owner=pkg.purl,
+            evidence=(
+                _ev(
+                    version or pkg.version,
+                    EvidenceMethod.MANIFEST_ANALYSIS,
+                    f"{pkg.manager} package {pkg.name} {pkg.version}",
+                ),
+            ),
+        )
+
+
+def _driver_branch(p: Product) -> Product:
+    """A driver product with its branch, CPEs and purl."""
+    if p.key != "driver":
+        return p
+    m = _DRIVER_VERSION.match(p.version or "")
+    row = product_row("driver")
+    return replace(
+        p,
+        branch=f"R{m.group('major')}" if m else None,
+        cpes=cpes(row, p.version),
+        purl=_purl(row.purl, p.version),
+    )
 
 
 def _toolkit_releases(
@@ -330,7 +394,10 @@ def merge_products(products: Iterable[Product]) -> tuple[Product, ...]:
 
 
 def _with_cpes(p: Product) -> Product:
-    if p.key != "cuda-toolkit" or p.cpes or not p.version:
-        return p
+    """A product of its own (no toolkit part) gets its CPEs and purl from its version."""
     row = product_row(p.key)
-    return replace(p, cpes=cpes(row, p.version), purl=_purl(row.purl, p.version))
+    if row.toolkit_part or not p.version:
+        return p
+    return replace(
+        p, cpes=p.cpes or cpes(row, p.version), purl=p.purl or _purl(row.purl, p.version)
+    )

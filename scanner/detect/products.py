@@ -39,7 +39,7 @@ class ProductRow(Struct, frozen=True):
 #: 5659, 5661, 5704, 2023/5453); NVD's are NVD's dictionary names (cuda_toolkit,
 #: gpu_display_driver, container_toolkit), otherwise NVIDIA's product name with NVD's dotted
 #: version.
-PRODUCTS: Final[tuple[ProductRow, ...]] = (
+PRODUCTS: tuple[ProductRow, ...] = (
     ProductRow(
         "cuda-toolkit",
         "NVIDIA CUDA Toolkit",
@@ -100,7 +100,64 @@ PRODUCTS: Final[tuple[ProductRow, ...]] = (
     ),
 )
 
+PRODUCTS += (
+    ProductRow(
+        "tensorrt",
+        "NVIDIA TensorRT",
+        "nvidia:tensorrt",
+        ("nvidia:tensorrt",),
+        purl="pkg:generic/nvidia/tensorrt",
+    ),
+    ProductRow(
+        "tensorrt-llm",
+        "NVIDIA TensorRT-LLM",
+        "nvidia:tensorrt-llm",
+        ("nvidia:nvidia_tensorrtllm",),
+        purl="pkg:pypi/tensorrt-llm",
+    ),
+    ProductRow("dcgm", "DCGM", "nvidia:dcgm", ("nvidia:dcgm",), purl="pkg:generic/nvidia/dcgm"),
+    ProductRow(
+        "container-toolkit",
+        "NVIDIA Container Toolkit",
+        "nvidia:container_toolkit",
+        ("nvidia:nvidia_container_toolkit",),
+        # the Go module OSV's advisories for the toolkit name
+        purl="pkg:golang/github.com/NVIDIA/nvidia-container-toolkit",
+    ),
+    ProductRow(
+        "driver",
+        "NVIDIA GPU Display Driver",
+        "nvidia:gpu_display_driver",
+        # one Linux driver package serves every product line the bulletins list separately
+        ("nvidia:tesla", "nvidia:geforce", "nvidia:nvidia_rtx_quadro_nvs"),
+        purl="pkg:generic/nvidia/driver",
+    ),
+)
+
 _BY_KEY: Final = {row.key: row for row in PRODUCTS}
+
+
+class PackageRow(Struct, frozen=True):
+    """Packages whose presence is a product (whose upstream version is its version)."""
+
+    product: str  # `ProductRow.key`
+    name_re: str  # matched on the package's lowercased name
+
+
+PACKAGES: Final[tuple[PackageRow, ...]] = (
+    # the toolkit's own Go packages ship as deb/rpm: nvidia-container-toolkit(-base) holds
+    # nvidia-ctk and the runtime, libnvidia-container1/-tools the library and
+    # nvidia-container-cli; versions are the toolkit's (1.17.8-1)
+    PackageRow(
+        "container-toolkit",
+        r"^(?:nvidia-container-toolkit(?:-base)?|libnvidia-container1|libnvidia-container-tools"
+        r"|nvidia-container-runtime)$",
+    ),
+    PackageRow("dcgm", r"^datacenter-gpu-manager(?:-\d+)?(?:-core)?$"),
+    # the TensorRT-LLM wheel (PEP 503 normalized), the TensorRT meta packages
+    PackageRow("tensorrt-llm", r"^tensorrt[-_.]llm$"),
+    PackageRow("tensorrt", r"^tensorrt(?:-cu\d+)?$"),
+)
 
 
 def product_row(key: str) -> ProductRow:
@@ -176,6 +233,26 @@ TOOLS: Final[tuple[ToolRow, ...]] = (
         package_re=r"nsight-systems",
     ),
     ToolRow(
+        "container-toolkit",
+        ("nvidia-ctk", "nvidia-container-runtime", "nvidia-container-runtime-hook"),
+        # a Go binary's build information ("go version -m"): the module line of the main module
+        # when it was built from a tagged checkout: "mod\t<path>\tv1.17.8\t..."
+        (rb"mod\tgithub\.com/NVIDIA/nvidia-container-toolkit\tv(?P<version>\d+\.\d+\.\d+)",),
+        package_re=r"nvidia-container",
+    ),
+    ToolRow(
+        "container-toolkit",
+        ("nvidia-container-cli",),
+        # `nvidia-container-cli --version`'s first line, "cli-version: 1.17.8"
+        (rb"cli-version: (?P<version>\d+\.\d+\.\d+)",),
+        package_re=r"nvidia-container",
+    ),
+    ToolRow(
+        "dcgm",
+        ("nv-hostengine", "dcgmi"),
+        package_re=r"datacenter-gpu-manager|dcgm",
+    ),
+    ToolRow(
         "nsight-compute",
         ("ncu",),
         path_version=r"/nsight-compute[-/](?P<version>\d{4}\.\d+\.\d+(?:\.\d+)?)/",
@@ -190,7 +267,7 @@ MAX_TOOL_SCAN: Final = 128 << 20
 
 _TOOL_BY_NAME: Final = {name: row for row in TOOLS for name in row.names}
 TOOL_NAMES: Final = frozenset(_TOOL_BY_NAME)
-_TOOL_MARKERS: Final = {row.product: tuple(re.compile(m) for m in row.markers) for row in TOOLS}
+_TOOL_MARKERS: Final = {row: tuple(re.compile(m) for m in row.markers) for row in TOOLS}
 
 
 def tool_of(basename: str) -> ToolRow | None:
@@ -205,7 +282,16 @@ def is_tool_path(path: str) -> bool:
 
 def tool_markers(row: ToolRow) -> tuple[re.Pattern[bytes], ...]:
     """The compiled version-text regexes of a tool."""
-    return _TOOL_MARKERS[row.product]
+    return _TOOL_MARKERS[row]
+
+
+def package_product(name: str) -> str | None:
+    """The product a package is (its key), or None."""
+    low = name.lower()
+    for row in PACKAGES:
+        if re.match(row.name_re, low):
+            return row.product
+    return None
 
 
 def cpes(row: ProductRow, version: str | None) -> tuple[str, ...]:

@@ -205,3 +205,126 @@ def test_products_in_the_bom(toolkit_root: Path) -> None:
     ]
     deps = {d["ref"]: d.get("dependsOn", []) for d in json.loads(doc)["dependencies"]}
     assert "product:nvcc:12.4.131" in deps["asset"]
+
+
+def test_product_libraries_and_packages(tmp_path: Path) -> None:
+    """nvJPEG, nvJPEG2000, nvTIFF, DCGM and TensorRT libraries by the classifier table (the
+    file names and versions of CUDA 12.4.1's libnvjpeg 12.3.1.117, nvJPEG2000 0.7.5.32, nvTIFF
+    0.3.0.75, DCGM 3.3.5, TensorRT 10.0.1.6), the TensorRT-LLM wheel by its package."""
+    root = tmp_path / "root"
+    lib = root / "usr/lib/x86_64-linux-gnu"
+    elf.build_cuda_library(lib, "nvjpeg", "12.3.1.117")
+    elf.build_cuda_library(lib, "nvjpeg2k", "0.7.5.32")
+    elf.build_cuda_library(lib, "nvtiff", "0.3.0.75")
+    elf.build_cuda_library(lib, "dcgm", "3.3.5")
+    elf.build_cuda_library(lib, "nvinfer", "10.0.1")
+    pk.write_dist_info(
+        root / "usr/local/lib/python3.10/dist-packages",
+        "tensorrt_llm",
+        "0.12.0",
+        {"tensorrt_llm/__init__.py": b""},
+    )
+    result = run_scan(str(root), ScanOptions(use_cache=False))
+    got = {p.key: p for p in result.products}
+    assert {k: p.version for k, p in got.items()} == {
+        "nvjpeg": "12.3.1.117",
+        "nvjpeg2000": "0.7.5.32",
+        "nvtiff": "0.3.0.75",
+        "dcgm": "3.3.5",
+        "tensorrt": "10.0.1",
+        "tensorrt-llm": "0.12.0",
+    }
+    # NVIDIA's spellings as its bulletins write them (2025/5661, 2024/5517, 2023/5453, 5648)
+    assert "cpe:2.3:a:nvidia:nvjpeg:12_3_1_117:*:*:*:*:*:*:*" in got["nvjpeg"].cpes
+    assert "cpe:2.3:a:nvidia:nvjpeg2000_library:0_7_5_32:*:*:*:*:*:*:*" in got["nvjpeg2000"].cpes
+    assert "cpe:2.3:a:nvidia:nvtiff_library:0_3_0_75:*:*:*:*:*:*:*" in got["nvtiff"].cpes
+    assert "cpe:2.3:a:nvidia:dcgm:3_3_5:*:*:*:*:*:*:*" in got["dcgm"].cpes
+    assert got["tensorrt-llm"].purl == "pkg:pypi/tensorrt-llm@0.12.0"
+    assert "cpe:2.3:a:nvidia:nvidia_tensorrtllm:0_12_0:*:*:*:*:*:*:*" in got["tensorrt-llm"].cpes
+    assert got["nvjpeg"].sha256 == next(
+        x.digests.sha256 for x in result.libraries if x.ident.family == "nvjpeg"
+    )
+    # each is still a GPU library of its own family
+    assert {x.ident.family for x in result.libraries} >= {"nvjpeg", "nvjpeg2k", "nvtiff", "dcgm"}
+    assert validate_json(to_json(result)) is None
+
+
+def test_nvjpeg_of_a_toolkit_belongs_to_its_release(toolkit_root: Path) -> None:
+    elf.build_cuda_library(
+        toolkit_root / TK[1:] / "targets/x86_64-linux/lib", "nvjpeg", "12.3.1.117"
+    )
+    got = _by_key(run_scan(str(toolkit_root), ScanOptions(use_cache=False)))
+    assert (got["nvjpeg"].version, got["nvjpeg"].toolkit) == ("12.3.1.117", "12.4.1")
+
+
+def test_container_toolkit(tmp_path: Path) -> None:
+    """NVIDIA's packages (nvidia-container-toolkit-base owns nvidia-ctk, libnvidia-container-
+    tools owns nvidia-container-cli, both 1.17.8-1) and nvidia-ctk's Go build information (the
+    "mod<TAB>path<TAB>version" line `go version -m` prints)."""
+    root = tmp_path / "root"
+    pk.write_os_release(root, "ubuntu", "22.04")
+    ctk = elf.build_tool(
+        tmp_path / "b", "nvidia-ctk", ["mod\tgithub.com/NVIDIA/nvidia-container-toolkit\tv1.17.8\t"]
+    )
+    cli = elf.build_tool(tmp_path / "c", "nvidia-container-cli", ["no version text"])
+    pk.dpkg_install(
+        root,
+        [
+            pk.DebSpec(
+                "nvidia-container-toolkit-base",
+                "1.17.8-1",
+                files={"/usr/bin/nvidia-ctk": ctk.read_bytes()},
+            ),
+            pk.DebSpec(
+                "libnvidia-container-tools",
+                "1.17.8-1",
+                files={"/usr/bin/nvidia-container-cli": cli.read_bytes()},
+            ),
+            pk.DebSpec("nvidia-container-toolkit", "1.17.8-1"),
+        ],
+        tmp_path / "debs",
+    )
+    result = run_scan(str(root), ScanOptions(use_cache=False))
+    (ct,) = result.products
+    assert (ct.key, ct.version) == ("container-toolkit", "1.17.8")
+    assert ct.purl == "pkg:golang/github.com/NVIDIA/nvidia-container-toolkit@1.17.8"
+    assert ct.cpes == (
+        "cpe:2.3:a:nvidia:container_toolkit:1.17.8:*:*:*:*:*:*:*",
+        "cpe:2.3:a:nvidia:nvidia_container_toolkit:1_17_8:*:*:*:*:*:*:*",
+    )
+    assert set(ct.paths) == {"/usr/bin/nvidia-ctk", "/usr/bin/nvidia-container-cli"}
+    sources = {e.source for e in ct.evidence}
+    assert "mod\tgithub.com/NVIDIA/nvidia-container-toolkit\tv1.17.8" in sources
+    assert any("libnvidia-container-tools 1.17.8-1" in s for s in sources)
+    assert validate_json(to_json(result)) is None
+
+
+def test_container_toolkit_versions_apart(tmp_path: Path) -> None:
+    """A binary left over from another release than its package is told apart."""
+    root = tmp_path / "root"
+    elf.build_tool(
+        root / "usr/local/bin",
+        "nvidia-ctk",
+        ["mod\tgithub.com/NVIDIA/nvidia-container-toolkit\tv1.16.1\t"],
+    )
+    pk.dpkg_install(root, [pk.DebSpec("nvidia-container-toolkit", "1.17.8-1")], tmp_path / "d")
+    got = sorted(
+        (p.key, p.version) for p in run_scan(str(root), ScanOptions(use_cache=False)).products
+    )
+    assert got == [("container-toolkit", "1.16.1"), ("container-toolkit", "1.17.8")]
+
+
+def test_driver_with_its_branch(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    lib = root / "usr/lib/x86_64-linux-gnu"
+    elf.build_driver_library(lib, "nvidia-ml", "535.129.03")
+    elf.build_driver_library(lib, "cuda", "535.129.03")
+    result = run_scan(str(root), ScanOptions(use_cache=False))
+    (drv,) = result.products
+    assert (drv.key, drv.version, drv.branch) == ("driver", "535.129.03", "R535")
+    assert drv.cpes[0] == "cpe:2.3:a:nvidia:gpu_display_driver:535.129.03:*:*:*:*:*:*:*"
+    assert "cpe:2.3:a:nvidia:tesla:535_129_03:*:*:*:*:*:*:*" in drv.cpes
+    assert len(drv.paths) == 2
+    comps = json.loads(to_json(result))["components"]
+    (comp,) = [c for c in comps if c["bom-ref"] == "product:driver:535.129.03"]
+    assert {"name": "gpuprov:driver:branch", "value": "R535"} in comp["properties"]
