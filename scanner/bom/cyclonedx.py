@@ -28,6 +28,7 @@ from scanner.model import (
     LoadedBy,
     NodeFacts,
     Package,
+    Product,
     ScanResult,
 )
 
@@ -241,6 +242,78 @@ def _package_component(pkg: Package) -> Any:
     )
 
 
+#: product keys written as ``library`` components (the others are ``application``s)
+_LIBRARY_PRODUCTS = frozenset({"nvjpeg", "nvjpeg2000", "nvtiff", "tensorrt", "dcgm"})
+
+
+def product_ref(p: Product) -> str:
+    """The bom-ref of a product component: its key and version (or release line)."""
+    return f"product:{p.key}:{p.version or ('line-' + p.line if p.line else 'unknown')}"
+
+
+def _product_component(p: Product) -> Any:
+    from cyclonedx.model import HashAlgorithm, HashType
+    from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.model.component_evidence import (
+        AnalysisTechnique,
+        ComponentEvidence,
+        Identity,
+        IdentityField,
+        Method,
+        Occurrence,
+    )
+    from packageurl import PackageURL
+
+    ref = product_ref(p)
+    methods = [
+        Method(
+            technique=getattr(AnalysisTechnique, _TECHNIQUE.get(ev.method, "OTHER")),
+            confidence=Decimal(str(ev.confidence.score)),
+            value=f"{ev.source}: {ev.value}",
+        )
+        for ev in p.evidence
+    ]
+    identity = (
+        [
+            Identity(
+                field=IdentityField.VERSION,
+                confidence=max(m.confidence for m in methods),
+                concluded_value=p.version or p.line,
+                methods=methods,
+            )
+        ]
+        if methods
+        else None
+    )
+    occurrences = [Occurrence(location=x, bom_ref=f"{ref}#{_ref_path(x)}") for x in p.paths]
+    kind = ComponentType.LIBRARY if p.key in _LIBRARY_PRODUCTS else ComponentType.APPLICATION
+    return Component(
+        type=kind,
+        name=p.name,
+        version=p.version,
+        group="nvidia",
+        purl=PackageURL.from_string(p.purl) if p.purl else None,
+        cpe=p.cpes[0] if p.cpes else None,
+        bom_ref=ref,
+        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=p.sha256)] if p.sha256 else [],
+        properties=_props(
+            [
+                (V.PRODUCT_KEY, p.key),
+                *((V.PRODUCT_CPE, c) for c in p.cpes),
+                *((V.PRODUCT_PATH, x) for x in p.paths),
+                (V.PRODUCT_TOOLKIT, p.toolkit),
+                (V.PRODUCT_LINE, p.line),
+                (V.DRIVER_BRANCH, p.branch),
+                (V.OWNER_PURL, p.owner),
+                (V.LAYER, p.layer),
+            ]
+        ),
+        evidence=ComponentEvidence(identity=identity, occurrences=occurrences)
+        if identity or occurrences
+        else None,
+    )
+
+
 def _evidence(lib: GpuLibrary) -> Any:
     from cyclonedx.model.component_evidence import (
         AnalysisTechnique,
@@ -430,15 +503,23 @@ def build_bom(
             files_by_owner.setdefault(lib.owner.purl, []).append(comp)
         else:
             unowned.append(comp)
-    for purl, files in files_by_owner.items():
-        bom.register_dependency(pkg_components[purl], files)
     node: list[Any] = []
     if result.node is not None:
         node = [_gpu_component(g) for g in result.node.gpus]
         node += [_injected_component(i) for i in result.node.injected]
         for comp in node:
             bom.components.add(comp)
-    bom.register_dependency(asset, [*pkg_components.values(), *unowned, *node])
+    products = []
+    for p in result.products:
+        comp = _product_component(p)
+        bom.components.add(comp)
+        if p.owner is not None and p.owner in pkg_components:
+            files_by_owner.setdefault(p.owner, []).append(comp)
+        else:
+            products.append(comp)
+    for purl, files in files_by_owner.items():
+        bom.register_dependency(pkg_components[purl], files)
+    bom.register_dependency(asset, [*pkg_components.values(), *unowned, *node, *products])
     return bom
 
 
