@@ -45,10 +45,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
             "report larger than a configured limit (bytes, components, properties, labels; "
             "labels counted with those the asset keeps)",
         ),
-        (415, "not CycloneDX JSON, a charset other than UTF-8, or an unsupported encoding"),
+        (
+            415,
+            "not CycloneDX JSON or SPDX (JSON, tag-value), a charset other than UTF-8, or an "
+            "unsupported encoding",
+        ),
         (
             422,
-            "not a valid CycloneDX report, a BOM of neither an image nor a host (an "
+            "not a valid CycloneDX or SPDX 2.2/2.3 report (SPDX: details name the SPDX field), "
+            "a BOM of neither an image nor a host (an "
             "application's own SBOM), or a value the service cannot store; details carry JSON "
             "pointers",
         ),
