@@ -120,14 +120,15 @@ def _purpose(package: Package) -> str | None:
 
 
 def _owners(document: Document, root: str) -> dict[str, str]:
-    """The package owning each file: ``P CONTAINS F``, ``F CONTAINED_BY P``, ``P DEPENDS_ON F``
-    or ``F DEPENDENCY_OF P``, the first in document order; one step only, so a cycle of
-    relationships is read like any other (the described package owns nothing: it is the
-    asset)."""
+    """The package owning each file (or package of purpose FILE): ``P CONTAINS F``,
+    ``F CONTAINED_BY P``, ``P DEPENDS_ON F`` or ``F DEPENDENCY_OF P``, the first in document
+    order; one step only, so a cycle of relationships is read like any other (the described
+    package owns nothing: it is the asset)."""
     from spdx_tools.spdx.model import RelationshipType as R
 
-    files = {f.spdx_id for f in document.files}
-    packages = {p.spdx_id for p in document.packages} - {root}
+    file_packages = {p.spdx_id for p in document.packages if _purpose(p) == "FILE"}
+    files = {f.spdx_id for f in document.files} | file_packages
+    packages = {p.spdx_id for p in document.packages} - {root} - file_packages
     out: dict[str, str] = {}
     for r in document.relationships:
         a, b = r.spdx_element_id, r.related_spdx_element_id
@@ -191,7 +192,11 @@ def _os_listed(document: Document, root: str) -> bool:
     return False
 
 
-def _file_component(file: File, props: list[dict[str, str]], owner: str | None) -> dict[str, Any]:
+def _file_component(
+    file: File | Package, name: str, props: list[dict[str, str]], owner: str | None
+) -> dict[str, Any]:
+    """A file, or a package of purpose FILE (a single file: SPDX 2.3 clause 7.24), as a
+    ``file`` component with its SHA-256 and its owner's purl."""
     from spdx_tools.spdx.model import ChecksumAlgorithm
 
     hashes = [
@@ -204,7 +209,7 @@ def _file_component(file: File, props: list[dict[str, str]], owner: str | None) 
     return {
         "type": "file",
         "bom-ref": file.spdx_id,
-        "name": absolute(file.name),
+        "name": absolute(name),
         "hashes": hashes[:1],
         "properties": props,
     }
@@ -263,17 +268,23 @@ def reading(document: Document) -> Mapped:
         "/metadata/component": root_where,
     }
     components: list[dict[str, Any]] = []
+    purls = {p.spdx_id: purl_of(p) for p in document.packages}
+    owners = _owners(document, root.spdx_id)
     for package in document.packages:
         if package.spdx_id == root.spdx_id:
             continue
         origins[f"/components/{len(components)}"] = f"package {package.spdx_id}"
-        components.append(_package_component(package, notes.get(package.spdx_id, [])))
-    purls = {p.spdx_id: purl_of(p) for p in document.packages}
-    owners = _owners(document, root.spdx_id)
+        props = notes.get(package.spdx_id, [])
+        if _purpose(package) == "FILE":
+            owner = purls.get(owners.get(package.spdx_id, ""))
+            name = package.file_name or package.name
+            components.append(_file_component(package, name, props, owner))
+        else:
+            components.append(_package_component(package, props))
     for file in document.files:
         origins[f"/components/{len(components)}"] = f"file {file.spdx_id}"
         owner = purls.get(owners.get(file.spdx_id, ""))
-        components.append(_file_component(file, notes.get(file.spdx_id, []), owner))
+        components.append(_file_component(file, file.name, notes.get(file.spdx_id, []), owner))
     bom = {
         "bomFormat": "CycloneDX",
         "specVersion": "1.6",

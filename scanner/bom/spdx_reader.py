@@ -235,17 +235,13 @@ def check(document: Document, limits: SpdxLimits = DEFAULT_LIMITS) -> None:
         *validate_snippets(document.snippets, version),
     ]
     if messages:
-        first = messages[0]
-        where = first.context.spdx_id or (
-            first.context.element_type.name.lower() if first.context.element_type else "document"
-        )
         raise SpdxRefused(
             "the document breaks SPDX rules (spdx-tools): "
             + "; ".join(
-                f"{m.context.spdx_id or 'document'}: {m.validation_message[:300]}"
+                f"{_where(m.context)}: {m.validation_message[:300]}"
                 for m in messages[:MAX_MESSAGES]
             ),
-            where,
+            _where(messages[0].context),
         )
     ids = _unique_ids(document)
     _check_references(document, ids)
@@ -258,6 +254,17 @@ def check(document: Document, limits: SpdxLimits = DEFAULT_LIMITS) -> None:
                 f"{package.spdx_id}.externalRefs",
                 "GPUPROV_MAX_COMPONENT_PROPERTIES",
             )
+
+
+def _where(context: Any) -> str:
+    """The element a validation message is about, and the part of it (``SPDXRef-File-1
+    checksum``): spdx-tools gives a checksum or a reference its element as parent."""
+    kind = context.element_type.name.lower() if context.element_type else ""
+    if context.spdx_id:
+        return str(context.spdx_id)
+    if context.parent_id:
+        return f"{context.parent_id} {kind}".strip()
+    return kind or "document"
 
 
 def _unique_ids(document: Document) -> set[str]:
