@@ -303,5 +303,5 @@ def read_spdx(source: str | Mapping[str, Any], limits: SpdxLimits = DEFAULT_LIMI
     if isinstance(source, str):
         return reading(read_tag_value(source, limits))
     if generation(source) == "3":
-        raise SpdxRefused(SPDX3_REFUSED, "@context")
+        raise SpdxRefused(SPDX3_REFUSED, "spdxVersion" if "spdxVersion" in source else "@context")
     return reading(read_json(source, limits))

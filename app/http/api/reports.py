@@ -29,6 +29,7 @@ from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
 from app.http.metrics import Metrics
 from app.http.schemas import BOM_EXAMPLE, ErrorResponse, IngestAnswer
 from app.settings import Settings
+from scanner.bom.spdx_reader import media_type_of
 
 router = APIRouter(tags=["reports"])
 
@@ -192,7 +193,8 @@ def _ingest(
     _check_label_count(len(merged), settings, "the report's and the label parameters together")
     # the stored copy: the gzip stream as received, else compressed at a fast level
     stored = body.gzip_data or gzip.compress(data, compresslevel=1)
-    raw = RawReport(body.media_type, len(data), stored)
+    # the content says what the report is: SPDX sent as application/json is kept as SPDX
+    raw = RawReport(media_type_of(data) or body.media_type, len(data), stored)
     metrics.report_bytes.observe(len(data))
     # the transaction is opened here, not by a dependency: a sync dependency costs two more
     # worker-thread hops per report (enter and exit); it commits before the answer is sent
