@@ -220,7 +220,7 @@ def check(document: Document, limits: SpdxLimits = DEFAULT_LIMITS) -> None:
     """The SPDX 2 rules, each element's by spdx-tools' own validators and the document-wide ones
     (unique SPDXIDs, relationship and annotation ends, what it describes) here, in linear time:
     spdx-tools' `validate_full_spdx_document` looks each reference up in a list of every
-    SPDXID (2,000 packages: 3.7 s, bench/spdx_ingest.py). Raises `SpdxRefused`."""
+    SPDXID (2,000 packages: 3.7 s, measured with spdx-tools 0.8.5). Raises `SpdxRefused`."""
     from spdx_tools.spdx.validation.creation_info_validator import validate_creation_info
     from spdx_tools.spdx.validation.file_validator import validate_files
     from spdx_tools.spdx.validation.package_validator import validate_packages
