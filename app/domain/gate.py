@@ -276,7 +276,9 @@ def gate_bom(
     with db.transaction() as session:
         policies.stored(session, policy_name)
     report = parse_report(data, limits, now=now)
-    stored = RawReport("application/vnd.cyclonedx+json", len(data), gzip.compress(data, 1))
+    spdx = report.spec_version.startswith("SPDX-")
+    media_type = "application/spdx+json" if spdx else "application/vnd.cyclonedx+json"
+    stored = RawReport(media_type, len(data), gzip.compress(data, 1))
     with db.transaction(write=True) as session:
         result = ingest(
             session, report, stored, principal, {}, now, catalogs, max_labels=limits.max_labels

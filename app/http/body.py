@@ -25,7 +25,13 @@ from app.errors import (
 from app.http.metrics import Metrics
 from app.settings import Settings
 
-ACCEPTED_MEDIA_TYPES = ("application/vnd.cyclonedx+json", "application/json")
+#: CycloneDX JSON, SPDX 2 JSON and tag-value; the content, not the type, says which it is
+ACCEPTED_MEDIA_TYPES = (
+    "application/vnd.cyclonedx+json",
+    "application/json",
+    "application/spdx+json",
+    "text/spdx",
+)
 
 
 class IngestGate:
@@ -162,13 +168,13 @@ def report_encoding(request: Request, settings: Settings) -> ReportEncoding:
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type not in ACCEPTED_MEDIA_TYPES:
         raise UnsupportedMediaType(
-            f"Content-Type {media_type or '(none)'!r} is not accepted; send CycloneDX JSON as "
+            f"Content-Type {media_type or '(none)'!r} is not accepted; send CycloneDX or SPDX as "
             + " or ".join(ACCEPTED_MEDIA_TYPES)
         )
     charset = _charset(content_type)
     if charset not in (None, "utf-8", "utf8"):
         raise UnsupportedMediaType(
-            f"charset {charset!r} is not accepted; send the report as UTF-8 JSON (RFC 8259)"
+            f"charset {charset!r} is not accepted; send the report as UTF-8 (RFC 8259)"
         )
     encoding = request.headers.get("content-encoding", "identity").strip().lower() or "identity"
     if encoding not in ("identity", "gzip"):

@@ -14,6 +14,10 @@ from scanner import vocabulary as v
 class ErrorDetail(BaseModel):
     pointer: str = Field(description="JSON pointer into the request (or report) at fault")
     message: str
+    spdx: str | None = Field(
+        default=None,
+        description="an SPDX report's field, rule or element at fault (its pointer is then '')",
+    )
 
 
 class ErrorBody(BaseModel):

@@ -56,7 +56,9 @@ class GateIn(BaseModel):
     @model_validator(mode="after")
     def _one_subject(self) -> GateIn:
         if (self.image is None) == (self.bom is None):
-            raise ValueError("give exactly one of image (a sha256 digest) or bom (CycloneDX JSON)")
+            raise ValueError(
+                "give exactly one of image (a sha256 digest) or bom (CycloneDX or SPDX 2 JSON)"
+            )
         return self
 
 
@@ -69,7 +71,10 @@ _REQUEST_SCHEMA = {
     "properties": {
         "policy": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": _POLICY_NAME},
         "image": {"type": "string", "pattern": _DIGEST},
-        "bom": {"type": "object", "description": "a CycloneDX 1.4-1.7 JSON BOM"},
+        "bom": {
+            "type": "object",
+            "description": "a CycloneDX 1.4-1.7 JSON BOM, or an SPDX 2.2 / 2.3 JSON document",
+        },
     },
     "oneOf": [{"required": ["image"]}, {"required": ["bom"]}],
     "description": "exactly one of image or bom",
