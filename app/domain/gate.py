@@ -226,6 +226,7 @@ def gate_scan(
             "scan_id": scan.id,
             "reasons": answer["reasons"],
             "controls": answer["controls"],
+            "granted": dict(principal.ci) if principal.ci is not None else None,
         },
     )
     answer["decision_id"] = record.id

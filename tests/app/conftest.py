@@ -50,6 +50,8 @@ TABLES = (
     "asset",
     "audit_event",
     "api_token",
+    "ci_trust_rule",
+    "ci_token_use",
 )
 
 
@@ -119,7 +121,15 @@ class Service:
         return {
             t: self.count(t)
             for t in TABLES
-            if t not in ("api_token", "audit_event", *PROVENANCE_TABLES, *POLICY_TABLES)
+            if t
+            not in (
+                "api_token",
+                "audit_event",
+                "ci_trust_rule",
+                "ci_token_use",
+                *PROVENANCE_TABLES,
+                *POLICY_TABLES,
+            )
         }
 
     def truncate(self) -> None:

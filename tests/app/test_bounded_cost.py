@@ -130,9 +130,10 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.02)
 
 
-def token_id(service: Service, secret: str) -> int:
+def token_id(service: Service, secret: str) -> str:
+    """What the ingest slots count the token by."""
     with service.db.session() as session:
-        return authenticate(session, secret).token_id
+        return authenticate(session, secret).key
 
 
 def session_cookie(server: LiveServer, secret: str) -> str:
@@ -246,7 +247,7 @@ def test_every_slot_taken_is_answered_before_the_body(service: Service) -> None:
     gate_only = service.token("gate", name="gate-only")
     with live(service, max_concurrent_ingests=2) as (server, app):
         gate: IngestGate = app.state.ingest_gate
-        assert gate.enter(-1) is None and gate.enter(-2) is None  # others' reports in flight
+        assert gate.enter("token:-1") is None and gate.enter("token:-2") is None  # others' reports in flight
         try:
             for path, secret in (
                 ("/api/v1/reports", writer),
@@ -273,8 +274,8 @@ def test_every_slot_taken_is_answered_before_the_body(service: Service) -> None:
             )
             assert answer.status_code == 404, answer.text
         finally:
-            gate.leave(-1)
-            gate.leave(-2)
+            gate.leave("token:-1")
+            gate.leave("token:-2")
     assert service.stored() == NOTHING
 
 
