@@ -46,8 +46,10 @@ def get_rule(session: Session, name: str) -> dict[str, Any]:
     return dict(row.document)
 
 
-def delete_rule(session: Session, name: str, actor: Actor, now: datetime) -> None:
-    """Remove the rule `name`: tokens it admitted are refused from now on."""
-    if not repo.remove(session, name):
-        raise NotFound(f"no CI trust rule named {name!r}")
-    record(session, actor, "ci_trust.delete", f"ci-trust:{name}", {}, now)
+def delete_rule(session: Session, name: str, actor: Actor, now: datetime) -> dict[str, Any]:
+    """Remove the rule `name` (its document returned): tokens it admitted are refused from
+    now on."""
+    document = get_rule(session, name)
+    repo.remove(session, name)
+    record(session, actor, "ci_trust.delete", f"ci-trust:{name}", document, now)
+    return document

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import APIRouter, Depends, Path, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app.clock import utcnow
 from app.domain import ci_rules
+from app.errors import AppError, BadRequest
+from app.http.body import read_limited
+from app.http.bodylimit import SMALL_BODY_BYTES
 from app.http.deps import Admin, SessionDep, SettingsDep, WriteSessionDep
+from app.http.errors import validation_failure
 from app.http.schemas import error_responses
+from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["ci-trust"])
 
@@ -64,7 +69,7 @@ class CiTrustRuleOut(BaseModel):
     issuer: str
     provider: Literal["github", "gitlab"]
     audience: str
-    claims: dict[str, str]
+    claims: dict[str, str] = Field(examples=[_EXAMPLE["claims"]])
     scopes: list[str]
     assets: list[str]
     policies: list[str]
@@ -74,20 +79,43 @@ class CiTrustRuleList(BaseModel):
     items: list[CiTrustRuleOut]
 
 
+async def _rule_request(request: Request, _: Admin) -> CiTrustRuleIn:
+    # read once the caller is known to be an admin, by the one strict JSON reader (as tokens)
+    raw = await read_limited(request, SMALL_BODY_BYTES, ("application/json",), "a CI trust rule")
+    try:
+        document = load_json(raw)
+    except DocumentError as e:
+        raise AppError(f"the body is not acceptable JSON: {e}", 422) from None
+    try:
+        return CiTrustRuleIn.model_validate(document)
+    except ValidationError as e:
+        raise validation_failure(e.errors(), ("body",)) from None
+
+
 @router.put(
     "/ci-trust/{name}",
     status_code=201,
     response_model=CiTrustRuleOut,
     responses={
         200: {"model": CiTrustRuleOut, "description": "an existing rule replaced"},
-        **error_responses((400, "not a rule this service accepts: the message says why")),
+        **error_responses(
+            (413, "larger than 1 MiB"),
+            (415, "not JSON"),
+            (422, "not a rule this service accepts: the message says why"),
+        ),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": CiTrustRuleIn.model_json_schema()}},
+        }
     },
     summary="Store a CI trust rule",
 )
 def put_rule(
     principal: Admin,
     name: RuleName,
-    rule: CiTrustRuleIn,
+    rule: Annotated[CiTrustRuleIn, Depends(_rule_request)],
     session: WriteSessionDep,
     settings: SettingsDep,
     response: Response,
@@ -95,7 +123,12 @@ def put_rule(
     """Store (or replace) the rule `name`: checked as it will be applied (numeric ids required,
     globs on refs only, the service's audience), audited."""
     body = rule.model_dump(exclude_none=True)
-    document, created = ci_rules.put_rule(session, name, body, settings, principal.actor, utcnow())
+    try:
+        document, created = ci_rules.put_rule(
+            session, name, body, settings, principal.actor, utcnow()
+        )
+    except BadRequest as e:  # the body's content: 422, as every refused body
+        raise AppError(e.message, 422, details=[{"pointer": "/body", "message": e.message}]) from e
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/api/v1/ci-trust/{name}"
     return document
@@ -118,9 +151,11 @@ def get_rule(_: Admin, session: SessionDep, name: RuleName) -> dict[str, Any]:
 
 
 @router.delete(
-    "/ci-trust/{name}", status_code=204, responses=error_responses((404, "no such rule"))
+    "/ci-trust/{name}",
+    response_model=CiTrustRuleOut,
+    responses=error_responses((404, "no such rule")),
 )
-def delete_rule(principal: Admin, session: WriteSessionDep, name: RuleName) -> Response:
-    """Remove a rule: the tokens it admitted are refused from the next request on."""
-    ci_rules.delete_rule(session, name, principal.actor, utcnow())
-    return Response(status_code=204)
+def delete_rule(principal: Admin, session: WriteSessionDep, name: RuleName) -> dict[str, Any]:
+    """Remove a rule (answered with it): the tokens it admitted are refused from the next
+    request on."""
+    return ci_rules.delete_rule(session, name, principal.actor, utcnow())
