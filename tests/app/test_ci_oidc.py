@@ -4,20 +4,24 @@ refused with a 401 naming what failed, and nothing is decided or stored on it.""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
+from typer.testing import CliRunner
 
 from app.domain import ci_tokens
 from app.main import create_app
 from app.settings import Settings
 from tests.app import boms
-from tests.app.conftest import JSON_HEADERS, Service, auth
+from tests.app.conftest import JSON_HEADERS, LiveServer, Service, auth, free_port
 from tests.app.test_gate_api import digest, image_bom, put_policy
 from tests.fixtures.ci_issuer import (
     AUDIENCE,
@@ -99,7 +103,7 @@ def test_a_github_job_gates_under_its_rule_and_the_decision_records_its_claims(
     with service.db.session() as session:
         name, granted = session.execute(text("SELECT token_name, granted FROM gate_decision")).one()
     assert name == "ci:release:acme/trainer"
-    granted = granted if isinstance(granted, dict) else __import__("json").loads(granted)
+    granted = granted if isinstance(granted, dict) else json.loads(granted)
     assert granted["rule"] == "release"
     assert granted["claims"]["repository_id"] == "2002"
     assert granted["claims"]["ref"] == "refs/tags/v1.2.0"
@@ -403,11 +407,11 @@ def test_a_deleted_or_tampered_rule_admits_nothing(
     # a rule edited behind the service's back into one the API refuses (no repository id)
     with service.db.transaction(write=True) as session:
         row = session.execute(text("SELECT document FROM ci_trust_rule")).scalar_one()
-        document = row if isinstance(row, dict) else __import__("json").loads(row)
+        document = row if isinstance(row, dict) else json.loads(row)
         del document["claims"]["repository_id"]
         session.execute(
             text("UPDATE ci_trust_rule SET document = :d"),
-            {"d": __import__("json").dumps(document)},
+            {"d": json.dumps(document)},
         )
     answer = gate(ci, issuer.token(github_claims(repository_id="1")), "prod", image)
     assert answer.status_code == 401, answer.text
@@ -448,3 +452,69 @@ def test_rotated_keys_are_fetched_again_and_a_mixed_up_discovery_is_refused(
     answer = gate(ci, mixed.token(github_claims()), "prod", image)
     assert answer.status_code == 503, answer.text
     assert "names issuer" in answer.json()["error"]["message"]
+
+
+def test_gpuprov_gate_oidc_in_a_github_job_and_a_gitlab_job(
+    service: Service, issuers: IssuerServer, tmp_path: Path
+) -> None:
+    """`gpuprov gate --policy NAME --server URL --oidc`: the job's own ID token, asked for
+    from GitHub's token endpoint (or read from GitLab's id_tokens variable), gates."""
+    from gpuprov.cli import app as cli_app
+
+    settings = Settings(
+        database_url=service.url,
+        environment="test",
+        ci_audience=AUDIENCE,
+        allow_loopback_issuers=True,
+    )
+    port = free_port()
+    with LiveServer(settings, port) as live, httpx.Client(base_url=live.url) as client:
+        admin = service.token("admin", name="admin")
+        assert put_policy(service, POLICY.format(name="prod"), admin, "prod").status_code == 201
+        rule = github_rule(issuers)
+        assert client.put("/api/v1/ci-trust/release", json=rule, headers=auth(admin)).is_success
+        gitlab = {
+            "issuer": issuers.issuer("gitlab").url,
+            "provider": "gitlab",
+            "claims": {"namespace_id": "31", "project_id": "4242"},
+            "scopes": ["gate", "report:write"],
+        }
+        assert client.put("/api/v1/ci-trust/gl", json=gitlab, headers=auth(admin)).is_success
+        bom = tmp_path / "bom.cdx.json"
+        bom.write_bytes(boms.encode(image_bom("registry.example/acme/trainer:9")))
+        args = ["gate", "--bom", str(bom), "--policy", "prod", "--server", live.url, "--oidc"]
+        issuers.job_claims = github_claims()
+        github_env = {
+            "ACTIONS_ID_TOKEN_REQUEST_URL": f"{issuers.base}/github/actions-token?api-version=2.0",
+            "ACTIONS_ID_TOKEN_REQUEST_TOKEN": issuers.request_secret,
+            "GPUPROV_CI_AUDIENCE": AUDIENCE,
+        }
+        ok = CliRunner().invoke(cli_app, [*args, "-f", "json"], env=github_env)
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.stdout)["decision"] == "allow"
+        # the same job of another repository (a re-registered name): refused, exit 2
+        issuers.job_claims = github_claims(repository_id="31337")
+        refused = CliRunner().invoke(cli_app, args, env=github_env)
+        assert refused.exit_code == 2, refused.output
+        assert "no CI trust rule matches" in refused.output
+        # GitLab: the id_tokens variable
+        gitlab_env = {
+            "GPUPROV_ID_TOKEN": issuers.issuer("gitlab").token(gitlab_claims()),
+            "ACTIONS_ID_TOKEN_REQUEST_URL": "",
+        }
+        gl = CliRunner().invoke(cli_app, [*args, "--oidc-audience", AUDIENCE], env=gitlab_env)
+        assert gl.exit_code == 0, gl.output
+        # outside a CI job: a usage error naming what to set, nothing sent
+        none = CliRunner().invoke(
+            cli_app,
+            [*args, "--oidc-audience", AUDIENCE],
+            env={"ACTIONS_ID_TOKEN_REQUEST_URL": "", "GPUPROV_ID_TOKEN": ""},
+        )
+        assert none.exit_code == 2 and "id-token: write" in none.output
+        no_audience = CliRunner().invoke(cli_app, args, env={"GPUPROV_CI_AUDIENCE": ""})
+        assert no_audience.exit_code == 2 and "GPUPROV_CI_AUDIENCE" in no_audience.output
+        mixed = CliRunner().invoke(cli_app, [*args, "--token-file", str(bom)])
+        assert mixed.exit_code == 2 and "exclude each other" in mixed.output
+    with service.db.session() as session:
+        names = session.execute(text("SELECT token_name FROM gate_decision ORDER BY id")).scalars()
+        assert list(names) == ["ci:release:acme/trainer", "ci:gl:group/trainer"]
