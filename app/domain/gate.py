@@ -337,6 +337,7 @@ def decision_dict(row: GateDecision) -> dict[str, Any]:
         },
         "reasons": list(row.reasons),
         "controls": dict(row.controls),
+        "granted": dict(row.granted) if row.granted is not None else None,
     }
 
 

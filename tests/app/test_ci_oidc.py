@@ -111,6 +111,7 @@ def test_a_github_job_gates_under_its_rule_and_the_decision_records_its_claims(
     # the API lists the decision under the CI job's name
     listed = ci.get("/api/v1/gate/decisions", headers=auth(admin)).json()["items"]
     assert [d["token_name"] for d in listed] == ["ci:release:acme/trainer"]
+    assert listed[0]["granted"] == granted
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 already used for reports (refused on reuse until they expire), and on each gate decision the
 rule and claims a CI job was granted on.
 
-Revision ID: 0019
+Revision ID: 0018
 Revises: 0016
 Create Date: 2026-12-07
 """
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 
-revision: str = "0019"
+revision: str = "0018"
 down_revision: str | None = "0016"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
