@@ -145,14 +145,19 @@ class Target(Struct, frozen=True):
     timeout: float = 30.0
 
     @classmethod
-    def resolve(cls, server: str | None = None, token_file: Path | None = None) -> Target:
-        """From options, else ``GPUPROV_SERVER`` / ``GPUPROV_TOKEN``; raises UsageError."""
+    def resolve(
+        cls, server: str | None = None, token_file: Path | None = None, token: str | None = None
+    ) -> Target:
+        """From options (`token`: a CI job's ID token), else ``GPUPROV_SERVER`` /
+        ``GPUPROV_TOKEN``; raises UsageError."""
         server = server or os.environ.get(ENV_SERVER)
         if not server:
             raise UsageError(f"no service address: pass --server URL or set {ENV_SERVER}")
         if not server.startswith(("http://", "https://")):
             raise UsageError(f"the service address must be an http(s) URL, not {server!r}")
-        if token_file is not None:
+        if token is not None:
+            pass
+        elif token_file is not None:
             try:
                 token = token_file.read_text().strip()
             except OSError as e:

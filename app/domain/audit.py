@@ -25,6 +25,8 @@ ACTIONS = (
     "trust_policy.put",
     "catalog.import",
     "policy.put",
+    "ci_trust.put",
+    "ci_trust.delete",
     # a stored document found altered behind the service's back (app/domain/stored.py)
     "integrity.mismatch",
 )
@@ -33,7 +35,8 @@ ACTIONS = (
 @dataclass(frozen=True, slots=True)
 class Actor:
     """Who acted: an API token (``api``), a dashboard user (``web``), the command line
-    (``cli``), or the service itself (``service``: what it found on its own)."""
+    (``cli``), a CI job by its OIDC token (``ci``), or the service itself (``service``: what it
+    found on its own)."""
 
     source: str
     name: str
@@ -74,7 +77,7 @@ def record(
     )
 
 
-def web_actor(name: str, token_id: int) -> Actor:
+def web_actor(name: str, token_id: int | None) -> Actor:
     """A dashboard user, named by the token that signed in."""
     return Actor("web", name, token_id)
 

@@ -226,6 +226,7 @@ def gate_scan(
             "scan_id": scan.id,
             "reasons": answer["reasons"],
             "controls": answer["controls"],
+            "granted": dict(principal.ci) if principal.ci is not None else None,
         },
     )
     answer["decision_id"] = record.id
@@ -338,6 +339,7 @@ def decision_dict(row: GateDecision) -> dict[str, Any]:
         },
         "reasons": list(row.reasons),
         "controls": dict(row.controls),
+        "granted": dict(row.granted) if row.granted is not None else None,
     }
 
 

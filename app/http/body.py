@@ -49,11 +49,11 @@ class IngestGate:
         self.limit = limit
         self.per_token = min(per_token or limit, limit)
         self._active = 0
-        self._by_token: dict[int, int] = {}
+        self._by_token: dict[str, int] = {}
         self._lock = threading.Lock()
         self._metrics = metrics
 
-    def enter(self, token: int) -> str | None:
+    def enter(self, token: str) -> str | None:
         """Take a slot for `token`; None when taken, else why not: ``busy`` (every slot is
         taken) or ``share`` (the token holds its share)."""
         with self._lock:
@@ -72,7 +72,7 @@ class IngestGate:
                 self._metrics.ingests_in_flight.inc()
         return refused
 
-    def leave(self, token: int) -> None:
+    def leave(self, token: str) -> None:
         """Give a slot of `token` back."""
         with self._lock:
             self._active -= 1
@@ -82,7 +82,7 @@ class IngestGate:
         if self._metrics is not None:
             self._metrics.ingests_in_flight.dec()
 
-    def held(self, token: int) -> int:
+    def held(self, token: str) -> int:
         """The slots `token` holds now."""
         with self._lock:
             return self._by_token.get(token, 0)
@@ -95,7 +95,7 @@ def ingest_slot(request: Request, principal: Principal, settings: Settings) -> I
     only an authorized caller's body is ever held in memory, and never more of them at once
     than there are slots."""
     gate: IngestGate = request.app.state.ingest_gate
-    refused = gate.enter(principal.token_id)
+    refused = gate.enter(principal.key)
     if refused == "busy":
         raise ServiceUnavailable(
             f"the service is already taking in {gate.limit} reports, gate BOMs or catalogs "
@@ -111,7 +111,7 @@ def ingest_slot(request: Request, principal: Principal, settings: Settings) -> I
     try:
         yield
     finally:
-        gate.leave(principal.token_id)
+        gate.leave(principal.key)
 
 
 @dataclass(frozen=True, slots=True)

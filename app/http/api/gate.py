@@ -27,7 +27,7 @@ from app.http.deps import (
     InventoryReader,
     SessionDep,
     SettingsDep,
-    scoped,
+    ci_scoped,
 )
 from app.http.metrics import Metrics
 from app.http.params import Limit, Offset, Timestamp, rfc3339
@@ -38,7 +38,7 @@ from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["gate"])
 
-GateCaller = Annotated[Principal, scoped(Scope.GATE)]
+GateCaller = Annotated[Principal, ci_scoped(Scope.GATE)]
 _DIGEST = r"^sha256:[0-9a-f]{64}$"
 _POLICY_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ImageDigest = Annotated[str, Query(pattern=_DIGEST, description="an image manifest digest")]

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from app.clock import utcnow
 from app.domain import compliance
+from app.domain.ci_tokens import CiGrant, remember_use
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory.filters import label_filters
 from app.domain.report_parser import LABEL_PATTERN, Report, ReportLimits, parse_report
@@ -152,7 +153,8 @@ def post_report(
     metrics: Metrics = request.app.state.metrics
     started = time.perf_counter()
     try:
-        answer = _ingest(principal, body, db, settings, catalogs, response, labels, metrics)
+        grant = getattr(request.state, "ci_grant", None)
+        answer = _ingest(principal, body, db, settings, catalogs, response, labels, metrics, grant)
     except Exception as e:
         metrics.reports.labels("refused").inc()
         if isinstance(e, Forbidden):  # an asset-bound token reporting for another asset
@@ -185,6 +187,7 @@ def _ingest(
     response: Response,
     labels: dict[str, str],
     metrics: Metrics,
+    grant: CiGrant | None = None,
 ) -> IngestAnswer:
     now = utcnow()
     data = body.decompressed()
@@ -199,6 +202,8 @@ def _ingest(
     # the transaction is opened here, not by a dependency: a sync dependency costs two more
     # worker-thread hops per report (enter and exit); it commits before the answer is sent
     with db.transaction(write=True) as session:
+        if grant is not None:  # a CI job's token pushes one report (refused in the same commit)
+            remember_use(session, grant, now)
         result = ingest(
             session,
             report,
