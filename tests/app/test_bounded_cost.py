@@ -155,6 +155,8 @@ DASHBOARD_FORMS = (
     "/admin/catalogs",
     "/admin/tokens",
     "/admin/tokens/1/revoke",
+    "/admin/ci-trust",
+    "/admin/ci-trust/prod/delete",
 )
 #: every operation that reads a body, by a concrete path
 BODIES = (

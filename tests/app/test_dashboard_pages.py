@@ -265,7 +265,14 @@ def test_admin_pages_need_the_admin_scope(
     _reader(service, client)
     assert 'href="/admin"' not in _ok(client, "/")
     csrf = session_csrf(client)
-    for path in ("/admin", "/admin/policies", "/admin/trust-policy", "/admin/catalogs"):
+    pages = (
+        "/admin",
+        "/admin/policies",
+        "/admin/trust-policy",
+        "/admin/catalogs",
+        "/admin/ci-trust",
+    )
+    for path in pages:
         assert client.get(path).status_code == 403, path
     tokens = service.count("api_token")
     for path, form in (
@@ -274,9 +281,12 @@ def test_admin_pages_need_the_admin_scope(
         ("/admin/trust-policy", {"document": "version: 1\n"}),
         ("/admin/catalogs", {"catalog": "{}"}),
         ("/admin/tokens/1/revoke", {}),
+        ("/admin/ci-trust", CI_RULE_FORM),
+        ("/admin/ci-trust/prod/delete", {}),
     ):
         assert client.post(path, data={**form, "csrf_token": csrf}).status_code == 403, path
     assert service.count("api_token") == tokens
+    assert service.count("ci_trust_rule") == 0
     assert service.count("promotion_policy") == 2
 
 
@@ -297,8 +307,9 @@ def test_admin_forms_need_the_csrf_token(service: Service, client: TestClient) -
         ("/admin/policies", {"name": "prod", "document": POLICY + "  ownership: {}\n"}, None),
         ("/admin/trust-policy", {"document": catalogs.policy_yaml(("nvidia", nvidia))}, None),
         ("/admin/catalogs", {"catalog": catalog}, None),
+        ("/admin/ci-trust", CI_RULE_FORM, None),
     ]
-    tables = ("api_token", "promotion_policy", "trust_policy", "reference_catalog")
+    tables = ("api_token", "promotion_policy", "trust_policy", "reference_catalog", "ci_trust_rule")
     before = {t: service.count(t) for t in tables}
     for path, form, _ in forms:
         for wrong in ({}, {"csrf_token": ""}, {"csrf_token": "nope"}, {"csrf_token": csrf[:-1]}):
@@ -312,6 +323,56 @@ def test_admin_forms_need_the_csrf_token(service: Service, client: TestClient) -
     after = {t: service.count(t) for t in tables}
     assert after == {t: n + 1 for t, n in before.items()}
     assert service.client.get("/api/v1/assets", headers=auth(victim)).status_code == 401
+
+
+#: the CI trust form filled as an admin would (a GitHub rule)
+CI_RULE_FORM = {
+    "name": "release",
+    "issuer": "https://token.actions.githubusercontent.com",
+    "claims": "repository_owner_id=1001\nrepository_id = 2002\nref=refs/tags/v*\n",
+    "scope_gate": "1",
+    "policies": "prod\n",
+}
+
+
+def test_the_ci_trust_page_stores_lists_and_removes_rules(
+    service: Service, client: TestClient
+) -> None:
+    """Issue 20 §4: CI trust rules from the dashboard, checked as the API checks them."""
+    _admin(service, client)
+    csrf = session_csrf(client)
+    assert "No CI trust rule is stored" in _ok(client, "/admin/ci-trust")
+    assert "<code>gpuprov-test</code>" in _ok(client, "/admin/ci-trust")
+    stored = client.post("/admin/ci-trust", data={**CI_RULE_FORM, "csrf_token": csrf})
+    assert stored.status_code == 200 and "Stored CI trust rule release." in stored.text
+    rule = service.client.get(
+        "/api/v1/ci-trust/release", headers=auth(service.token("admin", name="a"))
+    ).json()
+    assert rule["claims"] == {
+        "repository_owner_id": "1001",
+        "repository_id": "2002",
+        "ref": "refs/tags/v*",
+    }
+    assert rule["scopes"] == ["gate"] and rule["policies"] == ["prod"]
+    page = _ok(client, "/admin/ci-trust")
+    assert "<code>repository_id</code> = <code>2002</code>" in page
+    # refused as the API refuses, the form kept with the reason
+    for bad, why in (
+        ({"claims": "repository_owner_id=1001\n"}, "repository_id"),
+        ({"claims": "repository_owner_id=1001\nrepository_id=2002\nrepository=acme/*"}, "globs"),
+        ({"claims": "no equals sign"}, "claim=value"),
+        ({"scope_gate": ""}, "scopes"),
+        ({"name": "bad name"}, "rule name"),
+    ):
+        answer = client.post("/admin/ci-trust", data={**CI_RULE_FORM, **bad, "csrf_token": csrf})
+        assert answer.status_code == 422, (bad, answer.text[:300])
+        assert why in answer.text and 'class="error"' in answer.text, bad
+    assert service.count("ci_trust_rule") == 1
+    removed = client.post("/admin/ci-trust/release/delete", data={"csrf_token": csrf})
+    assert removed.status_code == 200 and "Removed CI trust rule release." in removed.text
+    assert service.count("ci_trust_rule") == 0
+    missing = client.post("/admin/ci-trust/release/delete", data={"csrf_token": csrf})
+    assert missing.status_code == 404
 
 
 def _tokens(service: Service) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ list and compliance pages say what a reader needs without clicking."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from app.http.dashboard import router
+from app.storage.repositories import ci_trust
 from tests.browser.conftest import Seeded
 from tests.browser.fleet import BIG_HOST, BIG_HOST_FILES, HOSTILE_NAME, TAMPERED, TAMPERED_FILE
 from tests.browser.test_dashboard import login
@@ -89,6 +91,7 @@ def _urls(live: Seeded) -> dict[str, list[str]]:
         "/admin/trust-policy": ["/admin/trust-policy"],
         "/admin/catalogs": ["/admin/catalogs"],
         "/admin/tokens": ["/admin/tokens"],
+        "/admin/ci-trust": ["/admin/ci-trust"],
     }
 
 
@@ -121,7 +124,30 @@ def narrow(browser: Any) -> Any:
         context.close()
 
 
+def _long_ci_rule(live: Seeded) -> None:
+    """A CI trust rule with the longest values a real one carries (a reusable workflow's ref)."""
+    document = {
+        "name": "trainer-release-reusable-gate",
+        "issuer": "https://token.actions.githubusercontent.com/acme-corporation-enterprise",
+        "provider": "github",
+        "audience": "gpuprov",
+        "claims": {
+            "repository_owner_id": "123456789",
+            "repository_id": "987654321",
+            "job_workflow_ref": "acme-corporation/platform-ci-workflows/.github/workflows/"
+            "gpuprov-gate-reusable.yml@refs/heads/main",
+            "ref": "refs/tags/release-candidate-*",
+        },
+        "scopes": ["gate", "report:write"],
+        "assets": ["registry.example.com/acme-corporation/ml-platform/trainer-*"],
+        "policies": ["prod", "prod-eu", "prod-us"],
+    }
+    with live.db.transaction(write=True) as session:
+        ci_trust.put(session, document["name"], document, datetime.now(UTC))
+
+
 def test_no_page_scrolls_sideways_at_1280_px(live: Seeded, narrow: Any, artifacts: Path) -> None:
+    _long_ci_rule(live)
     urls = _urls(live)
     assert set(urls) == _dashboard_pages(), "a dashboard page is missing from this test"
     wide = {}

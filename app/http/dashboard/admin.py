@@ -1,24 +1,25 @@
 """``/admin``: the admin scope's pages, each a form posted with the session's CSRF token:
 promotion policies (store a new version), the trust policy, reference catalogs (import a
-signed one) and API tokens (create, revoke). They call the same domain services as the API,
-so a form accepts and refuses exactly what the API does; a refusal shows the form again with
-the reason."""
+signed one), API tokens (create, revoke) and CI trust rules (store, remove). They call the same
+domain services as the API, so a form accepts and refuses exactly what the API does; a refusal
+shows the form again with the reason."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Request
+from fastapi import APIRouter, BackgroundTasks, Path, Request
 from fastapi.responses import Response
 
 from app.clock import utcnow
-from app.domain import audit, catalogs, compliance, policies, tokens
+from app.domain import audit, catalogs, ci_rules, compliance, policies, tokens
 from app.domain.tokens import Scope
 from app.errors import AppError, NotFound
 from app.http.dashboard.auth import AdminUser, PageState, checked_form
 from app.http.dashboard.paging import PageNumber, Pager, PerPage
 from app.http.dashboard.templating import render
-from app.http.deps import DatabaseDep, SessionDep, WriteSessionDep
+from app.http.deps import DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
 from app.http.params import IdPath
 from scanner.wording import counted
 
@@ -322,4 +323,94 @@ async def revoke_token(
         request,
         "admin_tokens.html",
         {**_tokens_context(session, 1, 50), "message": f"Revoked token {token.name}."},
+    )
+
+
+# ------------------------------------------------------------------------ CI trust rules
+
+_RULE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+
+
+def _ci_context(session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    return {"rules": ci_rules.list_rules(session), "audience": settings.ci_audience}
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _claims(text: str) -> dict[str, str]:
+    """``claim=value`` lines; a line without ``=`` is refused, not dropped."""
+    claims: dict[str, str] = {}
+    for line in _lines(text):
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise AppError(f"claim line {line[:80]!r} is not claim=value", 422)
+        if key.strip() in claims:
+            raise AppError(f"claim {key.strip()!r} is given twice", 422)
+        claims[key.strip()] = value.strip()
+    return claims
+
+
+@router.get("/ci-trust")
+def ci_trust_list(
+    request: Request, _: AdminUser, session: SessionDep, settings: SettingsDep
+) -> Response:
+    """The CI trust rules (docs/ci.md) and the form storing one."""
+    return render(request, "admin_ci_trust.html", _ci_context(session, settings))
+
+
+@router.post("/ci-trust")
+async def store_ci_rule(
+    request: Request, state: AdminUser, session: WriteSessionDep, settings: SettingsDep
+) -> Response:
+    """Store (or replace) a CI trust rule, checked as the API checks it."""
+    form = await checked_form(request, state)
+    name = form.get("name", "").strip()
+    body: dict[str, Any] = {
+        "issuer": form.get("issuer", "").strip(),
+        "scopes": [s for s in ("gate", "report:write") if form.get(_field(s))],
+        "assets": _lines(form.get("assets", "")),
+        "policies": _lines(form.get("policies", "")),
+    }
+    if form.get("provider", "") in ("github", "gitlab"):
+        body["provider"] = form["provider"]
+    try:
+        if not re.fullmatch(_RULE_NAME, name):
+            raise AppError("a rule name is 1 to 128 letters, digits, '.', '_' or '-'", 422)
+        body["claims"] = _claims(form.get("claims", ""))
+        document, created = ci_rules.put_rule(
+            session, name, body, settings, _actor(state), utcnow()
+        )
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_ci_trust.html",
+            {**_ci_context(session, settings), "error": e.message, "form": dict(form)},
+            status=e.status if e.status != 400 else 422,
+        )
+    verb = "Stored" if created else "Replaced"
+    return render(
+        request,
+        "admin_ci_trust.html",
+        {**_ci_context(session, settings), "message": f"{verb} CI trust rule {document['name']}."},
+    )
+
+
+@router.post("/ci-trust/{name}/delete")
+async def delete_ci_rule(
+    request: Request,
+    state: AdminUser,
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    name: Annotated[str, Path(pattern=_RULE_NAME)],
+) -> Response:
+    """Remove a CI trust rule: the tokens it admitted are refused from the next request on."""
+    await checked_form(request, state)
+    ci_rules.delete_rule(session, name, _actor(state), utcnow())
+    return render(
+        request,
+        "admin_ci_trust.html",
+        {**_ci_context(session, settings), "message": f"Removed CI trust rule {name}."},
     )
