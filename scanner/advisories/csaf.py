@@ -319,7 +319,7 @@ def _vulnerability(
             ProductStatus(
                 product_id=p.product_id,
                 status=status,
-                product=p.line,
+                product=p.line.strip(),
                 version_text=p.version_text,
                 platform=p.platform,
                 parsed=pv.as_dict() if pv is not None else None,
