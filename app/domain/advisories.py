@@ -58,7 +58,8 @@ def parse_document(data: bytes, max_bytes: int) -> Advisory:
     except DocumentRefused as e:
         if e.reason == "too_large":
             raise PayloadTooLarge(str(e)) from e
-        raise InvalidAdvisory(str(e), details=[{"reason": e.reason}]) from e
+        # the pointer "" is the whole document; the reason code is the message's first word
+        raise InvalidAdvisory(str(e), details=[{"pointer": "", "message": e.reason}]) from e
 
 
 def revision_key(version: str) -> tuple[Any, ...]:

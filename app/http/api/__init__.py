@@ -3,6 +3,7 @@
 from fastapi import APIRouter
 
 from app.http.api import (
+    advisories,
     assets,
     compliance,
     gate,
@@ -22,3 +23,4 @@ router.include_router(provenance.router)
 router.include_router(policies.router)
 router.include_router(gate.router)
 router.include_router(compliance.router)
+router.include_router(advisories.router)
