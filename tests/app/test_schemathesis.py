@@ -48,9 +48,9 @@ from schemathesis.specs.openapi.checks import (
 from app.domain.tokens import MAX_LIFETIME, Scope
 from app.http.params import rfc3339
 from tests.app import boms, catalogs
-from tests.scanner.advisories import documents as advisory_documents
 from tests.app.conftest import Service, auth
 from tests.fixtures import keys
+from tests.scanner.advisories import documents as advisory_documents
 
 #: examples per operation and generation mode: for an operation the caller may call (its scope,
 #: or admin), and for one it may not (every answer is then a 401 or 403)
