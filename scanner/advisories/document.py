@@ -127,13 +127,32 @@ def load_json(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str) -> 
             "too_large", f"{len(data)} bytes is more than the {max_bytes}-byte limit of {what}"
         )
     try:
-        return json.loads(data)
+        return json.loads(data, object_pairs_hook=_unique, parse_constant=_no_constant)
     except UnicodeDecodeError as e:
         raise DocumentRefused("not_json", f"not UTF-8 text: {e.reason} at byte {e.start}") from e
     except json.JSONDecodeError as e:
         raise DocumentRefused("not_json", f"not JSON: {e.msg} (line {e.lineno})") from e
+    except ValueError as e:
+        # a duplicate key, NaN/Infinity (not JSON), an integer past Python's 4,300 digits
+        raise DocumentRefused("not_json", f"not JSON: {e}") from e
     except RecursionError as e:
         raise DocumentRefused("not_json", "not JSON: nested too deeply") from e
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # RFC 8259 leaves a repeated name's meaning open: two readers could see two documents
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {key!r} appears twice in one object")
+            seen.add(key)
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def _schema(name: str) -> Any:

@@ -3,6 +3,7 @@ document at a time (CSAF 2.0, OSV or a CVE Record), as `gpuprov advisories impor
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -10,7 +11,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from app.clock import utcnow
 from app.domain import advisories, audit
 from app.errors import AppError
-from app.http.body import read_limited
+from app.http.body import check_limited, ingest_slot, read_limited
 from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
 from app.http.params import Limit, Offset
 from app.http.schemas import error_responses
@@ -39,17 +40,23 @@ ADVISORY_EXAMPLE: dict[str, Any] = {
 }
 
 
-async def _advisory_body(request: Request, settings: SettingsDep, _: Admin) -> bytes:
-    # read once the caller is known to be an admin, never past the configured limit
-    raw = await read_limited(
-        request, settings.max_advisory_bytes, ADVISORY_TYPES, "an advisory document"
-    )
-    if not raw:
-        raise AppError("the request body is empty; send one CSAF, OSV or CVE Record document", 422)
-    return raw
+async def _advisory_body(
+    request: Request, settings: SettingsDep, principal: Admin
+) -> AsyncIterator[bytes]:
+    # megabytes: read once the caller is known to be an admin, in an ingest slot, never past
+    # the configured limit
+    what = "an advisory document"
+    check_limited(request, settings.max_advisory_bytes, ADVISORY_TYPES, what)
+    with ingest_slot(request, principal, settings):
+        raw = await read_limited(request, settings.max_advisory_bytes, ADVISORY_TYPES, what)
+        if not raw:
+            raise AppError(
+                "the request body is empty; send one CSAF, OSV or CVE Record document", 422
+            )
+        yield raw
 
 
-AdvisoryBody = Annotated[bytes, Depends(_advisory_body)]
+AdvisoryBody = Annotated[bytes, Depends(_advisory_body, scope="function")]
 
 
 @router.post(
@@ -60,6 +67,7 @@ AdvisoryBody = Annotated[bytes, Depends(_advisory_body)]
         200: {"model": AdvisoryImportOut, "description": "nothing changed (see outcome)"},
         **error_responses(
             (413, "larger than GPUPROV_MAX_ADVISORY_BYTES"),
+            (503, "every ingest slot is taken (GPUPROV_MAX_CONCURRENT_INGESTS)"),
             (415, "not a JSON media type"),
             (422, "not JSON, not CSAF 2.0 / OSV / a CVE Record, or a CSAF mandatory test fails"),
         ),

@@ -161,3 +161,18 @@ def test_fuzzed_bytes_read_or_are_refused(data: bytes) -> None:
         read_document(data)
     except DocumentRefused:
         pass
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'{"a": 1, "a": 2}', "the key 'a' appears twice"),
+        (b'{"a": NaN}', "NaN is not a JSON number"),
+        (b'{"a": ' + b"1" * 5000 + b"}", "not JSON: "),
+        (b"[" * 100_000 + b"]" * 100_000, "not JSON"),
+    ],
+)
+def test_json_that_two_readers_could_read_differently_is_refused(data: bytes, message: str) -> None:
+    with pytest.raises(DocumentRefused) as info:
+        read_document(data)
+    assert info.value.reason == "not_json" and message in info.value.message
