@@ -11,7 +11,7 @@ from being imported.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -66,14 +66,19 @@ class _Read:
 
 
 def _read_all(
-    paths: Iterable[Path], *, strict: bool, max_bytes: int, summary: ImportSummary
+    paths: Iterable[Path],
+    *,
+    strict: bool,
+    max_bytes: int,
+    summary: ImportSummary,
+    name_of: Callable[[Path], str],
 ) -> list[_Read]:
     from scanner.advisories.document import DocumentRefused
     from scanner.advisories.feed import check_digest, read_document
 
     found: list[_Read] = []
     for path in paths:
-        name = str(path)
+        name = name_of(path)
         try:
             with path.open("rb") as f:
                 # one byte past the limit is enough to refuse a file by its size
@@ -122,9 +127,15 @@ def _bulletins(found: list[_Read]) -> list[_Read]:
 
 
 def import_paths(
-    db: Database, paths: Iterable[Path], *, strict: bool, max_bytes: int
+    db: Database,
+    paths: Iterable[Path],
+    *,
+    strict: bool,
+    max_bytes: int,
+    name_of: Callable[[Path], str] | None = None,
 ) -> ImportSummary:
-    """Import every advisory document under ``paths`` (one transaction each)."""
+    """Import every advisory document under ``paths`` (one transaction each); ``name_of`` names
+    a file in the summary and as the document's source (default: its path)."""
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.clock import utcnow
@@ -133,33 +144,50 @@ def import_paths(
 
     summary = ImportSummary()
     files = find_documents(paths)
-    for r in _bulletins(_read_all(files, strict=strict, max_bytes=max_bytes, summary=summary)):
+    named = name_of or str
+    found = _read_all(files, strict=strict, max_bytes=max_bytes, summary=summary, name_of=named)
+    for r in _bulletins(found):
         try:
             with db.transaction(write=True) as session:
                 result = import_advisory(
                     session,
                     r.advisory,
                     r.data,
-                    source=str(r.path.resolve()),
+                    source=name_of(r.path) if name_of else str(r.path.resolve()),
                     digest_mismatch=r.mismatch,
                     now=utcnow(),
                 )
         except SQLAlchemyError as e:
             first = (str(e).splitlines() or [type(e).__name__])[0]
-            summary.refused.append({"path": str(r.path), "error": f"not stored: {first}"})
+            summary.refused.append({"path": named(r.path), "error": f"not stored: {first}"})
             continue
         if result.changed:
             summary.imported += 1
         else:
             summary.unchanged += 1
         if result.note:
-            summary.notes.append(f"{r.path}: {result.note}")
+            summary.notes.append(f"{named(r.path)}: {result.note}")
         summary.vulnerabilities.update(result.vulnerabilities)
         summary.unparsed_versions.extend(result.unparsed)
     return summary
 
 
 advisories_app = typer_app(help="Security advisories (CSAF 2.0, OSV, CVE Records).")
+
+
+Strict = Annotated[
+    bool,
+    typer.Option("--strict", help="refuse a document whose .sha256 does not match"),
+]
+Format = Annotated[ImportFormat, typer.Option("--format", help="text or json (the summary's form)")]
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--database-url",
+        help="SQLAlchemy URL; default $GPUPROV_DATABASE_URL or sqlite:///./gpuprov.db",
+        show_default=False,
+    ),
+]
 
 
 @advisories_app.command("import", cls=StrictCommand)
@@ -171,21 +199,9 @@ def advisories_import(
             show_default=False,
         ),
     ],
-    strict: Annotated[
-        bool,
-        typer.Option("--strict", help="refuse a document whose .sha256 does not match"),
-    ] = False,
-    format: Annotated[
-        ImportFormat, typer.Option("--format", help="text or json (the summary's form)")
-    ] = ImportFormat.TEXT,
-    database_url: Annotated[
-        str | None,
-        typer.Option(
-            "--database-url",
-            help="SQLAlchemy URL; default $GPUPROV_DATABASE_URL or sqlite:///./gpuprov.db",
-            show_default=False,
-        ),
-    ] = None,
+    strict: Strict = False,
+    format: Format = ImportFormat.TEXT,
+    database_url: DatabaseUrl = None,
 ) -> None:
     """Import advisories; exit 1 when any file was refused (the rest is kept)."""
     from app.cli import _require_current_schema, _settings
@@ -198,6 +214,82 @@ def advisories_import(
         summary = import_paths(db, paths, strict=strict, max_bytes=settings.max_advisory_bytes)
     finally:
         db.dispose()
+    _report(summary, format)
+
+
+@advisories_app.command("sync", cls=StrictCommand)
+def advisories_sync(
+    url: Annotated[
+        str,
+        typer.Argument(
+            help="HTTPS base URL of a mirror of NVIDIA's product-security repository",
+            show_default=False,
+        ),
+    ],
+    year: Annotated[
+        list[int] | None,
+        typer.Option("--year", help="a year to fetch (repeatable); default 2016 to this year"),
+    ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option("--ca-file", help="PEM CA certificates to verify the mirror with"),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=1, max=600, help="seconds per request")
+    ] = 30.0,
+    strict: Strict = False,
+    format: Format = ImportFormat.TEXT,
+    database_url: DatabaseUrl = None,
+) -> None:
+    """Fetch a mirror's bulletins over HTTPS and import them as `import` does; a file that
+    could not be fetched is refused (exit 1), the rest is kept."""
+    import ssl
+    import tempfile
+
+    import httpx
+
+    from app.cli import _require_current_schema, _settings
+    from app.clock import utcnow
+    from app.storage.session import Database
+    from scanner.advisories.mirror import fetch_mirror
+    from scanner.cli_common import fail
+
+    if not url.lower().startswith("https://"):
+        raise fail(f"{url} is not an https:// URL: the feed is fetched over HTTPS only", 2)
+    years = year or list(range(2016, utcnow().year + 1))
+    settings = _settings(database_url)
+    _require_current_schema(settings)
+    try:
+        verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
+        )
+    except (OSError, ssl.SSLError) as e:
+        raise fail(f"cannot use --ca-file {ca_file}: {e}", 2) from e
+    with (
+        tempfile.TemporaryDirectory(prefix="gpuprov-advisories-") as tmp,
+        httpx.Client(verify=verify, timeout=timeout, follow_redirects=False) as client,
+    ):
+        fetched = fetch_mirror(
+            url, Path(tmp), years, client=client, max_bytes=settings.max_advisory_bytes
+        )
+        db = Database(settings)
+        try:
+            summary = import_paths(
+                db,
+                [Path(tmp)],
+                strict=strict,
+                max_bytes=settings.max_advisory_bytes,
+                name_of=lambda p: fetched.files.get(p, str(p)),
+            )
+        finally:
+            db.dispose()
+    summary.refused[:0] = [
+        {"path": u, "error": f"not fetched: {why}"} for u, why in fetched.failures
+    ]
+    _report(summary, format)
+
+
+def _report(summary: ImportSummary, format: ImportFormat) -> None:
     if format is ImportFormat.JSON:
         # json.dumps escapes every control character (ensure_ascii): safe on a terminal as is
         typer.echo(json.dumps(summary.as_dict(), indent=2))
