@@ -129,6 +129,12 @@ def test_list_filters_and_detail(service: Service) -> None:
     assert {i["cve"] for i in widget["items"]} == {"CVE-2026-0001", "EX-BUG-7"}
     cudnn = get("/api/v1/advisories", params={"product": "CUDNN"}, headers=reader).json()
     assert [i["cve"] for i in cudnn["items"]] == ["CVE-2026-1111"]
+    # newest first, an advisory with no date last (on both databases)
+    undated = osv(id="GHSA-undated-1", aliases=["CVE-2026-2222"])
+    del undated["published"]
+    assert post(service, encode(undated)).status_code == 201
+    order = [i["cve"] for i in get("/api/v1/advisories", headers=reader).json()["items"]]
+    assert order == ["CVE-2026-1111", "CVE-2026-0001", "EX-BUG-7", "CVE-2026-2222"]
     bad = get("/api/v1/advisories", params={"severity": "urgent"}, headers=reader)
     assert bad.status_code == 400 and "severity" in json.dumps(bad.json()["error"])
     detail = get("/api/v1/advisories/CVE-2026-0001", headers=reader)

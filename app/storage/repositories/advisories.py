@@ -102,7 +102,7 @@ def cve_page(
         select(Vuln.cve)
         .where(*where)
         .group_by(Vuln.cve)
-        .order_by(newest.desc(), Vuln.cve)
+        .order_by(newest.desc().nulls_last(), Vuln.cve)
         .limit(limit)
         .offset(offset)
     ).all()
