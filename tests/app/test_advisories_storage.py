@@ -153,3 +153,32 @@ def test_shared_bulletins_a_cve_in_several_bulletins(service: Service) -> None:
             select(AdvisoryDocument).where(AdvisoryDocument.tracking_id == "5708")
         ).one()
         assert draft.status == "draft"
+
+
+def test_concurrent_imports_of_one_document_store_it_once(service: Service) -> None:
+    import threading
+
+    data = encode(csaf())
+    outcomes: list[str] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def one() -> None:
+        try:
+            start.wait(timeout=10)
+            with service.db.transaction(write=True) as session:
+                result = import_advisory(
+                    session, read_document(data), data, source="t", digest_mismatch=False, now=NOW
+                )
+            outcomes.append(result.outcome)
+        except BaseException as e:  # reported by the assertion below, never swallowed
+            errors.append(e)
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == []
+    assert sorted(outcomes) == ["imported", "unchanged", "unchanged", "unchanged"]
+    assert service.count("advisory_document") == 1
