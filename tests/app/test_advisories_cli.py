@@ -136,3 +136,15 @@ def test_shared_bulletins(service: Service) -> None:
     code, out, _ = run(service, "advisories", "import", str(PSIRT), "--strict", "--format", "json")
     strict = json.loads(out)
     assert code == 1 and len(strict["refused"]) == 4 and strict["unchanged"] == 127
+
+
+def test_a_database_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+    data = encode(csaf())
+    doc = write(tmp_path / "a.json", data)
+    result = CliRunner().invoke(
+        gpuprov_app,
+        ["advisories", "import", str(doc)],
+        env={"GPUPROV_DATABASE_URL": f"sqlite:///{tmp_path / 'none.db'}"},
+    )
+    assert result.exit_code == 1 and "gpuprov db upgrade" in result.stderr
+    assert not (tmp_path / "none.db").exists()
