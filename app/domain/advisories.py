@@ -251,8 +251,10 @@ def _summary(
     live = [(v, d) for v, d in pairs if v.withdrawn_reason is None] or pairs
     top = max(live, key=lambda p: p[0].cvss if p[0].cvss is not None else -1.0)[0]
     published = [v.published_at for v, _ in live if v.published_at is not None]
+    newest = max(live, key=lambda p: (p[0].published_at is not None, p[0].published_at, p[1].id))
     return {
         "cve": cve,
+        "bulletin": newest[1].tracking_id,
         "bulletins": sorted({d.tracking_id for _, d in live}),
         "title": next((v.title for v, _ in live if v.title), None),
         "severity": top.severity,

@@ -9,6 +9,7 @@ from app.http.schemas import Page
 
 class AdvisoryOut(BaseModel):
     cve: str = Field(description="the CVE id (or the document's own id where it names no CVE)")
+    bulletin: str = Field(description="the newest document naming it (its tracking id)")
     bulletins: list[str] = Field(description="every document naming it (tracking ids)")
     title: str | None
     severity: str | None = Field(description="LOW, MEDIUM, HIGH or CRITICAL, of its top score")

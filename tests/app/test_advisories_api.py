@@ -115,6 +115,7 @@ def test_list_filters_and_detail(service: Service) -> None:
     ]
     assert item == {
         "cve": "CVE-2026-0001",
+        "bulletin": "EX-2026-0002",  # the same date: the one stored last
         "bulletins": ["EX-2026-0001", "EX-2026-0002"],
         "title": "Widget overflow",
         "severity": "HIGH",
