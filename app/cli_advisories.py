@@ -96,13 +96,15 @@ def _read_all(
             if strict:
                 summary.refused.append({"path": name, "error": f"digest_mismatch: {what}"})
                 continue
-            summary.digest_mismatches.append(name)
         try:
             advisory = read_document(data, max_bytes=max_bytes)
         except DocumentRefused as e:
             summary.refused.append({"path": name, "error": str(e)})
             continue
-        found.append(_Read(path, data, advisory, digest in ("mismatch", "unreadable")))
+        mismatch = digest in ("mismatch", "unreadable")
+        if mismatch:  # listed once it is read: a refused file is listed as refused only
+            summary.digest_mismatches.append(name)
+        found.append(_Read(path, data, advisory, mismatch))
     return found
 
 

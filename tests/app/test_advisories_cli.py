@@ -51,7 +51,8 @@ def feed(tmp_path: Path) -> Path:
     stale = encode(csaf(tracking_id="B-2"))
     write(root / "2026/B-2/B-2.json", stale, hashlib.sha256(b"older bytes").hexdigest())
     write(root / "osv/GHSA-aaaa-bbbb-cccc.json", encode(osv()))
-    write(root / "2026/C-3/C-3.json", b"<html>not found</html>")
+    # not JSON, and its .sha256 says so: listed as refused, not as a mismatch
+    write(root / "2026/C-3/C-3.json", b"<html>not found</html>", "0" * 64)
     write(root / "2026/D-4/D-4.json", encode({"hello": "world"}))
     return root
 
