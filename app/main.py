@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
 from app.domain import compliance
+from app.domain.ci_tokens import IssuerKeys
 from app.domain.provenance import CatalogCache
 from app.http.api import router as api_router
 from app.http.body import IngestGate
@@ -101,6 +102,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(RequestContext, metrics=metrics)  # outermost: sees every answer
     app.state.settings = settings
     app.state.catalogs = CatalogCache()
+    app.state.issuer_keys = IssuerKeys(
+        allow_loopback=settings.allow_loopback_issuers, jwks_files=settings.ci_jwks_files
+    )
     app.state.metrics = metrics
     app.state.auth_limiter = AuthFailureLimiter(
         settings.auth_failure_limit, settings.auth_failure_window_seconds

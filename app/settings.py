@@ -113,6 +113,13 @@ class Settings(BaseSettings):
     auth_failure_window_seconds: int = Field(default=60, ge=1, le=86_400)
     #: who may read ``/metrics``: ``token`` (an inventory:read token) or ``none`` (anyone)
     metrics_auth: Literal["token", "none"] = "token"
+    #: the audience CI jobs request their OIDC ID tokens for (keyless CI, docs/ci.md); unset:
+    #: CI tokens are refused. Never a provider's default audience (GitHub's is the owner's URL)
+    ci_audience: str | None = Field(default=None, min_length=1, max_length=256)
+    #: plain-HTTP issuers on 127.0.0.1 / localhost for CI trust rules (tests only)
+    allow_loopback_issuers: bool = False
+    #: issuer → JWKS file, for installs that cannot reach an issuer (JSON object)
+    ci_jwks_files: dict[str, Path] = Field(default_factory=dict)
     #: ``text`` (one line with a timestamp) or ``json`` (one object a line, with request ids)
     log_format: Literal["text", "json"] = "text"
 
@@ -138,6 +145,18 @@ class Settings(BaseSettings):
         if parts.query or parts.fragment or parts.username or parts.password:
             raise ValueError("GPUPROV_PUBLIC_URL takes no query, fragment or credentials")
         return value.strip().rstrip("/")
+
+    @field_validator("ci_audience")
+    @classmethod
+    def _ci_audience(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if value.startswith("https://github.com/"):
+            raise ValueError(
+                "GPUPROV_CI_AUDIENCE must not be GitHub's default audience (the owner's URL): "
+                "choose one for this service, such as gpuprov"
+            )
+        return value.strip()
 
     @field_validator("forwarded_allow_ips")
     @classmethod

@@ -46,6 +46,7 @@ class Format(StrEnum):
     TABLE = "table"
     JSON = "json"
     CYCLONEDX = "cyclonedx"
+    SPDX_JSON = "spdx-json"  # SPDX 2.3 JSON (scanner/bom/spdx_writer.py)
 
 
 class SpecVersion(StrEnum):
@@ -167,7 +168,10 @@ def scan(
     fmt: Annotated[
         Format | None,
         typer.Option(
-            "--format", "-f", help="Output format (default: table on a terminal, else cyclonedx)."
+            "--format",
+            "-f",
+            help="Output format (default: table on a terminal, else cyclonedx); spdx-json: "
+            "SPDX 2.3 JSON.",
         ),
     ] = None,
     output: Annotated[
@@ -487,6 +491,10 @@ def _write_report(
         from scanner.report import to_json
 
         text = to_json(result)
+    elif chosen is Format.SPDX_JSON:
+        from scanner.bom.spdx_writer import to_json as spdx_json
+
+        text = spdx_json(result)
     else:
         from scanner.bom.reuse import cyclonedx_json
 

@@ -13,7 +13,7 @@ import tempfile
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 from urllib.parse import quote, urlencode, urlsplit
 
 import click
@@ -135,6 +135,18 @@ def gate(
         Path | None,
         typer.Option("--token-file", help="Token (gate and report:write) for --policy."),
     ] = None,
+    oidc: Annotated[
+        bool,
+        typer.Option(
+            "--oidc",
+            help="For --policy: authenticate with this CI job's OIDC ID token (GitHub Actions, "
+            "GitLab CI), not a stored token (docs/ci.md).",
+        ),
+    ] = False,
+    oidc_audience: Annotated[
+        str | None,
+        typer.Option("--oidc-audience", help="The service's CI audience ($GPUPROV_CI_AUDIENCE)."),
+    ] = None,
     bom: Annotated[
         Path | None,
         typer.Option("--bom", help="Gate this CycloneDX BOM (ours or another tool's); no scan."),
@@ -178,6 +190,12 @@ def gate(
             "decides)",
             EXIT_ERROR,
         )
+    if (oidc or oidc_audience) and policy is None:
+        raise fail("--oidc applies to --policy NAME (the service decides)", EXIT_ERROR)
+    if oidc and token_file is not None:
+        raise fail("--oidc and --token-file exclude each other: give one", EXIT_ERROR)
+    if oidc_audience and not oidc:
+        raise fail("--oidc-audience applies with --oidc", EXIT_ERROR)
     if policy is not None:
         local = {"--baseline": bool(baseline), "--vsa-key": vsa_key, "--policy-uri": policy_uri}
         given = [name for name, value in local.items() if value]
@@ -185,7 +203,8 @@ def gate(
             raise fail(
                 f"{given[0]} applies to --policy-file only (the service decides)", EXIT_ERROR
             )
-        _remote(ctx, policy, bom, server, token_file, fmt, output, vsa_out)
+        identity = _Identity(token_file, oidc, oidc_audience)
+        _remote(ctx, policy, bom, server, identity, fmt, output, vsa_out)
         return
     push = [
         *(["--server", server] if server is not None else []),
@@ -262,18 +281,28 @@ def _local(
         raise typer.Exit(EXIT_DENY)
 
 
+class _Identity(NamedTuple):
+    """How the gate authenticates to the service: a stored token's file, or the CI job's
+    OIDC ID token for an audience."""
+
+    token_file: Path | None
+    oidc: bool
+    audience: str | None
+
+
 def _remote(
     ctx: typer.Context,
     policy: str,
     bom: Path | None,
     server: str | None,
-    token_file: Path | None,
+    identity: _Identity,
     fmt: GateFormat,
     output: Path | None,
     vsa_out: Path | None,
 ) -> None:
     """Scan (or read the BOM), send it to the service's gate (which stores it, then decides
     under its stored policy) and render the service's answer in any gate format."""
+    from scanner.ci_identity import audience_of, ci_id_token
     from scanner.deliver import Target, check_report
     from scanner.policy.controls import default_catalog
     from scanner.policy.evaluate import Decision, evaluation_from_json
@@ -281,8 +310,13 @@ def _remote(
     scan_args = list(ctx.args)
     _target_or_bom(bom, scan_args)
     try:
-        target = Target.resolve(server, token_file)
+        # the address (and the audience) checked before the scan; the CI job's ID token asked
+        # for after it, as it lives for minutes
+        pending = "" if not identity.oidc else audience_of(identity.audience)
+        target = Target.resolve(server, identity.token_file, token=pending or None)
         raw = _read(bom, "BOM") if bom is not None else _scan_to_bom(ctx, scan_args)
+        if identity.oidc:
+            target = Target(target.server, ci_id_token(identity.audience), target.timeout)
         check_report(raw)
         answer = _ask(target, policy, raw)
         evaluation = evaluation_from_json(answer)

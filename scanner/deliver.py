@@ -145,14 +145,19 @@ class Target(Struct, frozen=True):
     timeout: float = 30.0
 
     @classmethod
-    def resolve(cls, server: str | None = None, token_file: Path | None = None) -> Target:
-        """From options, else ``GPUPROV_SERVER`` / ``GPUPROV_TOKEN``; raises UsageError."""
+    def resolve(
+        cls, server: str | None = None, token_file: Path | None = None, token: str | None = None
+    ) -> Target:
+        """From options (`token`: a CI job's ID token), else ``GPUPROV_SERVER`` /
+        ``GPUPROV_TOKEN``; raises UsageError."""
         server = server or os.environ.get(ENV_SERVER)
         if not server:
             raise UsageError(f"no service address: pass --server URL or set {ENV_SERVER}")
         if not server.startswith(("http://", "https://")):
             raise UsageError(f"the service address must be an http(s) URL, not {server!r}")
-        if token_file is not None:
+        if token is not None:
+            pass
+        elif token_file is not None:
             try:
                 token = token_file.read_text().strip()
             except OSError as e:
@@ -174,7 +179,20 @@ class Delivered(Struct, frozen=True):
 
 
 def check_report(data: bytes) -> None:
-    """Refuse, before sending or spooling, something that is not a CycloneDX JSON report."""
+    """Refuse, before sending or spooling, something that is not a CycloneDX JSON report or an
+    SPDX 2.2 / 2.3 document (JSON or tag-value) of an image or a host."""
+    # imported here: the spool and the agent's loop do not need the BOM readers
+    from scanner.bom.spdx_reader import media_type_of
+
+    if media_type_of(data) is not None:
+        # the service's reading of SPDX (spdx-tools, then the asset rule), as `gate --bom`'s
+        from scanner.policy.bom_facts import BomError, reading
+
+        try:
+            reading(data)
+        except BomError as e:
+            raise UsageError(f"the report is not acceptable SPDX: {e}") from None
+        return
     try:
         # the service's own reading (UTF-8 only, each key once, ...): what it would refuse
         # never reaches the spool
@@ -182,8 +200,10 @@ def check_report(data: bytes) -> None:
     except DocumentError as e:
         raise UsageError(f"the report is not acceptable JSON: {e}") from e
     if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX":
-        raise UsageError("the report is not a CycloneDX BOM (bomFormat 'CycloneDX' is missing)")
-    # imported here: the spool and the agent's loop do not need the BOM readers
+        raise UsageError(
+            "the report is neither a CycloneDX BOM (bomFormat 'CycloneDX' is missing) nor an "
+            "SPDX 2.2 / 2.3 document"
+        )
     from scanner.bom.foreign import NotAnAsset, asset_of, lists_operating_system
 
     metadata = document.get("metadata")
@@ -194,6 +214,13 @@ def check_report(data: bytes) -> None:
             asset_of(metadata, operating_system=lists_operating_system(document))
         except NotAnAsset as e:
             raise UsageError(str(e)) from None
+
+
+def _media_type(report: bytes) -> str:
+    """The report's media type: SPDX's where its content is SPDX, else CycloneDX JSON."""
+    from scanner.bom.spdx_reader import media_type_of
+
+    return media_type_of(report) or MEDIA_TYPE
 
 
 class Client:
@@ -228,7 +255,7 @@ class Client:
                 REPORTS_PATH,
                 content=gzip.compress(report, compresslevel=6),
                 params=params,
-                headers={"Content-Type": MEDIA_TYPE, "Content-Encoding": "gzip"},
+                headers={"Content-Type": _media_type(report), "Content-Encoding": "gzip"},
             )
         except httpx.HTTPError as e:
             raise Unavailable(f"cannot reach {self.target.server}: {e}") from e

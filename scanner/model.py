@@ -429,6 +429,27 @@ class NodeFacts(Struct, frozen=True):
         )
 
 
+class Product(Struct, frozen=True):
+    """An NVIDIA product a security bulletin may name, present in the root: a CUDA Toolkit
+    release, a toolkit tool binary, nvJPEG, the Container Toolkit, the driver, ... (one per
+    product and version; `scanner.detect.products` is the table)."""
+
+    key: str  # the table's key: "cuda-toolkit", "cuobjdump", "driver", ...
+    name: str  # as NVIDIA's bulletins name it
+    version: str | None  # None: present, version unknown (a finding for the matcher)
+    purl: str | None = None
+    cpes: tuple[str, ...] = ()  # CPE 2.3: NVD's spelling first, then NVIDIA's
+    paths: tuple[str, ...] = ()  # the files or install directories it was found at
+    sha256: Sha256 | None = None  # a single binary's digest (tools)
+    owner: str | None = None  # purl of the package that carries it
+    toolkit: str | None = None  # the CUDA Toolkit release a tool belongs to ("12.4.1")
+    #: a toolkit known only by its compiler's banner ("release 12.4"): the line, not the update
+    line: str | None = None
+    branch: str | None = None  # a driver's branch ("R535")
+    layer: OciDigest | None = None
+    evidence: tuple[Evidence, ...] = ()
+
+
 class ScanResult(Struct, frozen=True):
     """Everything a scan produced; input of every output format."""
 
@@ -447,6 +468,8 @@ class ScanResult(Struct, frozen=True):
     runtime: RuntimeScan | None = None
     #: a host's driver, GPUs, container-toolkit injections and Jetson release (host scans)
     node: NodeFacts | None = None
+    #: the NVIDIA products bulletins name, found in the root (toolkit, tools, driver, ...)
+    products: tuple[Product, ...] = ()
 
 
 class ProgressStage(StrEnum):

@@ -43,6 +43,7 @@ from scanner.model import (
     NodeFacts,
     OwnedFile,
     Package,
+    Product,
     Progress,
     ProgressFn,
     ProgressStage,
@@ -162,12 +163,16 @@ def _make_located_probe(
 
 def _selector(spool_dir: str, pool: Callable[[], Executor]) -> Selector:
     from scanner import catalog, detect
+    from scanner.detect.products import is_tool_path
 
     def is_metadata(path: str) -> bool:
         return catalog.is_metadata_path(path) or detect.is_metadata_path(path)
 
+    def is_candidate(path: str) -> bool:
+        return detect.is_candidate_path(path) or is_tool_path(path)
+
     return Selector(
-        is_candidate=detect.is_candidate_path,
+        is_candidate=is_candidate,
         is_metadata=is_metadata,
         probe=_make_image_probe(spool_dir),
         probe_at=_make_located_probe(pool),
@@ -279,8 +284,10 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         findings.extend(_trust_findings(libraries, catalogs, image_trust))
     # --proc (a mounted host's proc) is where its driver files are too
     node = _node(source, options, libraries)
+    products, product_owners = _products(view, facts, catalog, ctx, libraries, node)
     clock.lap()
     owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
+    owners_used.update(product_owners)
     return ScanResult(
         asset=view.info,
         libraries=tuple(libraries),
@@ -299,6 +306,7 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
         image_trust=image_trust,
         runtime=runtime,
         node=node,
+        products=products,
     )
 
 
@@ -425,6 +433,7 @@ def _identify(
     by a finding, and missing from the CycloneDX).
     """
     from scanner.detect.identify import identify
+    from scanner.detect.products import is_tool_path
 
     libraries: list[GpuLibrary] = []
     not_library: list[Finding] = []
@@ -435,6 +444,8 @@ def _identify(
     }
     told: set[Skipped] = set()
     for cand in sorted(view.candidates, key=lambda c: c.ref.path):
+        if is_tool_path(cand.ref.path):
+            continue  # a tool binary is a product (`_products`), not a library
         f = facts.get(cand.ref.path)
         hit = _owner_of(cand, owners)
         owner, record = (hit[0], hit[1]) if hit else (None, None)
@@ -466,6 +477,37 @@ def _identify(
             )
         )
     return libraries, not_library, told
+
+
+def _products(
+    view: RootView,
+    facts: dict[str, FileFacts],
+    catalog: CatalogResult,
+    ctx: DetectContext,
+    libraries: Sequence[GpuLibrary],
+    node: NodeFacts | None,
+) -> tuple[tuple[Product, ...], dict[str, Package]]:
+    """Product stage: the products bulletins name (toolkit releases, tool binaries, product
+    libraries), and the packages that carry them, by purl."""
+    from scanner.detect.present import find_products
+    from scanner.detect.products import is_tool_path
+
+    tools = []
+    owners: dict[str, Package] = {}
+    for cand in view.candidates:
+        f = facts.get(cand.ref.path)
+        if f is None or not is_tool_path(cand.ref.path):
+            continue  # an unread tool was told as skipped by the hash stage
+        hit = _owner_of(cand, catalog.owners)
+        owner = hit[0] if hit else None
+        if owner is not None:
+            owners[owner.purl] = owner
+        tools.append((cand.ref, cand.aliases, f, owner))
+    products = find_products(ctx.toolkits, catalog.packages, tools, libraries, node)
+    for pkg in catalog.packages:
+        if any(p.owner == pkg.purl for p in products):
+            owners[pkg.purl] = pkg
+    return products, owners
 
 
 def _runtime_proc(source: Source, options: ScanOptions) -> tuple[str, str]:

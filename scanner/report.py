@@ -88,6 +88,23 @@ def _node_lines(result: ScanResult) -> list[str]:
     return lines
 
 
+def _product_lines(result: ScanResult) -> list[str]:
+    """The products bulletins name (toolkit releases, tools, driver, ...), one line each."""
+    lines = []
+    for p in result.products:
+        version = p.version or (
+            f"release {p.line} (update unknown)" if p.line else "version unknown"
+        )
+        extra = [f"toolkit {p.toolkit}"] if p.toolkit and p.toolkit != p.version else []
+        extra += [f"branch {p.branch}"] if p.branch else []
+        where = (
+            f" at {', '.join(p.paths[:3])}{' ...' if len(p.paths) > 3 else ''}" if p.paths else ""
+        )
+        more = f" ({', '.join(extra)})" if extra else ""
+        lines.append(f"product: {p.name} {version}{more}{where}")
+    return lines
+
+
 #: Columns of the table, in order; narrow tables drop the optional ones that do not fit.
 _REQUIRED = ("file", "library", "version", "integrity", "sha256")
 _OPTIONAL = ("cuda", "owner")
@@ -323,6 +340,8 @@ def render_table(result: ScanResult, out: TextIO, *, color: bool, wide: bool = F
         console.print(cell(image_line))
     for node_line in _node_lines(result):
         console.print(cell(node_line))
+    for product_line in _product_lines(result):
+        console.print(cell(product_line))
     if not result.libraries:
         console.print("no GPU libraries found")
     for f in result.findings:

@@ -42,6 +42,14 @@ RUNTIME_ON_DISK: Final = "gpuprov:runtime:on-disk"
 RUNTIME_DISK_SHA256: Final = "gpuprov:runtime:disk-sha256"
 RUNTIME_DELETED: Final = "gpuprov:runtime:deleted"  # "true": maps marks the file deleted
 
+# on each product component (an NVIDIA product a bulletin names: docs/bom-properties.md)
+PRODUCT_KEY: Final = "gpuprov:product:key"  # the product table's key ("cuda-toolkit", "nvcc")
+PRODUCT_CPE: Final = "gpuprov:product:cpe"  # repeated: every CPE spelling (NVD's, NVIDIA's)
+PRODUCT_PATH: Final = "gpuprov:product:path"  # repeated: a file or install directory
+PRODUCT_TOOLKIT: Final = "gpuprov:product:toolkit"  # the CUDA Toolkit release a part belongs to
+PRODUCT_LINE: Final = "gpuprov:product:release-line"  # a toolkit known by its release line only
+DRIVER_BRANCH: Final = "gpuprov:driver:branch"  # a driver product's branch ("R535")
+
 # on each owner package `library` component
 PACKAGE_MANAGER: Final = "gpuprov:package:manager"  # "dpkg", "rpm", "pip", "conda"
 PACKAGE_DB: Final = "gpuprov:package:db"  # the database file inside the root it came from

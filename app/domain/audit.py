@@ -26,6 +26,8 @@ ACTIONS = (
     "catalog.import",
     "policy.put",
     "advisory.import",
+    "ci_trust.put",
+    "ci_trust.delete",
     # a stored document found altered behind the service's back (app/domain/stored.py)
     "integrity.mismatch",
 )
@@ -34,7 +36,8 @@ ACTIONS = (
 @dataclass(frozen=True, slots=True)
 class Actor:
     """Who acted: an API token (``api``), a dashboard user (``web``), the command line
-    (``cli``), or the service itself (``service``: what it found on its own)."""
+    (``cli``), a CI job by its OIDC token (``ci``), or the service itself (``service``: what it
+    found on its own)."""
 
     source: str
     name: str
@@ -75,7 +78,7 @@ def record(
     )
 
 
-def web_actor(name: str, token_id: int) -> Actor:
+def web_actor(name: str, token_id: int | None) -> Actor:
     """A dashboard user, named by the token that signed in."""
     return Actor("web", name, token_id)
 

@@ -226,6 +226,7 @@ def gate_scan(
             "scan_id": scan.id,
             "reasons": answer["reasons"],
             "controls": answer["controls"],
+            "granted": dict(principal.ci) if principal.ci is not None else None,
         },
     )
     answer["decision_id"] = record.id
@@ -276,7 +277,9 @@ def gate_bom(
     with db.transaction() as session:
         policies.stored(session, policy_name)
     report = parse_report(data, limits, now=now)
-    stored = RawReport("application/vnd.cyclonedx+json", len(data), gzip.compress(data, 1))
+    spdx = report.spec_version.startswith("SPDX-")
+    media_type = "application/spdx+json" if spdx else "application/vnd.cyclonedx+json"
+    stored = RawReport(media_type, len(data), gzip.compress(data, 1))
     with db.transaction(write=True) as session:
         result = ingest(
             session, report, stored, principal, {}, now, catalogs, max_labels=limits.max_labels
@@ -336,6 +339,7 @@ def decision_dict(row: GateDecision) -> dict[str, Any]:
         },
         "reasons": list(row.reasons),
         "controls": dict(row.controls),
+        "granted": dict(row.granted) if row.granted is not None else None,
     }
 
 

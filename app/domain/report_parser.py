@@ -7,7 +7,10 @@ depth (`scanner.loaders.load_json`) and unstorable strings, CycloneDX identity a
 duplicate ``bom-ref``s, then the ``gpuprov:`` property contract (docs/bom-properties.md), the
 timestamp's range, and every stored value against its column
 (`app.domain.columns`), so the database never sees a value it would refuse. Other tools' BOMs
-are recognized by purl and file name (`app.domain.recognize`).
+are recognized by purl and file name (`app.domain.recognize`). An SPDX 2.2 / 2.3 document
+(JSON or tag-value, told by its content) is read and checked by spdx-tools within the same
+limits, then read as another tool's CycloneDX BOM (`scanner.bom.spdx_mapping`); its refusals
+name the SPDX field, rule or element instead of a pointer.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ from scanner.bom.foreign import (
     tool_of,
     walk,
 )
+from scanner.bom.spdx_mapping import Mapped, read_spdx
+from scanner.bom.spdx_reader import SpdxLimits, SpdxRefused, generation, tag_value
 from scanner.detect.packages import purl_qualifier
 from scanner.loaders import DocumentError, load_json
 
@@ -253,8 +258,12 @@ def parse_report(
     or `PayloadTooLarge` (413) over a size cap. With `now`, a timestamp more than the clock
     skew ahead of it is refused."""
     text = _decode(data)
+    if tag_value(text):
+        return _spdx_report(_read_spdx(text, limits), data, limits, now)
     document = _load_json(text, limits.max_depth)
     _check_strings(document, text)
+    if generation(document) is not None:
+        return _spdx_report(_read_spdx(document, limits), data, limits, now)
     if not isinstance(document, dict) or document.get("bomFormat") != "CycloneDX":
         _fail(
             "not a CycloneDX BOM: the top level must be an object with bomFormat 'CycloneDX'",
@@ -273,6 +282,46 @@ def parse_report(
     report = _normalize(document, spec, hashlib.sha256(data).hexdigest())
     _check_timestamp(report.timestamp, now, limits.max_clock_skew)
     return report
+
+
+def _read_spdx(source: str | dict[str, Any], limits: ReportLimits) -> Mapped:
+    spdx_limits = SpdxLimits(
+        max_elements=limits.max_components, max_per_element=limits.max_properties
+    )
+    try:
+        return read_spdx(source, spdx_limits)
+    except SpdxRefused as e:
+        error = PayloadTooLarge if e.too_large else InvalidReport
+        raise error(
+            f"SPDX {e.field}: {e.message}",
+            details=[{"pointer": "", "spdx": e.field, "message": e.message[:500]}],
+        ) from None
+
+
+def _spdx_report(mapped: Mapped, data: bytes, limits: ReportLimits, now: datetime | None) -> Report:
+    """The checks that follow the schema, on an SPDX document's reading; a refusal names the
+    SPDX element and field its pointer comes from."""
+    document = mapped.bom
+    try:
+        _check_size(document, limits)
+        _check_unique_bom_refs(document)
+        report = _normalize(document, mapped.spec, hashlib.sha256(data).hexdigest())
+        _check_timestamp(report.timestamp, now, limits.max_clock_skew)
+    except (InvalidReport, PayloadTooLarge) as e:
+        message = _COMPONENT_POINTER.sub(lambda m: mapped.origin(m.group(0)), e.message)
+        details = [
+            {"pointer": "", "spdx": mapped.origin(str(d.get("pointer", ""))), **_message(d)}
+            for d in e.details
+        ]
+        raise type(e)(f"SPDX: {message}", details=details) from None
+    return report
+
+
+_COMPONENT_POINTER = re.compile(r"/(?:components/\d+|metadata(?:/component)?|serialNumber)[\w/~-]*")
+
+
+def _message(detail: Mapping[str, Any]) -> dict[str, str]:
+    return {"message": str(detail.get("message", ""))}
 
 
 def _decode(data: bytes) -> str:

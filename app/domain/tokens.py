@@ -10,6 +10,7 @@ import fnmatch
 import hashlib
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
@@ -79,20 +80,32 @@ class Scope(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """The authenticated caller."""
+    """The authenticated caller: a stored API token, or a CI job by its OIDC ID token."""
 
-    token_id: int
+    #: the stored token (None for a CI job)
+    token_id: int | None
     name: str
     scopes: frozenset[str]
     asset_patterns: tuple[str, ...]
     last_used_at: datetime | None = None
     #: the policies a gate token may gate under (empty: any)
     policy_names: tuple[str, ...] = ()
+    #: a CI job's grant: the trust rule that matched and the claims it matched on
+    ci: Mapping[str, Any] | None = None
 
     @property
     def actor(self) -> Actor:
         """The caller as the audit log names it."""
+        if self.ci is not None:
+            return Actor("ci", self.name)
         return Actor("api", self.name, self.token_id)
+
+    @property
+    def key(self) -> str:
+        """What per-caller limits count by: the token, or the CI rule and repository."""
+        if self.ci is None:
+            return f"token:{self.token_id}"
+        return self.name
 
     def has(self, scope: Scope) -> bool:
         """Whether the caller holds ``scope`` (``admin`` holds every scope)."""
@@ -192,7 +205,20 @@ def create_token(
         raise BadRequest(
             f"unknown or missing scopes {unknown}; choose from {', '.join(sorted(known))}"
         )
-    patterns = list(asset_patterns or [])
+    patterns = checked_asset_patterns(list(asset_patterns or []), scopes)
+    policies = checked_policy_limits(policy_names or [], scopes)
+    now = utcnow()
+    if expires_at is not None and expires_at <= now:
+        raise BadRequest("the token's expiry is not in the future")
+    new = _new_token(session, name, sorted(set(scopes)), patterns, now, expires_at, policies)
+    if actor is not None:
+        record(session, actor, "token.create", _token_target(new.token), _summary(new.token), now)
+    return new
+
+
+def checked_asset_patterns(patterns: list[str], scopes: list[str]) -> list[str]:
+    """The asset-name patterns a report:write caller is bound to (token or CI rule), checked:
+    none empty (which would bind to nothing, and so report for every asset)."""
     if any(not p.strip() for p in patterns):
         # dropping it would leave a token bound to nothing, one that reports for every asset
         empty = next(n for n, p in enumerate(patterns, 1) if not p.strip())
@@ -208,20 +234,13 @@ def create_token(
         )
     if patterns and Scope.REPORT_WRITE.value not in scopes:
         raise BadRequest("asset patterns only apply to tokens with the report:write scope")
-    policies = _policy_names(policy_names or [], scopes)
-    now = utcnow()
-    if expires_at is not None and expires_at <= now:
-        raise BadRequest("the token's expiry is not in the future")
-    new = _new_token(session, name, sorted(set(scopes)), patterns, now, expires_at, policies)
-    if actor is not None:
-        record(session, actor, "token.create", _token_target(new.token), _summary(new.token), now)
-    return new
+    return patterns
 
 
 _POLICY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
-def _policy_names(names: list[str], scopes: list[str]) -> list[str]:
+def checked_policy_limits(names: list[str], scopes: list[str]) -> list[str]:
     """A gate token's policy limit: exact policy names, none empty; refused on tokens that
     cannot gate, and on admin tokens (which can store any policy, so a limit would be void)."""
     if not names:
@@ -356,14 +375,18 @@ def token_state(token: ApiToken, now: datetime) -> TokenState:
 
 
 def use_is_due(principal: Principal, now: datetime) -> bool:
-    """Whether the token's last-use time is stale enough to write again."""
+    """Whether the token's last-use time is stale enough to write again (never for a CI job,
+    which has no stored token)."""
+    if principal.token_id is None:
+        return False
     last = principal.last_used_at
     return last is None or now - last > _TOUCH_INTERVAL
 
 
 def record_use(session: Session, principal: Principal, now: datetime) -> None:
     """Write the token's last-use time."""
-    repo.touch(session, principal.token_id, now)
+    if principal.token_id is not None:
+        repo.touch(session, principal.token_id, now)
 
 
 def revoke_token(session: Session, token_id: int, actor: Actor | None = None) -> ApiToken:

@@ -25,7 +25,13 @@ from app.errors import (
 from app.http.metrics import Metrics
 from app.settings import Settings
 
-ACCEPTED_MEDIA_TYPES = ("application/vnd.cyclonedx+json", "application/json")
+#: CycloneDX JSON, SPDX 2 JSON and tag-value; the content, not the type, says which it is
+ACCEPTED_MEDIA_TYPES = (
+    "application/vnd.cyclonedx+json",
+    "application/json",
+    "application/spdx+json",
+    "text/spdx",
+)
 
 
 class IngestGate:
@@ -43,11 +49,11 @@ class IngestGate:
         self.limit = limit
         self.per_token = min(per_token or limit, limit)
         self._active = 0
-        self._by_token: dict[int, int] = {}
+        self._by_token: dict[str, int] = {}
         self._lock = threading.Lock()
         self._metrics = metrics
 
-    def enter(self, token: int) -> str | None:
+    def enter(self, token: str) -> str | None:
         """Take a slot for `token`; None when taken, else why not: ``busy`` (every slot is
         taken) or ``share`` (the token holds its share)."""
         with self._lock:
@@ -66,7 +72,7 @@ class IngestGate:
                 self._metrics.ingests_in_flight.inc()
         return refused
 
-    def leave(self, token: int) -> None:
+    def leave(self, token: str) -> None:
         """Give a slot of `token` back."""
         with self._lock:
             self._active -= 1
@@ -76,7 +82,7 @@ class IngestGate:
         if self._metrics is not None:
             self._metrics.ingests_in_flight.dec()
 
-    def held(self, token: int) -> int:
+    def held(self, token: str) -> int:
         """The slots `token` holds now."""
         with self._lock:
             return self._by_token.get(token, 0)
@@ -89,7 +95,7 @@ def ingest_slot(request: Request, principal: Principal, settings: Settings) -> I
     only an authorized caller's body is ever held in memory, and never more of them at once
     than there are slots."""
     gate: IngestGate = request.app.state.ingest_gate
-    refused = gate.enter(principal.token_id)
+    refused = gate.enter(principal.key)
     if refused == "busy":
         raise ServiceUnavailable(
             f"the service is already taking in {gate.limit} reports, gate BOMs or catalogs "
@@ -105,7 +111,7 @@ def ingest_slot(request: Request, principal: Principal, settings: Settings) -> I
     try:
         yield
     finally:
-        gate.leave(principal.token_id)
+        gate.leave(principal.key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,13 +168,13 @@ def report_encoding(request: Request, settings: Settings) -> ReportEncoding:
     media_type = content_type.split(";", 1)[0].strip().lower()
     if media_type not in ACCEPTED_MEDIA_TYPES:
         raise UnsupportedMediaType(
-            f"Content-Type {media_type or '(none)'!r} is not accepted; send CycloneDX JSON as "
+            f"Content-Type {media_type or '(none)'!r} is not accepted; send CycloneDX or SPDX as "
             + " or ".join(ACCEPTED_MEDIA_TYPES)
         )
     charset = _charset(content_type)
     if charset not in (None, "utf-8", "utf8"):
         raise UnsupportedMediaType(
-            f"charset {charset!r} is not accepted; send the report as UTF-8 JSON (RFC 8259)"
+            f"charset {charset!r} is not accepted; send the report as UTF-8 (RFC 8259)"
         )
     encoding = request.headers.get("content-encoding", "identity").strip().lower() or "identity"
     if encoding not in ("identity", "gzip"):

@@ -19,14 +19,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from app.clock import utcnow
+from app.domain.ci_claims import CiTrustRule, build_rule
+from app.domain.ci_tokens import IssuerKeys, looks_like_jwt, verify_ci_token
 from app.domain.provenance import CatalogCache
 from app.domain.tokens import Principal, Scope, authenticate, record_use, use_is_due
-from app.errors import Forbidden, TooManyRequests, Unauthorized
+from app.errors import AppError, Forbidden, TooManyRequests, Unauthorized
 from app.http.errors import safe_description
 from app.http.metrics import Metrics
 from app.http.params import after_authentication, check_query
 from app.http.ratelimit import AuthFailureLimiter
 from app.settings import Settings
+from app.storage.repositories import ci_trust
 from app.storage.session import Database
 
 log = logging.getLogger(__name__)
@@ -112,6 +115,12 @@ def authenticate_secret(request: Request, db: Database, secret: str) -> Principa
         )
     now = utcnow()
     try:
+        if looks_like_jwt(secret):
+            raise Unauthorized(
+                "a CI provider's ID token is accepted only by POST /api/v1/gate and "
+                "POST /api/v1/reports",
+                reason="invalid",
+            )
         with db.lookup() as conn:
             principal = authenticate(conn, secret, now)
     except Unauthorized as e:
@@ -132,15 +141,88 @@ def authenticate_secret(request: Request, db: Database, secret: str) -> Principa
 CurrentToken = Annotated[Principal, Depends(current_principal)]
 
 
-@after_authentication
-async def _require_scopes(
-    security_scopes: SecurityScopes, principal: CurrentToken, request: Request
+def _stored_rules(db: Database, settings: Settings, issuer: str) -> list[CiTrustRule]:
+    # checked again at use: a rule stored under another GPUPROV_CI_AUDIENCE, or edited behind
+    # the service's back into something the API refuses, grants nothing
+    rules = []
+    with db.lookup() as conn:
+        documents = ci_trust.rules_of(conn, issuer)
+    for document in documents:
+        body = {k: v for k, v in document.items() if k != "name"}
+        try:
+            rules.append(
+                build_rule(
+                    str(document.get("name")),
+                    body,
+                    audience=settings.ci_audience,
+                    allow_loopback=settings.allow_loopback_issuers,
+                )
+            )
+        except AppError as e:
+            log.warning("CI trust rule %r is not used: %s", document.get("name"), e)
+    return rules
+
+
+def ci_or_token_principal(
+    request: Request,
+    db: DatabaseDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
+    """The caller of a gate or report request: a stored token, or a CI job by its provider's
+    OIDC ID token under a CI trust rule (docs/ci.md)."""
+    metrics: Metrics = request.app.state.metrics
+    if credentials is None or not credentials.credentials:
+        metrics.auth_failures.labels("missing").inc()
+        raise Unauthorized()
+    secret = credentials.credentials
+    if not looks_like_jwt(secret):
+        return authenticate_secret(request, db, secret)
+    limiter: AuthFailureLimiter = request.app.state.auth_limiter
+    client = request.client.host if request.client else "unknown"
+    wait = limiter.retry_after(client)
+    if wait is not None:
+        metrics.auth_failures.labels("rate_limited").inc()
+        raise TooManyRequests(
+            f"too many failed authentications from this client; retry in {wait} s", wait
+        )
+    settings: Settings = request.app.state.settings
+    keys: IssuerKeys = request.app.state.issuer_keys
+    try:
+        grant = verify_ci_token(
+            secret, lambda issuer: _stored_rules(db, settings, issuer), keys, settings.ci_audience
+        )
+    except Unauthorized as e:
+        limiter.fail(client)
+        metrics.auth_failures.labels(e.reason).inc()
+        raise
+    request.state.ci_grant = grant
+    return grant.principal
+
+
+CallerDep = Annotated[Principal, Depends(ci_or_token_principal)]
+
+
+def _check_scopes(security_scopes: SecurityScopes, principal: Principal, request: Request) -> None:
     for scope in security_scopes.scopes:
         if not principal.has(Scope(scope)):
             request.app.state.metrics.auth_failures.labels("scope").inc()
             raise Forbidden(f"this endpoint needs a token with the {scope} scope")
     check_query(request)  # 401 and 403 come before a 400 about the query
+
+
+@after_authentication
+async def _require_scopes(
+    security_scopes: SecurityScopes, principal: CurrentToken, request: Request
+) -> Principal:
+    _check_scopes(security_scopes, principal, request)
+    return principal
+
+
+@after_authentication
+async def _require_scopes_of_caller(
+    security_scopes: SecurityScopes, principal: CallerDep, request: Request
+) -> Principal:
+    _check_scopes(security_scopes, principal, request)
     return principal
 
 
@@ -150,6 +232,11 @@ def scoped(scope: Scope) -> Any:
     return Security(_require_scopes, scopes=[scope.value])
 
 
-ReportWriter = Annotated[Principal, scoped(Scope.REPORT_WRITE)]
+def ci_scoped(scope: Scope) -> Any:
+    """As `scoped`, also admitting a CI job's OIDC ID token (the gate and report pushes)."""
+    return Security(_require_scopes_of_caller, scopes=[scope.value])
+
+
+ReportWriter = Annotated[Principal, ci_scoped(Scope.REPORT_WRITE)]
 InventoryReader = Annotated[Principal, scoped(Scope.INVENTORY_READ)]
 Admin = Annotated[Principal, scoped(Scope.ADMIN)]

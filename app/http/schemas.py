@@ -14,6 +14,10 @@ from scanner import vocabulary as v
 class ErrorDetail(BaseModel):
     pointer: str = Field(description="JSON pointer into the request (or report) at fault")
     message: str
+    spdx: str | None = Field(
+        default=None,
+        description="an SPDX report's field, rule or element at fault (its pointer is then '')",
+    )
 
 
 class ErrorBody(BaseModel):
@@ -546,8 +550,13 @@ class TokenPage(Page):
 class AuditEventOut(BaseModel):
     id: int
     at: str
-    source: str = Field(description="`api` or `cli`")
-    actor: str = Field(description="the acting token's name, or `cli:USER`")
+    source: str = Field(
+        description="`api` (a token), `web` (the dashboard), `cli`, `ci` (a CI job's OIDC "
+        "token) or `service`"
+    )
+    actor: str = Field(
+        description="the acting token's name, `cli:USER`, or `ci:RULE:REPOSITORY` for a CI job"
+    )
     actor_token_id: int | None
     action: str
     target: str = Field(description="`token:ID`, `policy:NAME@VERSION`, `catalog:NAME`, ...")

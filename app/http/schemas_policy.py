@@ -147,6 +147,13 @@ class DecisionSubject(BaseModel):
     scan_id: int | None
 
 
+class CiGrantOut(BaseModel):
+    rule: str
+    claims: dict[str, str] = Field(
+        examples=[{"iss": "https://token.actions.githubusercontent.com", "repository_id": "2002"}]
+    )
+
+
 class DecisionOut(BaseModel):
     id: int
     decided_at: str
@@ -157,6 +164,9 @@ class DecisionOut(BaseModel):
     subject: DecisionSubject
     reasons: list[RuleOut]
     controls: dict[str, str] = Field(examples=[CONTROLS_EXAMPLE])
+    granted: CiGrantOut | None = Field(
+        default=None, description="a CI job's decision: the trust rule and claims it was granted on"
+    )
 
 
 class GateDecisionPage(Page):

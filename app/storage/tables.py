@@ -77,6 +77,30 @@ class ApiToken(Base):
     )
 
 
+class CiTrustRule(Base):
+    """A CI trust rule (app.domain.ci_claims): which claims of a CI provider's OIDC ID token
+    grant which rights. The document is the rule as the API shows it."""
+
+    __tablename__ = "ci_trust_rule"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    issuer: Mapped[str] = mapped_column(String(1024))
+    document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class CiTokenUse(Base):
+    """A CI ID token already used for a call that is not idempotent (a report), kept until the
+    token expires: the same token is refused a second time."""
+
+    __tablename__ = "ci_token_use"
+
+    #: SHA-256 of the issuer and the token's ``jti``
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
 class AuditEvent(Base):
     """One administrative action (token created, revoked or rotated; trust policy, catalog or
     promotion policy stored), by the API or the CLI. Kept when the token goes."""
@@ -528,6 +552,8 @@ class GateDecision(Base):
     scan_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("scan.id", ondelete="SET NULL"))
     reasons: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     controls: Mapped[dict[str, str]] = mapped_column(JSON)
+    #: a CI job's decision: the trust rule and the token claims it was granted on
+    granted: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class ComplianceAsset(Base):

@@ -28,6 +28,7 @@ from scanner.model import (
     LoadedBy,
     NodeFacts,
     Package,
+    Product,
     ScanResult,
 )
 
@@ -85,9 +86,8 @@ def container_value(link: ContainerLink) -> str:
     return " ".join(f or "-" for f in fields)
 
 
-def _asset_component(result: ScanResult) -> Any:
-    from cyclonedx.model.component import Component, ComponentType
-
+def asset_pairs(result: ScanResult) -> list[tuple[str, str | None]]:
+    """The asset's ``gpuprov:`` properties (name, value; an empty value is left out)."""
     asset = result.asset
     extra: list[tuple[str, str | None]] = [
         (f"{V.ASSET_LABEL_PREFIX}{k}", v) for k, v in asset.labels
@@ -111,16 +111,30 @@ def _asset_component(result: ScanResult) -> Any:
             (V.RUNTIME_UNREADABLE_MAPPINGS, str(runtime.unreadable_mappings)),
         ]
     if asset.kind is AssetKind.IMAGE:
-        props = _props(
-            [
-                (V.ASSET_KIND, "image"),
-                (V.IMAGE_DIGEST, asset.digest),
-                (V.IMAGE_ID, asset.config_digest),
-                (V.IMAGE_REFERENCE, asset.reference),
-                (V.IMAGE_PLATFORM, asset.platform),
-                *extra,
-            ]
-        )
+        return [
+            (V.ASSET_KIND, "image"),
+            (V.IMAGE_DIGEST, asset.digest),
+            (V.IMAGE_ID, asset.config_digest),
+            (V.IMAGE_REFERENCE, asset.reference),
+            (V.IMAGE_PLATFORM, asset.platform),
+            *extra,
+        ]
+    return [
+        (V.ASSET_KIND, "host"),
+        (V.HOST_HOSTNAME, asset.name),
+        (V.HOST_MACHINE_ID, asset.machine_id),
+        *extra,
+        *((V.NODE_CONTAINER, container_value(c)) for c in result.containers),
+        *(_node_props(result.node) if result.node is not None else ()),
+    ]
+
+
+def _asset_component(result: ScanResult) -> Any:
+    from cyclonedx.model.component import Component, ComponentType
+
+    asset = result.asset
+    props = _props(asset_pairs(result))
+    if asset.kind is AssetKind.IMAGE:
         return Component(
             type=ComponentType.CONTAINER,
             name=asset.name,
@@ -129,16 +143,6 @@ def _asset_component(result: ScanResult) -> Any:
             bom_ref="asset",
             properties=props,
         )
-    props = _props(
-        [
-            (V.ASSET_KIND, "host"),
-            (V.HOST_HOSTNAME, asset.name),
-            (V.HOST_MACHINE_ID, asset.machine_id),
-            *extra,
-            *((V.NODE_CONTAINER, container_value(c)) for c in result.containers),
-            *(_node_props(result.node) if result.node is not None else ()),
-        ]
-    )
     return Component(
         type=ComponentType.OPERATING_SYSTEM,
         name=asset.name,
@@ -227,6 +231,11 @@ def _injected_component(item: InjectedFile) -> Any:
     )
 
 
+def package_pairs(pkg: Package) -> list[tuple[str, str | None]]:
+    """An owner package's ``gpuprov:`` properties."""
+    return [(V.PACKAGE_MANAGER, pkg.manager), (V.PACKAGE_DB, pkg.source)]
+
+
 def _package_component(pkg: Package) -> Any:
     from cyclonedx.model.component import Component, ComponentType
     from packageurl import PackageURL
@@ -237,7 +246,79 @@ def _package_component(pkg: Package) -> Any:
         version=pkg.version,
         purl=PackageURL.from_string(pkg.purl),
         bom_ref=pkg.purl,
-        properties=_props([(V.PACKAGE_MANAGER, pkg.manager), (V.PACKAGE_DB, pkg.source)]),
+        properties=_props(package_pairs(pkg)),
+    )
+
+
+#: product keys written as ``library`` components (the others are ``application``s)
+_LIBRARY_PRODUCTS = frozenset({"nvjpeg", "nvjpeg2000", "nvtiff", "tensorrt", "dcgm"})
+
+
+def product_ref(p: Product) -> str:
+    """The bom-ref of a product component: its key and version (or release line)."""
+    return f"product:{p.key}:{p.version or ('line-' + p.line if p.line else 'unknown')}"
+
+
+def _product_component(p: Product) -> Any:
+    from cyclonedx.model import HashAlgorithm, HashType
+    from cyclonedx.model.component import Component, ComponentType
+    from cyclonedx.model.component_evidence import (
+        AnalysisTechnique,
+        ComponentEvidence,
+        Identity,
+        IdentityField,
+        Method,
+        Occurrence,
+    )
+    from packageurl import PackageURL
+
+    ref = product_ref(p)
+    methods = [
+        Method(
+            technique=getattr(AnalysisTechnique, _TECHNIQUE.get(ev.method, "OTHER")),
+            confidence=Decimal(str(ev.confidence.score)),
+            value=f"{ev.source}: {ev.value}",
+        )
+        for ev in p.evidence
+    ]
+    identity = (
+        [
+            Identity(
+                field=IdentityField.VERSION,
+                confidence=max(m.confidence for m in methods),
+                concluded_value=p.version or p.line,
+                methods=methods,
+            )
+        ]
+        if methods
+        else None
+    )
+    occurrences = [Occurrence(location=x, bom_ref=f"{ref}#{_ref_path(x)}") for x in p.paths]
+    kind = ComponentType.LIBRARY if p.key in _LIBRARY_PRODUCTS else ComponentType.APPLICATION
+    return Component(
+        type=kind,
+        name=p.name,
+        version=p.version,
+        group="nvidia",
+        purl=PackageURL.from_string(p.purl) if p.purl else None,
+        cpe=p.cpes[0] if p.cpes else None,
+        bom_ref=ref,
+        hashes=[HashType(alg=HashAlgorithm.SHA_256, content=p.sha256)] if p.sha256 else [],
+        properties=_props(
+            [
+                (V.PRODUCT_KEY, p.key),
+                *((V.PRODUCT_CPE, c) for c in p.cpes),
+                *((V.PRODUCT_PATH, x) for x in p.paths),
+                (V.PRODUCT_TOOLKIT, p.toolkit),
+                (V.PRODUCT_LINE, p.line),
+                (V.DRIVER_BRANCH, p.branch),
+                (V.OWNER_PURL, p.owner),
+                (V.LAYER, p.layer),
+            ]
+        ),
+        evidence=ComponentEvidence(identity=identity, occurrences=occurrences)
+        if identity or occurrences
+        else None,
     )
 
 
@@ -355,6 +436,32 @@ def _file_ref(lib: GpuLibrary) -> str:
     return f"loaded:{lib.digests.sha256}:{path}" if lib.loaded_copy else f"file:{path}"
 
 
+def file_pairs(lib: GpuLibrary) -> list[tuple[str, str | None]]:
+    """A GPU library file's ``gpuprov:`` properties (its verdicts among them)."""
+    ident = lib.ident
+    return [
+        (V.FILE_PATH, lib.ref.path),
+        (V.FILE_ALIASES, ",".join(lib.aliases)),
+        (V.LIBRARY_FAMILY, ident.family),
+        (V.LIBRARY_COMPONENT, ident.component),
+        (V.LIBRARY_VERSION, ident.version),
+        (V.LIBRARY_CUDA_MAJOR, str(ident.cuda_major) if ident.cuda_major else None),
+        (V.LIBRARY_ARCH, ident.arch),
+        (V.LIBRARY_SONAME, ident.soname),
+        (V.OWNER_PURL, lib.owner.purl if lib.owner else None),
+        (V.INTEGRITY, lib.integrity.value),
+        (V.INTEGRITY_REASON, lib.integrity_reason),
+        (V.FILE_ERROR, lib.error),
+        (V.LAYER, lib.ref.layer),
+        (V.PROVENANCE, lib.provenance),
+        (V.PROVENANCE_SIGNER, lib.provenance_signer),
+        (V.PROVENANCE_CATALOG, lib.provenance_catalog),
+        (V.PROVENANCE_REASON, lib.provenance_reason if lib.provenance else None),
+        *((V.NOTE, n) for n in lib.notes),
+        *_runtime_props(lib),
+    ]
+
+
 def _file_component(lib: GpuLibrary) -> Any:
     from cyclonedx.model import HashAlgorithm, HashType
     from cyclonedx.model.component import Component, ComponentType
@@ -362,34 +469,11 @@ def _file_component(lib: GpuLibrary) -> Any:
     hashes = [HashType(alg=HashAlgorithm.SHA_256, content=lib.digests.sha256)]
     if lib.digests.md5:
         hashes.append(HashType(alg=HashAlgorithm.MD5, content=lib.digests.md5))
-    ident = lib.ident
-    props = _props(
-        [
-            (V.FILE_PATH, lib.ref.path),
-            (V.FILE_ALIASES, ",".join(lib.aliases)),
-            (V.LIBRARY_FAMILY, ident.family),
-            (V.LIBRARY_COMPONENT, ident.component),
-            (V.LIBRARY_VERSION, ident.version),
-            (V.LIBRARY_CUDA_MAJOR, str(ident.cuda_major) if ident.cuda_major else None),
-            (V.LIBRARY_ARCH, ident.arch),
-            (V.LIBRARY_SONAME, ident.soname),
-            (V.OWNER_PURL, lib.owner.purl if lib.owner else None),
-            (V.INTEGRITY, lib.integrity.value),
-            (V.INTEGRITY_REASON, lib.integrity_reason),
-            (V.FILE_ERROR, lib.error),
-            (V.LAYER, lib.ref.layer),
-            (V.PROVENANCE, lib.provenance),
-            (V.PROVENANCE_SIGNER, lib.provenance_signer),
-            (V.PROVENANCE_CATALOG, lib.provenance_catalog),
-            (V.PROVENANCE_REASON, lib.provenance_reason if lib.provenance else None),
-            *((V.NOTE, n) for n in lib.notes),
-            *_runtime_props(lib),
-        ]
-    )
+    props = _props(file_pairs(lib))
     return Component(
         type=ComponentType.FILE,
         name=lib.ref.path,
-        version=ident.version,
+        version=lib.ident.version,
         bom_ref=_file_ref(lib),
         hashes=hashes,
         properties=props,
@@ -430,15 +514,23 @@ def build_bom(
             files_by_owner.setdefault(lib.owner.purl, []).append(comp)
         else:
             unowned.append(comp)
-    for purl, files in files_by_owner.items():
-        bom.register_dependency(pkg_components[purl], files)
     node: list[Any] = []
     if result.node is not None:
         node = [_gpu_component(g) for g in result.node.gpus]
         node += [_injected_component(i) for i in result.node.injected]
         for comp in node:
             bom.components.add(comp)
-    bom.register_dependency(asset, [*pkg_components.values(), *unowned, *node])
+    products = []
+    for p in result.products:
+        comp = _product_component(p)
+        bom.components.add(comp)
+        if p.owner is not None and p.owner in pkg_components:
+            files_by_owner.setdefault(p.owner, []).append(comp)
+        else:
+            products.append(comp)
+    for purl, files in files_by_owner.items():
+        bom.register_dependency(pkg_components[purl], files)
+    bom.register_dependency(asset, [*pkg_components.values(), *unowned, *node, *products])
     return bom
 
 

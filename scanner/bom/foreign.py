@@ -66,7 +66,7 @@ class ForeignLibrary(Struct, frozen=True):
     cuda_major: int | None
     sha256: str | None = None
     layer: str | None = None
-    owner_purl: str | None = None  # a package's own purl
+    owner_purl: str | None = None  # a package's own purl; a file's owning package's
     integrity: str | None = None
     integrity_reason: str | None = None
     provenance: str | None = None
@@ -161,7 +161,9 @@ def _string(value: Any) -> str | None:
 
 def foreign_file(component: Mapping[str, Any]) -> ForeignLibrary | None:
     """A ``file`` component another tool lists (Syft: its name is the path), when its name is
-    a GPU library's. Raises `scanner.detect.packages.OutOfRange` for an absurd number."""
+    a GPU library's; its owner where ``gpuprov:owner:purl`` names it (an SPDX document's
+    ``CONTAINS``, `scanner.bom.spdx_mapping`). Raises `scanner.detect.packages.OutOfRange` for
+    an absurd number."""
     name = str(component.get("name") or "")
     found = recognize_file(name)
     if found is None:
@@ -175,6 +177,7 @@ def foreign_file(component: Mapping[str, Any]) -> ForeignLibrary | None:
         version=found.version,
         cuda_major=found.cuda_major,
         sha256=sha256_of(component),
+        owner_purl=first(properties(component), v.OWNER_PURL),
     )
 
 
@@ -252,7 +255,10 @@ def gpu_libraries(document: Mapping[str, Any]) -> Libraries:
             packages.setdefault(purl, listed)
         if library is not None:
             gpu_packages.append(GpuEntry(listed, library))
-    owners = {first(e.listed.props, v.OWNER_PURL) for e in files if e.library is None}
+    owners = {
+        first(e.listed.props, v.OWNER_PURL) if e.library is None else e.library.owner_purl
+        for e in files
+    }
     owners.discard(None)
     entries = list(files)
     for entry in gpu_packages:

@@ -14,6 +14,8 @@ from typing import Final
 
 from msgspec import Struct
 
+from scanner.detect.products import TOOL_NAMES
+
 
 class CudaRule(StrEnum):
     """How a family's CUDA major is known."""
@@ -219,6 +221,54 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         note="TensorRT",
         os_packages=(r"^libnvinfer\d*$",),
     ),
+    # nvJPEG2000 before nvJPEG: the narrower name first
+    Classifier(
+        family="nvjpeg2k",
+        name_re=r"nvjpeg2k",
+        prefixes=("nvjpeg2k",),
+        primary="nvjpeg2k",
+        package_re=r"nvjpeg2k|nvjpeg2000",
+        cuda_rule=CudaRule.BUILT,
+        scans=frozenset({ContentSearch.CUDA_REFS}),
+        note="nvJPEG2000 (libnvjpeg2k.so.0, 0.x), a product of its own",
+        pypi=("nvjpeg2k",),
+        os_packages=(r"^libnvjpeg2k\d*$",),
+    ),
+    Classifier(
+        family="nvjpeg",
+        name_re=r"nvjpeg",
+        prefixes=("nvjpeg",),
+        primary="nvjpeg",
+        package_re=r"nvjpeg(?!2)",
+        cuda_rule=CudaRule.OWN,
+        version_json_key="libnvjpeg",
+        note="nvJPEG, shipped with the CUDA Toolkit (libnvjpeg.so.12 is 12.x)",
+        pypi=("nvjpeg",),
+        os_packages=(r"^libnvjpeg\d*$",),
+    ),
+    Classifier(
+        family="nvtiff",
+        name_re=r"nvtiff",
+        prefixes=("nvtiff",),
+        primary="nvtiff",
+        package_re=r"nvtiff",
+        cuda_rule=CudaRule.BUILT,
+        scans=frozenset({ContentSearch.CUDA_REFS}),
+        note="nvTIFF (libnvtiff.so.0, 0.x)",
+        pypi=("nvtiff",),
+        os_packages=(r"^libnvtiff\d*$",),
+    ),
+    Classifier(
+        family="dcgm",
+        name_re=r"dcgm",
+        prefixes=("dcgm",),
+        primary="dcgm",
+        package_re=r"datacenter-gpu-manager|dcgm",
+        # DCGM talks to the driver through NVML; no CUDA major is certain
+        cuda_rule=CudaRule.MAPPED,
+        note="DCGM (libdcgm.so.3 is DCGM 3.x); nv-hostengine is its daemon",
+        os_packages=(r"^datacenter-gpu-manager(?:-\d+)?(?:-core)?$",),
+    ),
     Classifier(
         family="libcuda",
         name_re=r"cuda",
@@ -266,9 +316,10 @@ _PREFIXES: Final = tuple(sorted({"lib" + p for c in CLASSIFIERS for p in c.prefi
 _PACKAGE_RES: Final = tuple(re.compile(c.package_re, re.IGNORECASE) for c in CLASSIFIERS)
 
 #: Bump the leading number whenever what detection extracts changes (cached facts are redone).
-_ANALYSIS_REVISION: Final = "2"  # 2: not-elf facts, ET_EXEC is no library
+_ANALYSIS_REVISION: Final = "3"  # 2: not-elf facts, ET_EXEC is no library; 3: tool binaries
 DETECT_VERSION: Final = (
-    f"{_ANALYSIS_REVISION}-{hashlib.sha256(_NAME_PATTERN.encode()).hexdigest()[:10]}"
+    f"{_ANALYSIS_REVISION}-"
+    + hashlib.sha256((_NAME_PATTERN + "|" + ",".join(sorted(TOOL_NAMES))).encode()).hexdigest()[:10]
 )
 
 

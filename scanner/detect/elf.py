@@ -18,6 +18,7 @@ from typing import Any, Final
 from msgspec import Struct
 
 from scanner.detect.classifiers import ContentSearch, classify_name
+from scanner.detect.products import MAX_TOOL_SCAN, tool_markers, tool_of
 from scanner.errors import DetectError, NotElfError
 from scanner.model import ElfFacts
 
@@ -143,6 +144,9 @@ def _analyze(
     from elftools.common.exceptions import ELFError
     from elftools.construct import ConstructError
 
+    tool = tool_of(os.path.basename(name))
+    if tool is not None:
+        return _tool_facts(buf, size, tool_markers(tool))
     _check_ident(buf, size)
     try:
         return _Elf(buf, size, window).facts(os.path.basename(name))
@@ -150,6 +154,42 @@ def _analyze(
         # what pyelftools, its construct and struct raise on hostile bytes; any other
         # exception is a defect of this module and fails the tests that reach it
         raise DetectError(f"malformed ELF: {type(e).__name__}: {e}") from e
+
+
+def _tool_facts(buf: Buffer, size: int, markers: tuple[re.Pattern[bytes], ...]) -> ElfFacts:
+    """A tool binary (``nvcc``, ``cuobjdump``, ...): an executable, not a library, so only its
+    machine and the version texts it embeds are read (``version_strings``, whole matches). A
+    launcher script named like a tool has machine "" and is searched the same way."""
+    head = bytes(buf[:20])
+    machine = ""
+    if head[:4] == b"\x7fELF" and len(head) == 20 and head[5] in (1, 2):
+        code = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+        machine = _MACHINE_CODES.get(code, f"em-{code}")
+    found: list[str] = []
+    window = memoryview(buf)[: min(size, MAX_TOOL_SCAN)]
+    try:
+        for rx in markers:
+            for m in rx.finditer(window):
+                text = m.group(0).decode("ascii", "replace")
+                if text not in found:
+                    found.append(text)
+                if len(found) >= _MAX_HITS:
+                    break
+    finally:
+        window.release()
+    return ElfFacts(machine=machine, version_strings=tuple(found))
+
+
+#: e_machine codes of the machines `_MACHINES` names (System V ABI, "ELF Header")
+_MACHINE_CODES: Final = {
+    62: "x86_64",
+    183: "aarch64",
+    3: "i386",
+    40: "arm",
+    21: "ppc64",
+    22: "s390x",
+    243: "riscv",
+}
 
 
 def _check_ident(buf: Buffer, size: int) -> None:

@@ -115,7 +115,7 @@ def recognize_file(file_name: str) -> Recognized | None:
 # PyPI: nvidia-<lib>-cu<major> (CUDA 13's toolkit wheels drop the suffix: nvidia-cuda-runtime),
 # and the family's deb/rpm/conda runtime packages: the rows of the classifier table
 _PYPI: Final = {name: row for row in CLASSIFIERS for name in row.pypi}
-_PYPI_NAME: Final = re.compile(r"^nvidia-(?P<lib>[a-z\-]+?)(?:-cu(?P<major>\d+))?$")
+_PYPI_NAME: Final = re.compile(r"^nvidia-(?P<lib>[a-z][a-z0-9\-]*?)(?:-cu(?P<major>\d+))?$")
 _PYPI_TENSORRT: Final = re.compile(r"^tensorrt(?:-cu(?P<major>\d+))?(?:-libs)?$")
 _TENSORRT: Final = next(row for row in CLASSIFIERS if row.family == "nvinfer")
 #: matched after dropping a trailing "-<cuda major>-<minor>" or "-cuda-<major>"

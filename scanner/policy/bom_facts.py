@@ -1,4 +1,6 @@
-"""Asset facts from a CycloneDX JSON BOM: ours (``gpuprov:`` properties) or another tool's.
+"""Asset facts from a CycloneDX JSON BOM, ours (``gpuprov:`` properties) or another tool's, or
+an SPDX 2.2 / 2.3 document (JSON or tag-value), read as another tool's CycloneDX BOM
+(`scanner.bom.spdx_mapping`).
 
 Our BOMs carry every verdict (docs/bom-properties.md). Trivy, Syft and cdxgen BOMs carry file
 or package components without verdicts: their GPU libraries are read by the one reader the
@@ -27,6 +29,8 @@ from scanner.bom.foreign import (
     sha256_of,
     tool_of,
 )
+from scanner.bom.spdx_mapping import Mapped, read_spdx
+from scanner.bom.spdx_reader import SpdxRefused, generation, tag_value
 from scanner.errors import ScannerError
 from scanner.loaders import load_json
 from scanner.model import AssetKind
@@ -44,7 +48,7 @@ from scanner.versions import normalize_version
 
 
 class BomError(ScannerError):
-    """A document that is no CycloneDX JSON BOM we can gate."""
+    """A document that is no CycloneDX or SPDX BOM we can gate."""
 
 
 def _int(value: str | None) -> int | None:
@@ -87,25 +91,53 @@ def _ours(listed: Listed) -> FileFact:
     )
 
 
-def _files(doc: dict[str, Any]) -> tuple[FileFact, ...]:
+def _files(doc: dict[str, Any], mapped: Mapped | None) -> tuple[FileFact, ...]:
     try:
         found = gpu_libraries(doc)
     except BadComponent as e:
-        raise BomError(f"{e.pointer}: {e.message}") from None
+        where = f"SPDX {mapped.origin(e.pointer)}" if mapped else e.pointer
+        raise BomError(f"{where}: {e.message}") from None
     return tuple(
         _ours(entry.listed) if entry.library is None else file_fact(entry.library)
         for entry in found.entries
     )
 
 
-def facts_from_bom(raw: bytes) -> AssetFacts:
-    """Asset facts from CycloneDX JSON bytes; raises BomError when it is no BOM."""
+def _spdx(source: str | dict[str, Any]) -> Mapped:
+    try:
+        return read_spdx(source)
+    except SpdxRefused as e:
+        raise BomError(f"SPDX {e.field}: {e.message}") from None
+
+
+def reading(raw: bytes) -> tuple[dict[str, Any], Mapped | None]:
+    """The BOM as CycloneDX JSON reads, and for an SPDX document (told by its content) its
+    mapping; raises BomError when it is neither."""
+    if tag_value(raw[:4096].decode("utf-8", "replace")):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BomError(f"SPDX tag-value: not UTF-8: {e.reason} at byte {e.start}") from None
+        mapped = _spdx(text)
+        return mapped.bom, mapped
     try:
         doc = load_json(raw)
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise BomError(f"not a JSON document: {e}") from None
+    if generation(doc) is not None:
+        mapped = _spdx(doc)
+        return mapped.bom, mapped
     if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
-        raise BomError('not a CycloneDX JSON BOM (no "bomFormat": "CycloneDX")')
+        raise BomError(
+            'not a CycloneDX JSON BOM (no "bomFormat": "CycloneDX") nor an SPDX 2.2 / 2.3 '
+            'document (JSON with "spdxVersion", or tag-value)'
+        )
+    return doc, None
+
+
+def facts_from_bom(raw: bytes) -> AssetFacts:
+    """Asset facts from CycloneDX JSON or SPDX 2 bytes; raises BomError when it is no BOM."""
+    doc, mapped = reading(raw)
     metadata = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
     assert isinstance(metadata, dict)
     asset = metadata.get("component") if isinstance(metadata.get("component"), dict) else {}
@@ -116,7 +148,7 @@ def facts_from_bom(raw: bytes) -> AssetFacts:
         head = asset_of(metadata, operating_system=lists_operating_system(doc))
     except NotAnAsset as e:
         raise BomError(str(e)) from None
-    files = _files(doc)
+    files = _files(doc, mapped)
     return AssetFacts(
         kind=AssetKind(head.kind),
         name=head.name or "unnamed",

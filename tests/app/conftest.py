@@ -53,6 +53,8 @@ TABLES = (
     "asset",
     "audit_event",
     "api_token",
+    "ci_trust_rule",
+    "ci_token_use",
 )
 
 
@@ -122,7 +124,15 @@ class Service:
         return {
             t: self.count(t)
             for t in TABLES
-            if t not in ("api_token", "audit_event", *PROVENANCE_TABLES, *POLICY_TABLES)
+            if t
+            not in (
+                "api_token",
+                "audit_event",
+                "ci_trust_rule",
+                "ci_token_use",
+                *PROVENANCE_TABLES,
+                *POLICY_TABLES,
+            )
             and t not in ADVISORY_TABLES
         }
 
@@ -138,8 +148,14 @@ class Service:
 
 @pytest.fixture(scope="session")
 def _service(database_url: str) -> Iterator[Service]:
-    # dashboard_cache_seconds=0: each test sees the overview of its own data
-    settings = Settings(database_url=database_url, environment="test", dashboard_cache_seconds=0)
+    # dashboard_cache_seconds=0: each test sees the overview of its own data; a CI audience so
+    # CI trust rules can be stored (tests/app/test_ci_oidc.py makes an app with loopback issuers)
+    settings = Settings(
+        database_url=database_url,
+        environment="test",
+        dashboard_cache_seconds=0,
+        ci_audience="gpuprov-test",
+    )
     app = create_app(settings)
     with TestClient(app) as client:
         yield Service(client, app.state.db, database_url, settings)

@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 
+from app.clock import utcnow
+from app.domain.audit import cli_actor
+from app.domain.ci_rules import put_rule
 from app.domain.tokens import Scope, hash_secret
 from app.storage.repositories.tokens import by_hash
 from tests.app import boms, catalogs
@@ -16,6 +19,12 @@ from tests.scanner.advisories import documents as advisory_documents
 
 ADVISORY_JSON = {"Content-Type": "application/json"}
 
+#: a CI trust rule the service's settings accept (tests/app/conftest.py: GPUPROV_CI_AUDIENCE set)
+CI_RULE = {
+    "issuer": "https://token.actions.githubusercontent.com",
+    "claims": {"repository_owner_id": "1", "repository_id": "2"},
+    "scopes": ["gate"],
+}
 PUBLIC_OPERATIONS = {("get", "/healthz"), ("get", "/readyz")}
 DOC_PAGES = ("/openapi.json", "/docs", "/redoc")
 PROMOTION = (
@@ -68,6 +77,10 @@ class Walk:
         )
         assert post.status_code == 201, post.text
 
+    def _ci_rule(self) -> None:
+        with self.service.db.transaction(write=True) as session:
+            put_rule(session, "prod", dict(CI_RULE), self.service.settings, cli_actor(), utcnow())
+
     def _token_id(self) -> int:
         victim = self.service.token("inventory:read", name="victim")
         with self.service.db.session() as session:
@@ -103,6 +116,10 @@ class Walk:
             return client.put(path, content=self.promotion, headers=headers)
         if (method, path) == ("post", "/api/v1/gate"):
             return client.post(path, json={"policy": "prod", "image": self.digest}, headers=headers)
+        if path == "/api/v1/ci-trust/prod":
+            self._ci_rule()  # each method finds the rule (DELETE removes it)
+            if method == "put":
+                return client.put(path, json=CI_RULE, headers=headers)
         params: dict[str, str] = {"family": "cudnn"} if path.endswith("where-used") else {}
         if path.startswith("/api/v1/compliance"):
             params = {"policy": "prod"}

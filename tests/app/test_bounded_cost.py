@@ -130,9 +130,10 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.02)
 
 
-def token_id(service: Service, secret: str) -> int:
+def token_id(service: Service, secret: str) -> str:
+    """What the ingest slots count the token by."""
     with service.db.session() as session:
-        return authenticate(session, secret).token_id
+        return authenticate(session, secret).key
 
 
 def session_cookie(server: LiveServer, secret: str) -> str:
@@ -165,6 +166,7 @@ BODIES = (
     ("PUT", "/api/v1/policies/prod"),
     ("PUT", "/api/v1/trust-policy"),
     ("POST", "/api/v1/tokens"),
+    ("PUT", "/api/v1/ci-trust/prod"),
     ("POST", "/login"),
     ("POST", "/logout"),
     *(("POST", path) for path in DASHBOARD_FORMS),
@@ -215,6 +217,13 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
         ("PUT", "/api/v1/policies/prod", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
         ("PUT", "/api/v1/trust-policy", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
         ("POST", "/api/v1/tokens", auth(reader, **{"Content-Type": "application/json"}), 403, ""),
+        (
+            "PUT",
+            "/api/v1/ci-trust/prod",
+            auth(reader, **{"Content-Type": "application/json"}),
+            403,
+            "admin",
+        ),
         ("POST", "/login", {"Content-Type": FORM}, 413, "16384 bytes"),
         ("POST", "/logout", {"Content-Type": FORM}, 303, ""),
     ]
@@ -249,7 +258,9 @@ def test_every_slot_taken_is_answered_before_the_body(service: Service) -> None:
     gate_only = service.token("gate", name="gate-only")
     with live(service, max_concurrent_ingests=2) as (server, app):
         gate: IngestGate = app.state.ingest_gate
-        assert gate.enter(-1) is None and gate.enter(-2) is None  # others' reports in flight
+        assert (
+            gate.enter("token:-1") is None and gate.enter("token:-2") is None
+        )  # others' reports in flight
         try:
             for path, secret in (
                 ("/api/v1/reports", writer),
@@ -278,8 +289,8 @@ def test_every_slot_taken_is_answered_before_the_body(service: Service) -> None:
             )
             assert answer.status_code == 404, answer.text
         finally:
-            gate.leave(-1)
-            gate.leave(-2)
+            gate.leave("token:-1")
+            gate.leave("token:-2")
     assert service.stored() == NOTHING
 
 

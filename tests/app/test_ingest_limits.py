@@ -162,7 +162,7 @@ def test_concurrent_ingests_are_bounded(service: Service, app_with: Callable[...
     app, client = app_with(max_concurrent_ingests=1, retry_after_seconds=7)
     writer = service.token("report:write")
     gate = app.state.ingest_gate
-    assert gate.enter(0) is None  # another token's report in flight holds the only slot
+    assert gate.enter("token:0") is None  # another token's report in flight holds the only slot
     try:
         answer = _post(client, writer, boms.encode(boms.gpuprov_bom()))
         assert answer.status_code == 503
@@ -172,7 +172,7 @@ def test_concurrent_ingests_are_bounded(service: Service, app_with: Callable[...
         assert _post(client, None, boms.encode(boms.gpuprov_bom())).status_code == 401
         assert service.stored() == NOTHING
     finally:
-        gate.leave(0)
+        gate.leave("token:0")
     # every way out of an ingest gives the slot back: refused, duplicate, stored
     assert _post(client, writer, b"{").status_code == 422
     body = boms.encode(boms.gpuprov_bom())
@@ -197,18 +197,18 @@ def test_limits_follow_the_settings() -> None:
 def test_ingest_slots_are_shared_per_token() -> None:
     metrics = Metrics()
     gate = IngestGate(3, 2, metrics)
-    assert gate.enter(1) is None and gate.enter(1) is None
-    assert gate.enter(1) == "share"  # a third for token 1: its share is 2
-    assert gate.enter(2) is None  # another token gets the last slot
-    assert gate.enter(3) == "busy"
-    assert gate.held(1) == 2 and gate.held(2) == 1
-    gate.leave(1)
-    assert gate.enter(3) is None and gate.held(1) == 1
+    assert gate.enter("t1") is None and gate.enter("t1") is None
+    assert gate.enter("t1") == "share"  # a third for token 1: its share is 2
+    assert gate.enter("t2") is None  # another token gets the last slot
+    assert gate.enter("t3") == "busy"
+    assert gate.held("t1") == 2 and gate.held("t2") == 1
+    gate.leave("t1")
+    assert gate.enter("t3") is None and gate.held("t1") == 1
     sample = metrics.registry.get_sample_value
     assert sample("gpuprov_ingests_refused_busy_total") == 1
     assert sample("gpuprov_ingests_refused_token_share_total") == 1
     assert sample("gpuprov_ingests_in_flight") == 3
-    for token in (1, 2, 3):
+    for token in ("t1", "t2", "t3"):
         gate.leave(token)
     assert sample("gpuprov_ingests_in_flight") == 0
-    assert gate.held(1) == 0 and gate.enter(1) is None
+    assert gate.held("t1") == 0 and gate.enter("t1") is None

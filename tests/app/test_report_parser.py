@@ -118,9 +118,12 @@ def test_not_utf8() -> None:
 
 
 def test_not_cyclonedx() -> None:
-    error = _fails({"spdxVersion": "SPDX-2.3"})
+    error = _fails({"hello": "world"})
     assert "not a CycloneDX BOM" in error.message
     assert error.details[0]["pointer"] == "/bomFormat"
+    # an SPDX document is read as SPDX (issue 21): an incomplete one is refused as SPDX
+    error = _fails({"spdxVersion": "SPDX-2.3"})
+    assert error.message.startswith("SPDX ") and error.details[0]["spdx"]
 
 
 @pytest.mark.parametrize("spec", ["1.2", "2.0", 1.6, None])

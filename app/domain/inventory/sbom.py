@@ -305,27 +305,20 @@ def _unique(ref: str, taken: set[str]) -> str:
     return ref
 
 
-def _asset_component(asset: Asset, scan: Scan) -> Component:
+def asset_pairs(asset: Asset, scan: Scan) -> list[tuple[str, str | None]]:
+    """A stored asset's ``gpuprov:`` properties, as the rebuilt documents state them."""
     details = asset.details
     labels = [(v.ASSET_LABEL_PREFIX + k, val) for k, val in sorted(asset.labels.items())]
-    ref = f"asset:{asset.id}"
     if asset.kind != "image":
-        pairs = [
+        return [
             (v.ASSET_KIND, asset.kind),
             (v.HOST_MACHINE_ID, details.get("machine_id")),
             (v.HOST_HOSTNAME, asset.name),
             *labels,
         ]
-        return Component(
-            type=ComponentType.OPERATING_SYSTEM,
-            name=asset.name,
-            bom_ref=ref,
-            properties=_props(pairs),
-        )
-    digest = details.get("digest")
-    pairs = [
+    return [
         (v.ASSET_KIND, asset.kind),
-        (v.IMAGE_DIGEST, digest),
+        (v.IMAGE_DIGEST, details.get("digest")),
         (v.IMAGE_ID, details.get("config_digest")),
         (v.IMAGE_REFERENCE, asset.name),
         (v.IMAGE_SIGNER, scan.image_signer),
@@ -335,6 +328,20 @@ def _asset_component(asset: Asset, scan: Scan) -> Component:
         *((v.IMAGE_SIGNATURE_REJECTED, r) for r in scan.signature_rejected or []),
         *labels,
     ]
+
+
+def _asset_component(asset: Asset, scan: Scan) -> Component:
+    details = asset.details
+    ref = f"asset:{asset.id}"
+    pairs = asset_pairs(asset, scan)
+    if asset.kind != "image":
+        return Component(
+            type=ComponentType.OPERATING_SYSTEM,
+            name=asset.name,
+            bom_ref=ref,
+            properties=_props(pairs),
+        )
+    digest = details.get("digest")
     return Component(
         type=ComponentType.CONTAINER,
         name=asset.name,
@@ -374,8 +381,9 @@ def _runtime_pairs(artifact: Artifact) -> list[tuple[str, str | None]]:
     ]
 
 
-def _file_component(artifact: Artifact, taken: set[str]) -> Component:
-    pairs: Sequence[tuple[str, str | None]] = [
+def file_pairs(artifact: Artifact) -> list[tuple[str, str | None]]:
+    """A stored file's ``gpuprov:`` properties, as the rebuilt documents state them."""
+    return [
         (v.FILE_PATH, artifact.path),
         (v.LIBRARY_FAMILY, artifact.family),
         (v.LIBRARY_COMPONENT, artifact.component),
@@ -395,6 +403,10 @@ def _file_component(artifact: Artifact, taken: set[str]) -> Component:
         *((v.NOTE, note) for note in artifact.notes),
         *_runtime_pairs(artifact),
     ]
+
+
+def _file_component(artifact: Artifact, taken: set[str]) -> Component:
+    pairs = file_pairs(artifact)
     ref = f"file:{artifact.path or artifact.name}"
     if artifact.loaded_copy:
         ref = f"loaded:{artifact.sha256}:{artifact.path or artifact.name}"

@@ -5,6 +5,7 @@ from fastapi import APIRouter
 from app.http.api import (
     advisories,
     assets,
+    ci_trust,
     compliance,
     gate,
     inventory,
@@ -23,4 +24,5 @@ router.include_router(provenance.router)
 router.include_router(policies.router)
 router.include_router(gate.router)
 router.include_router(compliance.router)
+router.include_router(ci_trust.router)
 router.include_router(advisories.router)

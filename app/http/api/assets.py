@@ -9,7 +9,7 @@ from fastapi.responses import Response
 
 from app.clock import utcnow
 from app.domain import compliance
-from app.domain.inventory import filters, queries, sbom
+from app.domain.inventory import filters, queries, sbom, spdx
 from app.domain.report_parser import LABEL_PATTERN
 from app.http.deps import InventoryReader, SessionDep
 from app.http.params import MAX_BIGINT, IdPath, Limit, Offset
@@ -138,7 +138,7 @@ def get_asset(_: InventoryReader, session: SessionDep, asset_id: IdPath) -> dict
 @router.get(
     "/assets/{asset_id}/sbom",
     responses={
-        200: {"content": {sbom.MEDIA_TYPE: {}}},
+        200: {"content": {sbom.MEDIA_TYPE: {}, spdx.MEDIA_TYPE: {}, "text/spdx": {}}},
         **_NOT_FOUND,
     },
 )
@@ -151,8 +151,11 @@ def get_sbom(
         Query(ge=1, le=MAX_BIGINT, description="a scan of the history; default latest"),
     ] = None,
     format: Annotated[
-        Literal["original", "normalized"],
-        Query(description="original: byte-for-byte as received; normalized: rebuilt 1.6"),
+        Literal["original", "normalized", "spdx"],
+        Query(
+            description="original: byte-for-byte as received (CycloneDX or SPDX); normalized: "
+            "rebuilt CycloneDX 1.6; spdx: rebuilt SPDX 2.3 JSON"
+        ),
     ] = "original",
 ) -> Response:
     """The SBOM of the asset's latest (or given) scan."""
@@ -160,9 +163,20 @@ def get_sbom(
         return Response(
             sbom.normalized_sbom(session, asset_id, scan_id), media_type=sbom.MEDIA_TYPE
         )
-    data, _media_type = sbom.raw_sbom(session, asset_id, scan_id)
+    if format == "spdx":
+        return Response(
+            spdx.spdx_sbom(session, asset_id, scan_id),
+            media_type=spdx.MEDIA_TYPE,
+            headers={"Content-Disposition": f'attachment; filename="asset-{asset_id}.spdx.json"'},
+        )
+    data, media_type = sbom.raw_sbom(session, asset_id, scan_id)
+    # an SPDX report is handed back as SPDX; anything else was read as CycloneDX JSON
+    spdx_media = media_type in (spdx.MEDIA_TYPE, "text/spdx")
+    if not spdx_media:
+        media_type = sbom.MEDIA_TYPE
+    suffix = {"text/spdx": "spdx", spdx.MEDIA_TYPE: "spdx.json"}.get(media_type, "cdx.json")
     return Response(
         data,
-        media_type=sbom.MEDIA_TYPE,
-        headers={"Content-Disposition": f'attachment; filename="asset-{asset_id}.cdx.json"'},
+        media_type=media_type,
+        headers={"Content-Disposition": f'attachment; filename="asset-{asset_id}.{suffix}"'},
     )

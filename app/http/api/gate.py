@@ -27,7 +27,7 @@ from app.http.deps import (
     InventoryReader,
     SessionDep,
     SettingsDep,
-    scoped,
+    ci_scoped,
 )
 from app.http.metrics import Metrics
 from app.http.params import Limit, Offset, Timestamp, rfc3339
@@ -38,7 +38,7 @@ from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["gate"])
 
-GateCaller = Annotated[Principal, scoped(Scope.GATE)]
+GateCaller = Annotated[Principal, ci_scoped(Scope.GATE)]
 _DIGEST = r"^sha256:[0-9a-f]{64}$"
 _POLICY_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 ImageDigest = Annotated[str, Query(pattern=_DIGEST, description="an image manifest digest")]
@@ -56,7 +56,9 @@ class GateIn(BaseModel):
     @model_validator(mode="after")
     def _one_subject(self) -> GateIn:
         if (self.image is None) == (self.bom is None):
-            raise ValueError("give exactly one of image (a sha256 digest) or bom (CycloneDX JSON)")
+            raise ValueError(
+                "give exactly one of image (a sha256 digest) or bom (CycloneDX or SPDX 2 JSON)"
+            )
         return self
 
 
@@ -69,7 +71,10 @@ _REQUEST_SCHEMA = {
     "properties": {
         "policy": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": _POLICY_NAME},
         "image": {"type": "string", "pattern": _DIGEST},
-        "bom": {"type": "object", "description": "a CycloneDX 1.4-1.7 JSON BOM"},
+        "bom": {
+            "type": "object",
+            "description": "a CycloneDX 1.4-1.7 JSON BOM, or an SPDX 2.2 / 2.3 JSON document",
+        },
     },
     "oneOf": [{"required": ["image"]}, {"required": ["bom"]}],
     "description": "exactly one of image or bom",

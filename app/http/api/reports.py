@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from app.clock import utcnow
 from app.domain import compliance
+from app.domain.ci_tokens import CiGrant, remember_use
 from app.domain.ingest import RawReport, ingest
 from app.domain.inventory.filters import label_filters
 from app.domain.report_parser import LABEL_PATTERN, Report, ReportLimits, parse_report
@@ -29,6 +30,7 @@ from app.http.deps import CatalogsDep, DatabaseDep, ReportWriter, SettingsDep
 from app.http.metrics import Metrics
 from app.http.schemas import BOM_EXAMPLE, ErrorResponse, IngestAnswer
 from app.settings import Settings
+from scanner.bom.spdx_reader import media_type_of
 
 router = APIRouter(tags=["reports"])
 
@@ -45,10 +47,15 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
             "report larger than a configured limit (bytes, components, properties, labels; "
             "labels counted with those the asset keeps)",
         ),
-        (415, "not CycloneDX JSON, a charset other than UTF-8, or an unsupported encoding"),
+        (
+            415,
+            "not CycloneDX JSON or SPDX (JSON, tag-value), a charset other than UTF-8, or an "
+            "unsupported encoding",
+        ),
         (
             422,
-            "not a valid CycloneDX report, a BOM of neither an image nor a host (an "
+            "not a valid CycloneDX or SPDX 2.2/2.3 report (SPDX: details name the SPDX field), "
+            "a BOM of neither an image nor a host (an "
             "application's own SBOM), or a value the service cannot store; details carry JSON "
             "pointers",
         ),
@@ -146,7 +153,8 @@ def post_report(
     metrics: Metrics = request.app.state.metrics
     started = time.perf_counter()
     try:
-        answer = _ingest(principal, body, db, settings, catalogs, response, labels, metrics)
+        grant = getattr(request.state, "ci_grant", None)
+        answer = _ingest(principal, body, db, settings, catalogs, response, labels, metrics, grant)
     except Exception as e:
         metrics.reports.labels("refused").inc()
         if isinstance(e, Forbidden):  # an asset-bound token reporting for another asset
@@ -179,6 +187,7 @@ def _ingest(
     response: Response,
     labels: dict[str, str],
     metrics: Metrics,
+    grant: CiGrant | None = None,
 ) -> IngestAnswer:
     now = utcnow()
     data = body.decompressed()
@@ -187,11 +196,14 @@ def _ingest(
     _check_label_count(len(merged), settings, "the report's and the label parameters together")
     # the stored copy: the gzip stream as received, else compressed at a fast level
     stored = body.gzip_data or gzip.compress(data, compresslevel=1)
-    raw = RawReport(body.media_type, len(data), stored)
+    # the content says what the report is: SPDX sent as application/json is kept as SPDX
+    raw = RawReport(media_type_of(data) or body.media_type, len(data), stored)
     metrics.report_bytes.observe(len(data))
     # the transaction is opened here, not by a dependency: a sync dependency costs two more
     # worker-thread hops per report (enter and exit); it commits before the answer is sent
     with db.transaction(write=True) as session:
+        if grant is not None:  # a CI job's token pushes one report (refused in the same commit)
+            remember_use(session, grant, now)
         result = ingest(
             session,
             report,

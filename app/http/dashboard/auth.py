@@ -289,6 +289,7 @@ async def login(request: Request, db: DatabaseDep) -> Response:
         )
     settings: Settings = request.app.state.settings
     lifetime = settings.session_lifetime_seconds
+    assert principal.token_id is not None  # the login form takes stored tokens only
     cookie = signer.new_session(principal.token_id, hash_secret(secret), _now(), lifetime)
     log.info("dashboard login: token %s (%s)", principal.token_id, principal.name)
     response = RedirectResponse(next_url, status_code=303)

@@ -15,7 +15,12 @@ from scanner.policy.controls import default_catalog
 from scanner.policy.document import RULE_IDS
 
 DOCS = Path(__file__).resolve().parents[3] / "docs"
-EXAMPLES = ("gate-github-actions.yml", "gate-gitlab-ci.yml")
+EXAMPLES = (
+    "gate-github-actions.yml",
+    "gate-gitlab-ci.yml",
+    "gate-github-actions-keyless.yml",
+    "gate-gitlab-ci-keyless.yml",
+)
 
 
 def test_policy_doc_names_every_rule_and_control() -> None:

@@ -1,0 +1,403 @@
+"""Which products that NVIDIA's bulletins name are present in a scanned root, at which version.
+
+Runs after identification: it weighs what the scan already holds (CUDA version files, every
+package of the root's databases, the tool binaries' embedded version texts, the identified
+libraries, the node's driver) against the product table (`scanner.detect.products`) and returns
+one `Product` per (product, version). Nothing here reads a file.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
+
+from msgspec.structs import replace
+
+from scanner.detect.context import ToolkitVersion
+from scanner.detect.products import ToolRow, cpes, package_product, product_row, tool_of
+from scanner.model import (
+    Confidence,
+    Evidence,
+    EvidenceField,
+    EvidenceMethod,
+    FileFacts,
+    FileRef,
+    GpuLibrary,
+    NodeFacts,
+    Package,
+    Product,
+)
+
+#: The CUDA Toolkit's own packages (their version is the release): NVIDIA's deb/rpm meta
+#: packages ``cuda-toolkit-12-4`` / ``cuda-toolkit`` (12.4.1-1), conda-forge's and NVIDIA's
+#: conda ``cuda-toolkit`` (12.4.1), Debian's ``nvidia-cuda-toolkit`` (11.8.89~11.8.0-5~deb12u1:
+#: the release after the tilde).
+_TOOLKIT_PACKAGE: Final = re.compile(r"^(?:cuda-toolkit(?:-\d+-\d+)?|nvidia-cuda-toolkit)$")
+_DEBIAN_TOOLKIT: Final = re.compile(r"^\d+\.\d+\.\d+~(?P<release>\d+\.\d+\.\d+)")
+_RELEASE: Final = re.compile(r"^(?P<line>\d{1,3}\.\d{1,3})(?:\.(?P<update>\d{1,3}))?(?![\d.])")
+#: a package version's upstream part: epoch and Debian/RPM revision dropped ("1:12.4.131-1")
+_UPSTREAM: Final = re.compile(r"^(?:\d+:)?(?P<up>\d+(?:\.\d+)+)")
+#: the toolkit line a ``cuda-nvcc-12-4`` style package name carries
+_NAME_LINE: Final = re.compile(r"-(?P<major>\d{1,3})-(?P<minor>\d{1,3})$")
+
+#: library families whose files are a bulletin's product (`scanner.detect.classifiers`)
+_LIBRARY_PRODUCTS: Final = {
+    "nvjpeg": "nvjpeg",
+    "nvjpeg2k": "nvjpeg2000",
+    "nvtiff": "nvtiff",
+    "dcgm": "dcgm",
+    "nvinfer": "tensorrt",
+    # the driver's user-space libraries carry the driver's version
+    "libcuda": "driver",
+    "nvidia-ml": "driver",
+}
+#: a Linux driver version's branch is its major: 535.129.03 is on R535 (Windows numbers its
+#: releases otherwise, 472.98 on R470: not read here)
+_DRIVER_VERSION: Final = re.compile(r"^(?P<major>\d{3})\.\d{2,3}(?:\.\d{2})?$")
+
+
+def find_products(
+    toolkits: Sequence[ToolkitVersion],
+    packages: Sequence[Package],
+    tools: Sequence[tuple[FileRef, tuple[str, ...], FileFacts, Package | None]],
+    libraries: Sequence[GpuLibrary],
+    node: NodeFacts | None = None,
+) -> tuple[Product, ...]:
+    """The products present: toolkit releases, tool binaries, product libraries, packages that
+    are products, the node's driver.
+
+    ``tools``: each tool binary as (file, aliases, facts, owner package).
+    """
+    out: list[Product] = []
+    releases = _toolkit_releases(toolkits, packages)
+    out.extend(releases)
+    exact = {r.paths[0]: r.version for r in releases if r.version and r.paths}
+    by_line: dict[str, set[str]] = {}
+    for r in releases:
+        if r.version:
+            by_line.setdefault(r.version.rsplit(".", 1)[0], set()).add(r.version)
+    lines: list[Product] = []
+    for ref, aliases, facts, owner in tools:
+        row = tool_of(posixpath.basename(ref.path))
+        if row is None:
+            continue
+        tool = _tool(row, ref, aliases, facts, owner, toolkits, exact)
+        line = _banner_line(facts)
+        if tool.toolkit is None and line is not None and len(by_line.get(line, ())) == 1:
+            # the root's only release of the banner's line (a toolkit package, no version.json)
+            release = next(iter(by_line[line]))
+            tool = replace(tool, toolkit=release, cpes=cpes(product_row(row.product), release))
+        out.append(tool)
+        if tool.toolkit is None and line is not None:
+            lines.append(_line_only(line, _install_root(ref.path), tool))
+    out.extend(lines)
+    for lib in libraries:
+        key = _LIBRARY_PRODUCTS.get(lib.ident.family)
+        if key is not None:
+            out.append(_library_product(key, lib, toolkits, exact))
+    out.extend(_package_products(packages))
+    driver = node.driver if node is not None else None
+    if driver is not None and driver.version:
+        src = f"loaded kernel module ({driver.source or 'node facts'})"
+        out.append(
+            Product(
+                key="driver",
+                name=product_row("driver").name,
+                version=driver.version,
+                evidence=(_ev(driver.version, EvidenceMethod.OTHER, src),),
+            )
+        )
+    return merge_products(_driver_branch(p) for p in out)
+
+
+def _package_products(packages: Sequence[Package]) -> Iterable[Product]:
+    """Packages that are a product by themselves (the Container Toolkit's, DCGM's, ...)."""
+    for pkg in packages:
+        key = package_product(pkg.name)
+        if key is None:
+            continue
+        row = product_row(key)
+        version = _upstream(pkg.version)
+        yield Product(
+            key=row.key,
+            name=row.name,
+            version=version,
+            owner=pkg.purl,
+            evidence=(
+                _ev(
+                    version or pkg.version,
+                    EvidenceMethod.MANIFEST_ANALYSIS,
+                    f"{pkg.manager} package {pkg.name} {pkg.version}",
+                ),
+            ),
+        )
+
+
+def _driver_branch(p: Product) -> Product:
+    """A driver product with its branch, CPEs and purl."""
+    if p.key != "driver":
+        return p
+    m = _DRIVER_VERSION.match(p.version or "")
+    row = product_row("driver")
+    return replace(
+        p,
+        branch=f"R{m.group('major')}" if m else None,
+        cpes=cpes(row, p.version),
+        purl=_purl(row.purl, p.version),
+    )
+
+
+def _toolkit_releases(
+    toolkits: Sequence[ToolkitVersion], packages: Sequence[Package]
+) -> list[Product]:
+    """The CUDA Toolkit releases that version files and toolkit packages state."""
+    row = product_row("cuda-toolkit")
+    out: list[Product] = []
+    for tk in toolkits:
+        if tk.cuda_version is None:
+            continue
+        release = _release(tk.cuda_version)
+        if release is None:
+            continue
+        out.append(
+            Product(
+                key=row.key,
+                name=row.name,
+                version=release,
+                paths=(tk.root,),
+                evidence=(
+                    Evidence(
+                        EvidenceField.VERSION,
+                        release,
+                        EvidenceMethod.MANIFEST_ANALYSIS,
+                        tk.path,
+                        Confidence.HIGH,
+                    ),
+                ),
+            )
+        )
+    for pkg in packages:
+        if not _TOOLKIT_PACKAGE.match(pkg.name.lower()):
+            continue
+        m = _DEBIAN_TOOLKIT.match(pkg.version)
+        release = _release(m.group("release") if m else _upstream(pkg.version) or "")
+        if release is None:
+            continue
+        out.append(
+            Product(
+                key=row.key,
+                name=row.name,
+                version=release,
+                owner=pkg.purl,
+                evidence=(
+                    Evidence(
+                        EvidenceField.VERSION,
+                        release,
+                        EvidenceMethod.MANIFEST_ANALYSIS,
+                        f"{pkg.manager} package {pkg.name} {pkg.version}",
+                        Confidence.HIGH,
+                    ),
+                ),
+            )
+        )
+    return out
+
+
+def _release(text: str) -> str | None:
+    """A toolkit release as major.minor.update ("12.4" -> "12.4.0"), or None."""
+    m = _RELEASE.match(text)
+    if m is None:
+        return None
+    return f"{m.group('line')}.{int(m.group('update') or 0)}"
+
+
+def _upstream(version: str) -> str | None:
+    m = _UPSTREAM.match(version)
+    return m.group("up") if m else None
+
+
+def _install_root(path: str) -> str:
+    """The install tree of a tool binary: the directory above its ``bin``."""
+    parent = posixpath.dirname(path)
+    return posixpath.dirname(parent) if posixpath.basename(parent) == "bin" else parent
+
+
+def _toolkit_of(path: str, toolkits: Sequence[ToolkitVersion]) -> ToolkitVersion | None:
+    """The toolkit whose directory holds ``path`` (the deepest one)."""
+    best: ToolkitVersion | None = None
+    for tk in toolkits:
+        root = tk.root.rstrip("/") + "/"
+        if path.startswith(root) and (best is None or len(tk.root) > len(best.root)):
+            best = tk
+    return best
+
+
+def _banner_line(facts: FileFacts) -> str | None:
+    """The release line ("12.4") of a compiler tool's banner, if it has one."""
+    for text in facts.elf.version_strings if facts.elf else ():
+        m = re.search(r"release (\d+\.\d+)", text)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _tool(
+    row: ToolRow,
+    ref: FileRef,
+    aliases: tuple[str, ...],
+    facts: FileFacts,
+    owner: Package | None,
+    toolkits: Sequence[ToolkitVersion],
+    exact: Mapping[str, str],
+) -> Product:
+    """One tool binary with its version, from the best evidence there is."""
+    product = product_row(row.product)
+    evidence: list[Evidence] = []
+    version: str | None = None
+    for text in facts.elf.version_strings if facts.elf else ():
+        for rx in row.markers:
+            m = re.search(rx.decode(), text)
+            if m is None:
+                continue
+            groups = m.groupdict()
+            if groups.get("version"):
+                version = version or groups["version"]
+                evidence.append(_ev(groups["version"], EvidenceMethod.BINARY_ANALYSIS, text))
+    if row.path_version:
+        m = re.search(row.path_version, ref.path)
+        if m is not None:
+            evidence.append(_ev(m.group("version"), EvidenceMethod.FILENAME, ref.path))
+            version = version or m.group("version")
+    tk = _toolkit_of(ref.path, toolkits)
+    if tk is not None and row.version_json_key:
+        listed = dict(tk.components).get(row.version_json_key)
+        if listed:
+            evidence.append(_ev(listed, EvidenceMethod.MANIFEST_ANALYSIS, tk.path))
+            version = version or listed
+    if owner is not None and re.search(row.package_re, owner.name, re.IGNORECASE):
+        upstream = _upstream(owner.version)
+        if upstream:
+            src = f"{owner.manager} package {owner.name} {owner.version}"
+            evidence.append(_ev(upstream, EvidenceMethod.MANIFEST_ANALYSIS, src, Confidence.MEDIUM))
+            version = version or upstream
+    release = exact.get(tk.root) if tk is not None else None
+    if release is None and tk is None:
+        release = exact.get(_install_root(ref.path))
+    return Product(
+        key=product.key,
+        name=product.name,
+        version=version,
+        purl=_purl(product.purl, version),
+        cpes=cpes(product, release) if product.toolkit_part else cpes(product, version),
+        paths=(ref.path, *aliases),
+        sha256=facts.digests.sha256,
+        owner=owner.purl if owner else None,
+        toolkit=release,
+        layer=ref.layer,
+        evidence=tuple(evidence),
+    )
+
+
+def _line_only(line: str, root: str, tool: Product) -> Product:
+    """A toolkit known only by its compiler's banner: the release line, not the update."""
+    row = product_row("cuda-toolkit")
+    return Product(
+        key=row.key,
+        name=row.name,
+        version=None,
+        paths=(root,),
+        line=line,
+        evidence=(
+            Evidence(
+                EvidenceField.VERSION,
+                line,
+                EvidenceMethod.BINARY_ANALYSIS,
+                f"{tool.paths[0]}: release line only (no update number)",
+                Confidence.LOW,
+            ),
+        ),
+    )
+
+
+def _library_product(
+    key: str,
+    lib: GpuLibrary,
+    toolkits: Sequence[ToolkitVersion],
+    exact: Mapping[str, str],
+) -> Product:
+    row = product_row(key)
+    tk = _toolkit_of(lib.ref.path, toolkits)
+    version = lib.ident.version
+    return Product(
+        key=row.key,
+        name=row.name,
+        version=version,
+        purl=_purl(row.purl, version),
+        cpes=cpes(row, version),
+        paths=(lib.ref.path,),
+        sha256=lib.digests.sha256,
+        owner=lib.owner.purl if lib.owner else None,
+        toolkit=exact.get(tk.root) if tk is not None else None,
+        layer=lib.ref.layer,
+        evidence=tuple(ev for ev in lib.ident.evidence if ev.field is EvidenceField.VERSION),
+    )
+
+
+def _ev(
+    value: str, method: EvidenceMethod, source: str, confidence: Confidence = Confidence.HIGH
+) -> Evidence:
+    return Evidence(EvidenceField.VERSION, value, method, source, confidence)
+
+
+def _purl(prefix: str, version: str | None) -> str | None:
+    if not prefix:
+        return None
+    return f"{prefix}@{version}" if version else prefix
+
+
+def merge_products(products: Iterable[Product]) -> tuple[Product, ...]:
+    """One product per (key, version, release line): paths, evidence and the first digest,
+    owner and toolkit release of its copies joined; ordered by key, then version."""
+    merged: dict[tuple[str, str, str], Product] = {}
+    for p in products:
+        k = (p.key, p.version or "", p.line or "")
+        old = merged.get(k)
+        if old is None:
+            merged[k] = p
+            continue
+        merged[k] = replace(
+            old,
+            paths=tuple(dict.fromkeys((*old.paths, *p.paths))),
+            evidence=tuple(dict.fromkeys((*old.evidence, *p.evidence))),
+            sha256=old.sha256 if old.sha256 == p.sha256 else None,
+            owner=old.owner or p.owner,
+            toolkit=old.toolkit or p.toolkit,
+            cpes=old.cpes or p.cpes,
+            purl=old.purl or p.purl,
+            layer=old.layer if old.layer == p.layer else None,
+        )
+    # a line-only toolkit that an exact release of the same line already covers says nothing
+    exact_lines = {
+        p.version.rsplit(".", 1)[0]
+        for p in merged.values()
+        if p.key == "cuda-toolkit" and p.version
+    }
+    kept = [
+        p
+        for p in merged.values()
+        if not (p.key == "cuda-toolkit" and p.version is None and p.line in exact_lines)
+    ]
+    kept = [_with_cpes(p) for p in kept]
+    return tuple(sorted(kept, key=lambda p: (p.key, p.version or "", p.line or "", p.paths)))
+
+
+def _with_cpes(p: Product) -> Product:
+    """A product of its own (no toolkit part) gets its CPEs and purl from its version."""
+    row = product_row(p.key)
+    if row.toolkit_part or not p.version:
+        return p
+    return replace(
+        p, cpes=p.cpes or cpes(row, p.version), purl=p.purl or _purl(row.purl, p.version)
+    )
