@@ -48,6 +48,8 @@ class Settings(BaseSettings):
     max_filter_values: int = Field(default=20, ge=1, le=1000)
     #: largest accepted report, compressed and decompressed (bytes)
     max_report_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    #: largest accepted advisory document (CSAF, OSV, CVE Record), by the CLI and the API
+    max_advisory_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
     #: value of the Retry-After header when the database is unavailable
     retry_after_seconds: int = Field(default=30, ge=1, le=3600)
     #: signs the dashboard's session cookies (HMAC-SHA256); unset outside production: a random

@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "trust": "scanner.cli_provenance",
     "db": "app.cli",
     "token": "app.cli",
+    "advisories": "app.cli_advisories",
 }
 
 

@@ -25,6 +25,7 @@ ACTIONS = (
     "trust_policy.put",
     "catalog.import",
     "policy.put",
+    "advisory.import",
     "ci_trust.put",
     "ci_trust.delete",
     # a stored document found altered behind the service's back (app/domain/stored.py)
@@ -103,6 +104,13 @@ def record_policy(session: Session, actor: Actor, name: str, version: int, sha25
     """A new promotion policy version."""
     details = {"version": version, "sha256": sha256}
     record(session, actor, "policy.put", f"policy:{name}@{version}", details)
+
+
+def record_advisory(
+    session: Session, actor: Actor, namespace: str, tracking_id: str, details: dict[str, Any]
+) -> None:
+    """An advisory document stored (new or a newer revision) through the API."""
+    record(session, actor, "advisory.import", f"advisory:{namespace}#{tracking_id}", details)
 
 
 def event_dict(event: AuditEvent) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 The head (request line and headers) is at most `MAX_HEAD_BYTES` in `MAX_HEADERS` fields (431
 beyond). The body has a ceiling: the operations that take a report (``/reports``, ``/gate``,
-``/catalogs``) ``GPUPROV_MAX_REPORT_BYTES``, every other (token requests, policies, dashboard
+``/catalogs``) ``GPUPROV_MAX_REPORT_BYTES``, an advisory document (``POST /advisories``)
+``GPUPROV_MAX_ADVISORY_BYTES``, every other (token requests, policies, dashboard
 forms) 1 MiB; a declared ``Content-Length`` over it is answered 413 at once, a body streamed
 without one is cut off at the ceiling with a 413. Endpoints keep their own, smaller limits (a
 promotion policy's 256 KiB, a login form's 16 KiB). The body must also arrive in time: within
@@ -31,6 +32,8 @@ MAX_HEADERS = 100
 SMALL_BODY_BYTES = 1024 * 1024
 #: operations whose bodies are reports or as large (their endpoints check the exact limit)
 REPORT_PATHS = frozenset({"/api/v1/reports", "/api/v1/gate", "/api/v1/catalogs"})
+#: the operation whose body is one advisory document (its own limit)
+ADVISORY_PATH = "/api/v1/advisories"
 #: nginx's status for a request its client closed before the answer: never sent, only counted
 CLIENT_CLOSED = 499
 
@@ -106,6 +109,7 @@ class BodyLimit:
     def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
         self.report_bytes = settings.max_report_bytes
+        self.advisory_bytes = settings.max_advisory_bytes
         self.timeout = settings.body_timeout_seconds
         self.min_rate = settings.body_min_rate
 
@@ -119,6 +123,8 @@ class BodyLimit:
             return
         path = str(scope.get("path", ""))
         limit = self.report_bytes if path in REPORT_PATHS else SMALL_BODY_BYTES
+        if path == ADVISORY_PATH:
+            limit = self.advisory_bytes
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and value.isdigit() and int(value) > limit:
                 await error_response(413, _too_large(limit))(scope, receive, send)

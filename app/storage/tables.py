@@ -10,6 +10,11 @@ so family/version questions and the fleet-wide aggregate read a few rows per ass
 Promotion policies are versioned documents; every gate decision is an audit row; fleet
 compliance is stored per (policy, asset) and per (policy, control, asset) when a scan or a
 policy changes, so compliance reads count index rows instead of evaluating.
+
+Security advisories are documents (one row per publisher namespace and tracking id: the current
+revision), their vulnerabilities (a CVE may be in several documents) and each product's status
+with its version text, parsed and as written; a status a newer revision drops is closed with
+the reason, never deleted.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -641,3 +647,89 @@ class NodeInjected(Base):
     container_paths: Mapped[list[str]] = mapped_column(JSON)
     devices: Mapped[list[str]] = mapped_column(JSON)
     sources: Mapped[list[str]] = mapped_column(JSON)
+
+
+class AdvisoryDocument(Base):
+    """The current revision of one advisory document (CSAF, OSV, CVE Record), identified by
+    its publisher's namespace and tracking id, with where it came from and its digest."""
+
+    __tablename__ = "advisory_document"
+    __table_args__ = (UniqueConstraint("publisher_namespace", "tracking_id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    format: Mapped[str] = mapped_column(String(16))
+    publisher_namespace: Mapped[str] = mapped_column(String(512))
+    publisher_name: Mapped[str] = mapped_column(String(256))
+    tracking_id: Mapped[str] = mapped_column(String(256))
+    version: Mapped[str] = mapped_column(String(64))
+    #: final, draft or interim (CSAF); a draft or interim never replaces a final revision
+    status: Mapped[str] = mapped_column(String(16))
+    title: Mapped[str | None] = mapped_column(Text)
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    #: the file path, URL or API caller the revision came from
+    source: Mapped[str] = mapped_column(String(2048))
+    #: the .sha256 published beside it did not match (imported anyway, marked)
+    digest_mismatch: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    imported_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: the revision this one replaced (None for the first)
+    previous_version: Mapped[str | None] = mapped_column(String(64))
+
+
+class AdvisoryVulnerability(Base):
+    """A vulnerability as one document states it; the CVE index joins its bulletins."""
+
+    __tablename__ = "advisory_vulnerability"
+    __table_args__ = (UniqueConstraint("document_id", "cve"), Index(None, "cve"))
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    document_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("advisory_document.id", ondelete="CASCADE")
+    )
+    #: the CVE id (or the document's own id where it names no single CVE)
+    cve: Mapped[str] = mapped_column(String(64))
+    aliases: Mapped[list[str]] = mapped_column(JSON)
+    title: Mapped[str | None] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    #: of the highest score among its products (LOW, MEDIUM, HIGH, CRITICAL)
+    severity: Mapped[str | None] = mapped_column(String(16))
+    cvss: Mapped[float | None] = mapped_column(Float)
+    cvss_vector: Mapped[str | None] = mapped_column(String(256))
+    cwe: Mapped[str | None] = mapped_column(String(32))
+    published_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: set when a newer revision of the document no longer lists it
+    withdrawn_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class AdvisoryProductStatus(Base):
+    """One product's status for one vulnerability: the version text as written and parsed
+    (``needs_review`` when it did not parse or parsed with a reason for a person)."""
+
+    __tablename__ = "advisory_product_status"
+    __table_args__ = (Index(None, "vulnerability_id"), Index(None, "product"))
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    vulnerability_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("advisory_vulnerability.id", ondelete="CASCADE")
+    )
+    product_id: Mapped[str] = mapped_column(String(512))
+    product: Mapped[str] = mapped_column(String(256))
+    #: the CSAF product_status list it is in (known_affected, fixed, known_not_affected, ...)
+    status: Mapped[str] = mapped_column(String(32))
+    platform: Mapped[str | None] = mapped_column(String(256))
+    version_text: Mapped[str | None] = mapped_column(Text)
+    parsed: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    needs_review: Mapped[bool] = mapped_column(Boolean)
+    vers: Mapped[list[str]] = mapped_column(JSON)
+    cpe: Mapped[str | None] = mapped_column(String(512))
+    purls: Mapped[list[str]] = mapped_column(JSON)
+    hashes: Mapped[list[list[str]]] = mapped_column(JSON)
+    justification: Mapped[str | None] = mapped_column(String(64))
+    remediations: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    severity: Mapped[str | None] = mapped_column(String(16))
+    cvss: Mapped[float | None] = mapped_column(Float)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: why a newer revision closed it ("dropped by revision 2.0.0 of 5703")
+    closed_reason: Mapped[str | None] = mapped_column(Text)

@@ -3,7 +3,7 @@ already used for reports (refused on reuse until they expire), and on each gate 
 rule and claims a CI job was granted on.
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-07
 """
 
@@ -14,7 +14,7 @@ from alembic import op
 
 
 revision: str = "0018"
-down_revision: str | None = "0016"
+down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

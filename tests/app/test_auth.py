@@ -15,6 +15,9 @@ from app.storage.repositories.tokens import by_hash
 from tests.app import boms, catalogs
 from tests.app.conftest import JSON_HEADERS, Service, auth
 from tests.fixtures import keys
+from tests.scanner.advisories import documents as advisory_documents
+
+ADVISORY_JSON = {"Content-Type": "application/json"}
 
 #: a CI trust rule the service's settings accept (tests/app/conftest.py: GPUPROV_CI_AUDIENCE set)
 CI_RULE = {
@@ -68,6 +71,11 @@ class Walk:
         self.promotion = PROMOTION.encode()
         put = service.client.put("/api/v1/policies/prod", content=self.promotion, headers=admin)
         assert put.status_code == 201, put.text
+        self.advisory = advisory_documents.encode(advisory_documents.csaf())
+        post = service.client.post(
+            "/api/v1/advisories", content=self.advisory, headers={**admin, **ADVISORY_JSON}
+        )
+        assert post.status_code == 201, post.text
 
     def _ci_rule(self) -> None:
         with self.service.db.transaction(write=True) as session:
@@ -99,6 +107,10 @@ class Walk:
             body = {"name": "x", "scopes": ["inventory:read"]}
             return client.post(path, json=body, headers=headers)
         path = path.replace("{name}", "prod").replace("{control_id}", "CIS-2.5")
+        path = path.replace("{cve}", "CVE-2026-0001")
+        if (method, path) == ("post", "/api/v1/advisories"):
+            headers.update(ADVISORY_JSON)
+            return client.post(path, content=self.advisory, headers=headers)
         if (method, path) == ("put", "/api/v1/policies/prod"):
             headers.update(catalogs.YAML)
             return client.put(path, content=self.promotion, headers=headers)

@@ -158,11 +158,13 @@ DASHBOARD_FORMS = (
     "/admin/ci-trust",
     "/admin/ci-trust/prod/delete",
 )
+JSON_MEDIA = {"Content-Type": "application/json"}
 #: every operation that reads a body, by a concrete path
 BODIES = (
     ("POST", "/api/v1/reports"),
     ("POST", "/api/v1/gate"),
     ("POST", "/api/v1/catalogs"),
+    ("POST", "/api/v1/advisories"),
     ("PUT", "/api/v1/policies/prod"),
     ("PUT", "/api/v1/trust-policy"),
     ("POST", "/api/v1/tokens"),
@@ -213,6 +215,7 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
             "without report:write (an image digest only)",
         ),
         ("POST", "/api/v1/catalogs", auth(reader, **{"Content-Type": "application/json"}), 403, ""),
+        ("POST", "/api/v1/advisories", auth(reader, **JSON_MEDIA), 403, "admin"),
         ("PUT", "/api/v1/policies/prod", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
         ("PUT", "/api/v1/trust-policy", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
         ("POST", "/api/v1/tokens", auth(reader, **{"Content-Type": "application/json"}), 403, ""),
@@ -238,7 +241,7 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
             size = (
                 big
                 if path.startswith(("/api/v1/reports", "/api/v1/gate", "/api/v1/cat"))
-                else (str(900_000))
+                else (str(20_000_000) if path == "/api/v1/advisories" else str(900_000))
             )
             with connect(server.port) as sock:
                 send_head(sock, method, path, {**headers, "Content-Length": size})
@@ -265,15 +268,17 @@ def test_every_slot_taken_is_answered_before_the_body(service: Service) -> None:
                 ("/api/v1/reports", writer),
                 ("/api/v1/gate", writer),
                 ("/api/v1/catalogs", admin),
+                ("/api/v1/advisories", admin),
             ):
                 with connect(server.port) as sock:
                     media = JSON_HEADERS if path.endswith("reports") else {}
                     headers = {"Content-Type": "application/json", **media}
+                    size = "20000000" if path.endswith("advisories") else "40000000"
                     send_head(
                         sock,
                         "POST",
                         path,
-                        auth(secret, **headers, **{"Content-Length": "40000000"}),
+                        auth(secret, **headers, **{"Content-Length": size}),
                     )
                     status, text = answer_of(sock)
                     assert status == 503 and "GPUPROV_MAX_CONCURRENT_INGESTS" in text, text

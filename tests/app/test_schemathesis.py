@@ -6,7 +6,8 @@ the document is looser than the service (issue 17). Negative ones (invalid param
 bodies) must be refused with a 4xx.
 
 What the document cannot state, the positive cases are given (`_positive`): a valid CycloneDX
-BOM, policy, trust policy or signed catalog where the document says only "a BOM" or "YAML";
+BOM, policy, trust policy, signed catalog or OSV advisory where the document says only "a BOM",
+"YAML" or "a document";
 ``where-used`` with at least one filter; an ``audit`` window that does not end before it
 starts; a token expiry in the future (the format ``gpuprov-expiry``). Each is said in the
 document's descriptions.
@@ -49,6 +50,7 @@ from app.http.params import rfc3339
 from tests.app import boms, catalogs
 from tests.app.conftest import Service, auth
 from tests.fixtures import keys
+from tests.scanner.advisories import documents as advisory_documents
 
 #: examples per operation and generation mode: for an operation the caller may call (its scope,
 #: or admin), and for one it may not (every answer is then a 401 or 403)
@@ -119,6 +121,10 @@ def _positive(case: schemathesis.Case) -> schemathesis.Case:
     elif (method, path) == ("post", "/api/v1/catalogs"):
         catalog = catalogs.catalog_from_bom(_bom(), f"golden-{next(_SERIALS)}")
         case.body = json.loads(catalogs.signed(catalog, SIGNER))
+    elif (method, path) == ("post", "/api/v1/advisories"):
+        # "one CSAF, OSV or CVE Record document": a valid OSV record, new each time
+        case.body = advisory_documents.osv(id=f"GHSA-pos-{next(_SERIALS)}")
+        case.media_type = "application/json"
     elif (method, path) == ("get", "/api/v1/where-used"):
         query = case.query if case.query is not None else {}
         if not set(query) & set(WHERE_USED_FILTERS):

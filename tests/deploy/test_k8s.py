@@ -218,7 +218,7 @@ def test_the_service_pods_meet_the_restricted_pod_security_standard() -> None:
             assert _restricted_problems(pod) == [], workload["metadata"]["name"]
             assert pod["spec"]["automountServiceAccountToken"] is False
             checked += 1
-    assert checked == 3
+    assert checked == 4
     agent = _pod_template(_one("DaemonSet", "gpuprov-agent"))
     assert _restricted_problems(agent)  # the check is live: the agent's pod breaks it
 
@@ -272,6 +272,11 @@ def test_probes_and_commands() -> None:
     [wait] = deployment["spec"]["template"]["spec"]["initContainers"]
     assert "gpuprov db current" in wait["command"][-1]
     gpuprov_help(["db", "current"])
+    sync = _one("CronJob", "gpuprov-advisories-sync")
+    [container] = sync["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:2] == ["advisories", "sync"]
+    assert container["args"][2].startswith("https://")
+    gpuprov_help(container["args"])
     job = _one("Job", "gpuprov-migrate")
     [migrate] = job["spec"]["template"]["spec"]["containers"]
     assert migrate["args"] == ["db", "upgrade"]

@@ -3,6 +3,7 @@
 from fastapi import APIRouter
 
 from app.http.api import (
+    advisories,
     assets,
     ci_trust,
     compliance,
@@ -24,3 +25,4 @@ router.include_router(policies.router)
 router.include_router(gate.router)
 router.include_router(compliance.router)
 router.include_router(ci_trust.router)
+router.include_router(advisories.router)

@@ -1,0 +1,159 @@
+"""``/api/v1/advisories``: security advisories by CVE (docs/advisories.md); admins import one
+document at a time (CSAF 2.0, OSV or a CVE Record), as `gpuprov advisories import` does."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+
+from app.clock import utcnow
+from app.domain import advisories, audit
+from app.errors import AppError
+from app.http.body import check_limited, ingest_slot, read_limited
+from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
+from app.http.params import Limit, Offset
+from app.http.schemas import error_responses
+from app.http.schemas_advisories import AdvisoryDetailOut, AdvisoryImportOut, AdvisoryPage
+
+router = APIRouter(tags=["advisories"])
+
+ADVISORY_TYPES = ("application/json", "application/csaf+json", "application/vnd.osv+json")
+#: the request body the API document shows: an OSV record (a CSAF document is longer)
+ADVISORY_EXAMPLE: dict[str, Any] = {
+    "schema_version": "1.6.0",
+    "id": "GHSA-xxxx-yyyy-zzzz",
+    "modified": "2026-02-01T00:00:00Z",
+    "published": "2026-01-15T00:00:00Z",
+    "aliases": ["CVE-2026-1111"],
+    "summary": "An issue in a CUDA wheel",
+    "affected": [
+        {
+            "package": {"ecosystem": "PyPI", "name": "nvidia-cuda-nvrtc-cu12"},
+            "ranges": [
+                {"type": "ECOSYSTEM", "events": [{"introduced": "0"}, {"fixed": "12.9.86"}]}
+            ],
+        }
+    ],
+    "database_specific": {"severity": "HIGH"},
+}
+
+
+async def _advisory_body(
+    request: Request, settings: SettingsDep, principal: Admin
+) -> AsyncIterator[bytes]:
+    # megabytes: read once the caller is known to be an admin, in an ingest slot, never past
+    # the configured limit
+    what = "an advisory document"
+    check_limited(request, settings.max_advisory_bytes, ADVISORY_TYPES, what)
+    with ingest_slot(request, principal, settings):
+        raw = await read_limited(request, settings.max_advisory_bytes, ADVISORY_TYPES, what)
+        if not raw:
+            raise AppError(
+                "the request body is empty; send one CSAF, OSV or CVE Record document", 422
+            )
+        yield raw
+
+
+AdvisoryBody = Annotated[bytes, Depends(_advisory_body, scope="function")]
+
+
+@router.post(
+    "/advisories",
+    status_code=201,
+    response_model=AdvisoryImportOut,
+    responses={
+        200: {"model": AdvisoryImportOut, "description": "nothing changed (see outcome)"},
+        **error_responses(
+            (413, "larger than GPUPROV_MAX_ADVISORY_BYTES"),
+            (503, "every ingest slot is taken (GPUPROV_MAX_CONCURRENT_INGESTS)"),
+            (415, "not a JSON media type"),
+            (422, "not JSON, not CSAF 2.0 / OSV / a CVE Record, or a CSAF mandatory test fails"),
+        ),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"type": "object"}, "example": ADVISORY_EXAMPLE}
+            },
+        }
+    },
+    summary="Import one advisory document (CSAF 2.0, OSV or CVE Record 5.x)",
+)
+def post_advisory(
+    principal: Admin,
+    raw: AdvisoryBody,
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    response: Response,
+) -> dict[str, Any]:
+    """Read the document as the CLI does and store it under the revision rules; its source is
+    recorded as the caller (there is no .sha256 to check: integrity is the caller's TLS)."""
+    adv = advisories.parse_document(raw, settings.max_advisory_bytes)
+    result = advisories.import_advisory(
+        session,
+        adv,
+        raw,
+        source=f"api:{principal.actor.name}",
+        digest_mismatch=False,
+        now=utcnow(),
+    )
+    if result.changed:
+        audit.record_advisory(
+            session,
+            principal.actor,
+            adv.publisher_namespace,
+            adv.tracking_id,
+            {"version": adv.version, "outcome": result.outcome},
+        )
+    response.status_code = 201 if result.changed else 200
+    return {
+        "outcome": result.outcome,
+        "bulletin": result.tracking_id,
+        "version": result.version,
+        "vulnerabilities": result.vulnerabilities,
+        "unparsed_versions": result.unparsed,
+        "note": result.note,
+    }
+
+
+@router.get("/advisories", response_model=AdvisoryPage, response_model_exclude_none=False)
+def list_advisories(
+    _: InventoryReader,
+    session: SessionDep,
+    cve: Annotated[
+        str | None, Query(max_length=64, description="exactly this CVE (CVE-2025-23280)")
+    ] = None,
+    severity: Annotated[
+        Literal["low", "medium", "high", "critical"] | None,
+        Query(description="only advisories of this severity"),
+    ] = None,
+    product: Annotated[
+        str | None,
+        Query(max_length=128, description="a product name contains this text (GeForce, CUDA)"),
+    ] = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """Advisories by CVE, newest first: every bulletin naming it, its top severity and score,
+    and whether a document's published digest did not match."""
+    return advisories.list_advisories(
+        session, cve=cve, severity=severity, product=product, limit=limit, offset=offset
+    )
+
+
+@router.get(
+    "/advisories/{cve}",
+    response_model=AdvisoryDetailOut,
+    responses=error_responses((404, "no stored advisory names this CVE")),
+)
+def get_advisory(
+    _: InventoryReader,
+    session: SessionDep,
+    cve: Annotated[str, Path(min_length=1, max_length=64, description="the CVE id")],
+) -> dict[str, Any]:
+    """One CVE: each document's statement of it with every product's status and version text
+    (closed statuses with the reason a newer revision gave)."""
+    return advisories.get_advisory(session, cve)

@@ -1,0 +1,90 @@
+"""Request and answer models of ``/api/v1/advisories``."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from app.http.schemas import Page
+
+
+class AdvisoryOut(BaseModel):
+    cve: str = Field(description="the CVE id (or the document's own id where it names no CVE)")
+    bulletin: str = Field(description="the newest document naming it (its tracking id)")
+    bulletins: list[str] = Field(description="every document naming it (tracking ids)")
+    title: str | None
+    severity: str | None = Field(description="LOW, MEDIUM, HIGH or CRITICAL, of its top score")
+    cvss: float | None = Field(description="the highest base score among its products")
+    published: str | None
+    digest_mismatch: bool = Field(
+        description="a document naming it did not match the .sha256 published beside it"
+    )
+    affected_assets: int | None = Field(
+        default=None,
+        description="assets affected; null until advisories are matched against the fleet "
+        "(not built yet: null means unknown, never 0)",
+    )
+
+
+class AdvisoryPage(Page):
+    items: list[AdvisoryOut]
+
+
+class ProductStatusOut(BaseModel):
+    product: str
+    product_id: str
+    status: str = Field(description="the CSAF product_status list: known_affected, fixed, ...")
+    platform: str | None
+    version_text: str | None = Field(description="the version text as the publisher wrote it")
+    ranges: list[str | None] = Field(description="the parsed ranges as vers: strings")
+    branch: str | None = Field(description="the driver branch the text is scoped to (R535)")
+    vers: list[str] = Field(description="vers: ranges the publisher gave (CSAF, OSV)")
+    needs_review: bool = Field(description="the text did not parse, or parsed with a doubt")
+    review: str | None = Field(description="why a person must look")
+    justification: str | None = Field(description="a known_not_affected product's CSAF flag")
+    severity: str | None
+    cvss: float | None
+    cpe: str | None
+    purls: list[str]
+    closed_reason: str | None = Field(description="why a newer revision closed it")
+
+
+class AdvisoryDocumentOut(BaseModel):
+    bulletin: str
+    publisher: str = Field(description="the publisher's namespace")
+    format: str = Field(description="csaf, osv or cve_record")
+    version: str
+    status: str = Field(description="final, draft or interim")
+    title: str | None
+    source: str
+    content_sha256: str
+    digest_mismatch: bool
+    imported_at: str | None
+    description: str | None = Field(description="untrusted publisher text: escape it")
+    severity: str | None
+    cvss: float | None
+    cvss_vector: str | None
+    cwe: str | None
+    withdrawn_reason: str | None
+    products: list[ProductStatusOut]
+
+
+class AdvisoryDetailOut(AdvisoryOut):
+    documents: list[AdvisoryDocumentOut]
+
+
+class UnparsedVersionOut(BaseModel):
+    cve: str
+    product: str
+    text: str = Field(description="the version text that did not parse (stored: needs review)")
+
+
+class AdvisoryImportOut(BaseModel):
+    outcome: str = Field(
+        description="imported, replaced, unchanged (same bytes), older (an older revision), "
+        "kept_final (a draft or interim does not replace a final)"
+    )
+    bulletin: str
+    version: str
+    vulnerabilities: list[str]
+    unparsed_versions: list[UnparsedVersionOut]
+    note: str | None
