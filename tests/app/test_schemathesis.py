@@ -9,8 +9,8 @@ What the document cannot state, the positive cases are given (`_positive`): a va
 BOM, policy, trust policy, signed catalog or OSV advisory where the document says only "a BOM",
 "YAML" or "a document";
 ``where-used`` with at least one filter; an ``audit`` window that does not end before it
-starts; a token expiry in the future (the format ``gpuprov-expiry``). Each is said in the
-document's descriptions.
+starts; a token expiry in the future (the format ``gpuprov-expiry``); a CI trust rule naming
+its provider's numeric ids. Each is said in the document's descriptions.
 
 Bounded: a few dozen examples per operation in all (``EXAMPLES``), so the whole run takes tens of
 seconds; hypothesis keeps no example database between runs, so each run is reproducible from
@@ -116,6 +116,14 @@ def _positive(case: schemathesis.Case) -> schemathesis.Case:
     elif (method, path) == ("put", "/api/v1/policies/{name}"):
         name = (case.path_parameters or {})["name"]
         case.body = POLICY.format(name=name).encode()
+    elif (method, path) == ("put", "/api/v1/ci-trust/{name}"):
+        # the provider's numeric ids, which the document states in words
+        case.body = {
+            "issuer": "https://token.actions.githubusercontent.com",
+            "claims": {"repository_owner_id": "1001", "repository_id": "2002"},
+            "scopes": ["gate"],
+        }
+        case.media_type = "application/json"
     elif (method, path) == ("put", "/api/v1/trust-policy"):
         case.body = catalogs.policy_yaml(("vendor", SIGNER)).encode()
     elif (method, path) == ("post", "/api/v1/catalogs"):

@@ -57,7 +57,9 @@ class CiTrustRuleIn(BaseModel):
     )
     claims: dict[str, Annotated[str, Field(max_length=512)]] = Field(
         max_length=32,
-        description="claim → exact value (`*` within one path segment on ref and ref_path)",
+        description="claim → exact value (`*` within one path segment on ref and ref_path); "
+        "a GitHub rule must name repository_owner_id and repository_id, a GitLab rule "
+        "namespace_id and project_id (numeric ids; names can be registered again)",
     )
     scopes: list[Literal["gate", "report:write"]] = Field(min_length=1, max_length=2)
     assets: list[Annotated[str, Field(max_length=1024)]] = Field(default=[], max_length=100)
