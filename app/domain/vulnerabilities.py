@@ -1,0 +1,275 @@
+"""Advisory findings of the fleet: the scanner's pure matcher (scanner/advisories/match.py) run
+on stored products and the stored feed, its answers stored per (asset, CVE, product found).
+
+Matched once per distinct set of facts (products, CUDA Toolkit libraries): assets holding the
+same stack share one evaluation, fanned out to each. Re-evaluated for one asset when its report
+arrives (ingest) and for the whole fleet when the feed changes (import). Every answer names the
+feed it was matched against (the newest import and the number of documents).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.errors import NotFound
+from app.storage.repositories import advisories as adv_repo
+from app.storage.repositories import vulnerabilities as repo
+from app.storage.tables import AdvisoryFinding, AdvisoryProductStatus, AssetProduct
+from scanner.advisories.match import (
+    TOOLKIT_FAMILIES,
+    TOOLKIT_PARTS,
+    AssetFacts,
+    Installed,
+    StatusEntry,
+    match,
+    matching_data,
+    product_key,
+)
+
+#: the advisory statuses an asset's answer may have, in the API's filter
+STATUSES = ("affected", "not_affected", "fixed", "under_investigation")
+
+
+@dataclass(frozen=True)
+class MatchSummary:
+    """What one re-evaluation did."""
+
+    assets: int
+    distinct: int
+    findings: int
+
+
+def store_products(
+    session: Session, asset_id: int, products: Iterable[Any], *, replace: bool
+) -> None:
+    """Keep the products of an asset's latest report (``ReportProduct`` values)."""
+    rows = [
+        {
+            "key": p.key,
+            "version": p.version,
+            "toolkit": p.toolkit,
+            "line": p.line,
+            "branch": p.branch,
+            "paths": list(p.paths),
+            "sha256": p.sha256,
+            "owner": p.owner,
+        }
+        for p in products
+    ]
+    repo.replace_products(session, asset_id, rows, replace=replace)
+
+
+def _installed(row: AssetProduct) -> Installed:
+    return Installed(
+        key=row.key,
+        version=row.version,
+        toolkit=row.toolkit,
+        line=row.line,
+        branch=row.branch,
+        paths=tuple(row.paths or ()),
+        sha256=row.sha256,
+        owner=row.owner,
+    )
+
+
+def _entry(s: AdvisoryProductStatus) -> StatusEntry:
+    return StatusEntry(
+        product=s.product,
+        status=s.status,
+        version_text=s.version_text,
+        parsed=s.parsed,
+        platform=s.platform,
+        justification=s.justification,
+    )
+
+
+def _wanted_keys(facts: AssetFacts) -> set[str]:
+    """The bulletin product keys whose statements may concern an asset of these facts."""
+    keys = {p.key for p in facts.products}
+    if keys & TOOLKIT_PARTS or any(f in TOOLKIT_FAMILIES for f, _ in facts.libraries):
+        keys.add("cuda-toolkit")
+    return keys
+
+
+def rematch(
+    session: Session, now: datetime, asset_ids: Sequence[int] | None = None
+) -> MatchSummary:
+    """Re-evaluate these assets (default: every asset) against the stored feed and replace
+    their findings; never commits."""
+    ids = list(asset_ids) if asset_ids is not None else repo.asset_ids(session)
+    if not ids:
+        return MatchSummary(0, 0, 0)
+    products: dict[int, list[Installed]] = defaultdict(list)
+    for row in repo.products_of(session, ids):
+        products[row.asset_id].append(_installed(row))
+    libraries: dict[int, set[tuple[str, str | None]]] = defaultdict(set)
+    for asset_id, family, version in repo.libraries_of(session, ids, TOOLKIT_FAMILIES):
+        libraries[asset_id].add((family, version))
+    groups: dict[AssetFacts, list[int]] = defaultdict(list)
+    for asset_id in ids:
+        facts = AssetFacts(
+            products=tuple(sorted(products.get(asset_id, ()), key=repr)),
+            libraries=tuple(sorted(libraries.get(asset_id, ()), key=repr)),
+        )
+        groups[facts].append(asset_id)
+    wanted = set().union(*(_wanted_keys(f) for f in groups))
+    by_key = _statuses(session, wanted) if wanted else {}
+    feed_at, documents = repo.feed_state(session)
+    rows: list[dict[str, Any]] = []
+    for facts, members in groups.items():
+        cves = sorted(set().union(*(by_key.get(k, {}).keys() for k in _wanted_keys(facts))))
+        found = []
+        for cve in cves:
+            entries = [e for k in by_key for e in by_key[k].get(cve, ())]
+            found += match(cve, entries, facts)
+        for asset_id in members:
+            rows += [_row(asset_id, f) for f in found]
+    matched = [
+        {
+            "asset_id": a,
+            "matched_at": now,
+            "feed_imported_at": feed_at,
+            "feed_documents": documents,
+        }
+        for a in ids
+    ]
+    repo.replace_findings(session, ids, rows, matched)
+    return MatchSummary(len(ids), len(groups), len(rows))
+
+
+def _statuses(session: Session, keys: set[str]) -> dict[str, dict[str, list[StatusEntry]]]:
+    """product key -> CVE -> its open statuses, of the products these keys name."""
+    data = matching_data()
+    out: dict[str, dict[str, list[StatusEntry]]] = defaultdict(lambda: defaultdict(list))
+    names = {n: product_key(n, data) for n in repo.product_names(session)}
+    wanted = sorted(n for n, k in names.items() if k is not None and k in keys)
+    for cve, status in repo.open_statuses(session, wanted):
+        out[str(names[status.product])][cve].append(_entry(status))
+    return out
+
+
+def _row(asset_id: int, f: Any) -> dict[str, Any]:
+    return {
+        "asset_id": asset_id,
+        "cve": f.cve[:64],
+        "status": f.status,
+        "justification": f.justification,
+        "product": f.product[:64],
+        "component": f.component[:128] if f.component else None,
+        "installed": f.installed[:256] if f.installed else None,
+        "affected_text": f.affected_text,
+        "fixed_in": f.fixed_in,
+        "review": f.review,
+        "inferred": f.inferred,
+        "conditions_unevaluated": list(f.conditions_unevaluated),
+        "evidence": dict(f.evidence),
+    }
+
+
+# -- answers ----------------------------------------------------------------------------------
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat().replace("+00:00", "Z") if when else None
+
+
+def _facts_by_cve(session: Session, cves: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per CVE: its top severity and score, and its newest bulletin."""
+    out: dict[str, dict[str, Any]] = {}
+    for vuln, doc in repo.vulnerability_facts(session, sorted(set(cves))):
+        cur = out.get(vuln.cve)
+        score = vuln.cvss if vuln.cvss is not None else -1.0
+        if cur is None or score > cur["_score"]:
+            out[vuln.cve] = {
+                "_score": score,
+                "severity": vuln.severity,
+                "cvss": vuln.cvss,
+                "bulletin": doc.tracking_id,
+            }
+    return out
+
+
+def _feed(session: Session, asset_id: int | None) -> dict[str, Any]:
+    current_at, documents = repo.feed_state(session)
+    state = repo.match_state(session, asset_id) if asset_id is not None else None
+    return {
+        "documents": documents,
+        "imported_at": _iso(current_at),
+        "matched_at": _iso(state.matched_at) if state else None,
+        "matched_feed_imported_at": _iso(state.feed_imported_at) if state else None,
+    }
+
+
+def _item(f: AdvisoryFinding, facts: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "cve": f.cve,
+        "bulletin": facts.get("bulletin"),
+        "severity": facts.get("severity"),
+        "cvss": facts.get("cvss"),
+        "status": f.status,
+        "justification": f.justification,
+        "product": f.product,
+        "component": f.component,
+        "installed": f.installed,
+        "affected_text": f.affected_text,
+        "fixed_in": f.fixed_in,
+        "review": f.review,
+        "inferred": f.inferred,
+        "conditions_unevaluated": list(f.conditions_unevaluated or ()),
+        "evidence": dict(f.evidence or {}),
+    }
+
+
+def asset_vulnerabilities(
+    session: Session, asset_id: int, *, status: str | None, limit: int, offset: int
+) -> dict[str, Any]:
+    """A page of one asset's findings, with the feed they were matched against."""
+    from app.storage.tables import Asset
+
+    if session.get(Asset, asset_id) is None:
+        raise NotFound(f"no asset {asset_id}")
+    rows, total = repo.findings_of(session, asset_id, status, limit, offset)
+    facts = _facts_by_cve(session, [r.cve for r in rows])
+    return {
+        "items": [_item(r, facts.get(r.cve, {})) for r in rows],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "feed": _feed(session, asset_id),
+    }
+
+
+def advisory_affected(
+    session: Session, cve: str, *, status: str | None, limit: int, offset: int
+) -> dict[str, Any]:
+    """A page of the assets one CVE was matched on: each with its files and versions."""
+    if not adv_repo.by_cves(session, [cve]):
+        raise NotFound(f"no advisory names {cve}")
+    rows, total = repo.affected_by_cve(session, cve, status, limit, offset)
+    facts = _facts_by_cve(session, [cve]).get(cve, {})
+    return {
+        "cve": cve,
+        "items": [
+            {
+                "asset": {"id": a.id, "kind": a.kind, "name": a.name},
+                **_item(f, facts),
+                "files": list((f.evidence or {}).get("paths") or []),
+            }
+            for f, a in rows
+        ],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "feed": _feed(session, None),
+    }
+
+
+def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
+    """Per CVE, how many assets an ``affected`` finding names."""
+    return repo.affected_counts(session, cves)
