@@ -111,18 +111,20 @@ def rematch(
     libraries: dict[int, set[tuple[str, str | None]]] = defaultdict(set)
     for asset_id, family, version in repo.libraries_of(session, ids, TOOLKIT_FAMILIES):
         libraries[asset_id].add((family, version))
-    groups: dict[AssetFacts, list[int]] = defaultdict(list)
+    # one evaluation per distinct stack, fanned out to every asset holding it
+    stacks: dict[tuple[Any, ...], list[int]] = defaultdict(list)
     for asset_id in ids:
-        facts = AssetFacts(
-            products=tuple(sorted(products.get(asset_id, ()), key=repr)),
-            libraries=tuple(sorted(libraries.get(asset_id, ()), key=repr)),
+        stack = (
+            tuple(sorted(products.get(asset_id, ()), key=repr)),
+            tuple(sorted(libraries.get(asset_id, ()), key=repr)),
         )
-        groups[facts].append(asset_id)
-    wanted = set().union(*(_wanted_keys(f) for f in groups))
+        stacks[stack].append(asset_id)
+    groups = [(AssetFacts(products=p, libraries=lib), m) for (p, lib), m in stacks.items()]
+    wanted = set().union(*(_wanted_keys(f) for f, _ in groups))
     by_key = _statuses(session, wanted) if wanted else {}
     feed_at, documents = repo.feed_state(session)
     rows: list[dict[str, Any]] = []
-    for facts, members in groups.items():
+    for facts, members in groups:
         cves = sorted(set().union(*(by_key.get(k, {}).keys() for k in _wanted_keys(facts))))
         found = []
         for cve in cves:
