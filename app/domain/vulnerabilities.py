@@ -9,9 +9,11 @@ feed it was matched against (the newest import and the number of documents).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +43,7 @@ class MatchSummary:
     """What one re-evaluation did."""
 
     assets: int
+    #: the distinct stacks evaluated (the others were reused)
     distinct: int
     findings: int
 
@@ -97,52 +100,63 @@ def _wanted_keys(facts: AssetFacts) -> set[str]:
     return keys
 
 
+def stack_key(facts: AssetFacts) -> str:
+    """The identity of a stack: SHA-256 of the matcher's inputs."""
+    text = json.dumps(
+        [[list(astuple(p)) for p in facts.products], [list(x) for x in facts.libraries]],
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def rematch(
     session: Session, now: datetime, asset_ids: Sequence[int] | None = None
 ) -> MatchSummary:
-    """Re-evaluate these assets (default: every asset) against the stored feed and replace
-    their findings; never commits."""
+    """Match these assets (default: every asset, each stack again: the feed changed) against
+    the stored feed; a stack already matched against this feed is reused. Never commits."""
+    full = asset_ids is None
     ids = list(asset_ids) if asset_ids is not None else repo.asset_ids(session)
-    if not ids:
-        return MatchSummary(0, 0, 0)
     products: dict[int, list[Installed]] = defaultdict(list)
     for row in repo.products_of(session, ids):
         products[row.asset_id].append(_installed(row))
     libraries: dict[int, set[tuple[str, str | None]]] = defaultdict(set)
-    for asset_id, family, version in repo.libraries_of(session, ids, TOOLKIT_FAMILIES):
-        libraries[asset_id].add((family, version))
-    # one evaluation per distinct stack, fanned out to every asset holding it
-    stacks: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    for asset_id, family, _ in repo.libraries_of(session, ids, TOOLKIT_FAMILIES):
+        # the family alone: a toolkit library's version decides nothing (its component
+        # does), and assets with the same families share one evaluation
+        libraries[asset_id].add((family, None))
+    stacks: dict[str, AssetFacts] = {}
+    pairs: list[tuple[int, str]] = []
     for asset_id in ids:
-        stack = (
-            tuple(sorted(products.get(asset_id, ()), key=repr)),
-            tuple(sorted(libraries.get(asset_id, ()), key=repr)),
+        facts = AssetFacts(
+            products=tuple(sorted(products.get(asset_id, ()), key=repr)),
+            libraries=tuple(sorted(libraries.get(asset_id, ()), key=repr)),
         )
-        stacks[stack].append(asset_id)
-    groups = [(AssetFacts(products=p, libraries=lib), m) for (p, lib), m in stacks.items()]
-    wanted = set().union(*(_wanted_keys(f) for f, _ in groups))
-    by_key = _statuses(session, wanted) if wanted else {}
+        key = stack_key(facts)
+        stacks.setdefault(key, facts)
+        pairs.append((asset_id, key))
     feed_at, documents = repo.feed_state(session)
+    todo = sorted(stacks)
+    if not full:
+        todo = [k for k in todo if k not in repo.current_stacks(session, todo, feed_at, documents)]
+        for key in todo:
+            repo.lock_stack(session, key)
+        # another report of the same stack may have matched it while this one waited
+        todo = [k for k in todo if k not in repo.current_stacks(session, todo, feed_at, documents)]
+    wanted = set().union(*(_wanted_keys(stacks[k]) for k in todo)) if todo else set()
+    by_key = _statuses(session, wanted) if wanted else {}
     rows: list[dict[str, Any]] = []
-    for facts, members in groups:
+    for key in todo:
+        facts = stacks[key]
         cves = sorted(set().union(*(by_key.get(k, {}).keys() for k in _wanted_keys(facts))))
-        found = []
         for cve in cves:
             entries = [e for k in by_key for e in by_key[k].get(cve, ())]
-            found += match(cve, entries, facts)
-        for asset_id in members:
-            rows += [_row(asset_id, f) for f in found]
-    matched = [
-        {
-            "asset_id": a,
-            "matched_at": now,
-            "feed_imported_at": feed_at,
-            "feed_documents": documents,
-        }
-        for a in ids
-    ]
-    repo.replace_findings(session, ids, rows, matched)
-    return MatchSummary(len(ids), len(groups), len(rows))
+            rows += [_row(key, f) for f in match(cve, entries, facts)]
+    stack = {"matched_at": now, "feed_imported_at": feed_at, "feed_documents": documents}
+    repo.replace_stack_findings(session, todo, rows, stack)
+    repo.set_asset_stacks(session, pairs)
+    if full:
+        repo.drop_unused_stacks(session)
+    return MatchSummary(len(ids), len(todo), len(rows))
 
 
 def _statuses(session: Session, keys: set[str]) -> dict[str, dict[str, list[StatusEntry]]]:
@@ -156,9 +170,9 @@ def _statuses(session: Session, keys: set[str]) -> dict[str, dict[str, list[Stat
     return out
 
 
-def _row(asset_id: int, f: Any) -> dict[str, Any]:
+def _row(stack: str, f: Any) -> dict[str, Any]:
     return {
-        "asset_id": asset_id,
+        "stack": stack,
         "cve": f.cve[:64],
         "status": f.status,
         "justification": f.justification,

@@ -759,15 +759,31 @@ class AssetProduct(Base):
     owner: Mapped[str | None] = mapped_column(Text)
 
 
+class AdvisoryStack(Base):
+    """A distinct set of matcher inputs (products, CUDA Toolkit library families) that assets
+    hold: matched once against the feed, its findings shared by every asset holding it."""
+
+    __tablename__ = "advisory_stack"
+
+    #: SHA-256 of the inputs (`app.domain.vulnerabilities.stack_key`)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    matched_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: the feed it was matched against: its newest import and its number of documents
+    feed_imported_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    feed_documents: Mapped[int] = mapped_column(Integer)
+
+
 class AdvisoryFinding(Base):
-    """Current state: one matcher answer per (asset, CVE, product found), replaced when the
-    asset reports or the feed changes (docs/advisories.md, "Matching")."""
+    """One matcher answer per (stack, CVE, product found); an asset's are its stack's
+    (docs/advisories.md, "Matching")."""
 
     __tablename__ = "advisory_finding"
-    __table_args__ = (Index(None, "asset_id", "cve"), Index(None, "cve", "status", "asset_id"))
+    __table_args__ = (Index(None, "stack", "cve"), Index(None, "cve", "status", "stack"))
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    asset_id: Mapped[int] = mapped_column(BigId, ForeignKey("asset.id", ondelete="CASCADE"))
+    stack: Mapped[str] = mapped_column(
+        String(64), ForeignKey("advisory_stack.key", ondelete="CASCADE")
+    )
     cve: Mapped[str] = mapped_column(String(64))
     #: affected, not_affected, fixed or under_investigation
     status: Mapped[str] = mapped_column(String(24))
@@ -786,13 +802,13 @@ class AdvisoryFinding(Base):
 
 
 class AssetAdvisoryMatch(Base):
-    """When an asset was last matched, against which feed (its newest import and size)."""
+    """Current state: the stack an asset's latest scan holds (the where-used index of
+    advisory findings)."""
 
     __tablename__ = "asset_advisory_match"
+    __table_args__ = (Index(None, "stack", "asset_id"),)
 
     asset_id: Mapped[int] = mapped_column(
         BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
     )
-    matched_at: Mapped[datetime] = mapped_column(UTCDateTime)
-    feed_imported_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    feed_documents: Mapped[int] = mapped_column(Integer)
+    stack: Mapped[str] = mapped_column(String(64), ForeignKey("advisory_stack.key"))

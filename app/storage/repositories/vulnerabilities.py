@@ -7,15 +7,17 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import delete, exists, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from app.storage.base import table
 from app.storage.tables import AdvisoryDocument as Doc
 from app.storage.tables import AdvisoryFinding as Finding
 from app.storage.tables import AdvisoryProductStatus as Status
+from app.storage.tables import AdvisoryStack as Stack
 from app.storage.tables import AdvisoryVulnerability as Vuln
-from app.storage.tables import Asset, AssetAdvisoryMatch, AssetLibrary, AssetProduct
+from app.storage.tables import Asset, AssetLibrary, AssetProduct
+from app.storage.tables import AssetAdvisoryMatch as Match
 
 _CHUNK = 500
 
@@ -66,7 +68,7 @@ def libraries_of(
                 select(AssetLibrary.asset_id, AssetLibrary.family, AssetLibrary.version).where(
                     AssetLibrary.asset_id.in_(chunk), AssetLibrary.family.in_(fams)
                 )
-            ).tuples()
+            ).all()
         ]
     return out
 
@@ -103,28 +105,72 @@ def feed_state(session: Session) -> tuple[datetime | None, int]:
     return row[0], int(row[1] or 0)
 
 
-def replace_findings(
-    session: Session,
-    ids: Sequence[int],
-    rows: Sequence[dict[str, Any]],
-    matched: Sequence[dict[str, Any]],
-) -> None:
-    """Set these assets' findings to exactly ``rows`` and their match state to ``matched``."""
+def lock_stack(session: Session, key: str) -> None:
+    """Serialize the matching of one stack for the rest of the transaction (two reports of
+    one new stack never both write its findings); SQLite writers already run one at a time."""
     conn = session.connection()
-    for chunk in _chunks(ids):
-        conn.execute(delete(Finding).where(Finding.asset_id.in_(chunk)))
-        conn.execute(delete(AssetAdvisoryMatch).where(AssetAdvisoryMatch.asset_id.in_(chunk)))
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+
+
+def current_stacks(
+    session: Session, keys: Sequence[str], feed_at: datetime | None, documents: int
+) -> set[str]:
+    """The stacks of ``keys`` already matched against this feed."""
+    out: set[str] = set()
+    for i in range(0, len(keys), _CHUNK):
+        rows = session.execute(
+            select(Stack.key, Stack.feed_imported_at, Stack.feed_documents).where(
+                Stack.key.in_(keys[i : i + _CHUNK])
+            )
+        ).all()
+        out |= {str(k) for k, at, n in rows if at == feed_at and n == documents}
+    return out
+
+
+def replace_stack_findings(
+    session: Session, keys: Sequence[str], rows: Sequence[dict[str, Any]], stack: dict[str, Any]
+) -> None:
+    """Set these stacks' findings to exactly ``rows``, each stack matched as ``stack`` says."""
+    conn = session.connection()
+    existing: set[str] = set()
+    for i in range(0, len(keys), _CHUNK):
+        chunk = keys[i : i + _CHUNK]
+        conn.execute(delete(Finding).where(Finding.stack.in_(chunk)))
+        conn.execute(update(Stack).where(Stack.key.in_(chunk)).values(**stack))
+        existing |= set(session.scalars(select(Stack.key).where(Stack.key.in_(chunk))))
+    new = [{"key": k, **stack} for k in keys if k not in existing]
+    if new:
+        conn.execute(insert(table(Stack)), new)
     for i in range(0, len(rows), 5000):
         conn.execute(insert(table(Finding)), list(rows[i : i + 5000]))
-    for i in range(0, len(matched), 5000):
-        conn.execute(insert(table(AssetAdvisoryMatch)), list(matched[i : i + 5000]))
+
+
+def set_asset_stacks(session: Session, pairs: Sequence[tuple[int, str]]) -> None:
+    """Each asset's stack (its latest scan's)."""
+    conn = session.connection()
+    ids = [a for a, _ in pairs]
+    for chunk in _chunks(ids):
+        conn.execute(delete(Match).where(Match.asset_id.in_(chunk)))
+    rows = [{"asset_id": a, "stack": k} for a, k in pairs]
+    for i in range(0, len(rows), 5000):
+        conn.execute(insert(table(Match)), rows[i : i + 5000])
+
+
+def drop_unused_stacks(session: Session) -> None:
+    """Forget the stacks no asset holds any more, with their findings."""
+    conn = session.connection()
+    unused = select(Stack.key).where(~exists().where(Match.stack == Stack.key))
+    conn.execute(delete(Finding).where(Finding.stack.in_(unused)))
+    conn.execute(delete(Stack).where(Stack.key.in_(unused)))
 
 
 def findings_of(
     session: Session, asset_id: int, status: str | None, limit: int, offset: int
 ) -> tuple[Sequence[Finding], int]:
-    """A page of one asset's findings (by CVE) and their number."""
-    where = [Finding.asset_id == asset_id]
+    """A page of one asset's findings (its stack's, by CVE) and their number."""
+    stack = select(Match.stack).where(Match.asset_id == asset_id).scalar_subquery()
+    where = [Finding.stack == stack]
     if status is not None:
         where.append(Finding.status == status)
     total = session.scalar(select(func.count()).select_from(Finding).where(*where)) or 0
@@ -138,32 +184,29 @@ def findings_of(
     return rows, int(total)
 
 
-def match_state(session: Session, asset_id: int) -> AssetAdvisoryMatch | None:
-    """When the asset was last matched, against which feed."""
-    return session.get(AssetAdvisoryMatch, asset_id)
+def match_state(session: Session, asset_id: int) -> Stack | None:
+    """The stack the asset holds, with the feed it was matched against."""
+    return session.scalars(
+        select(Stack).join(Match, Match.stack == Stack.key).where(Match.asset_id == asset_id)
+    ).first()
 
 
 def affected_by_cve(
     session: Session, cve: str, status: str | None, limit: int, offset: int
 ) -> tuple[Sequence[tuple[Finding, Asset]], int]:
-    """A page of the findings of one CVE with their assets, and their number."""
+    """A page of the findings of one CVE with the assets holding them, and their number."""
     where = [Finding.cve == cve]
     if status is not None:
         where.append(Finding.status == status)
-    total = session.scalar(select(func.count()).select_from(Finding).where(*where)) or 0
-    rows = (
-        session.execute(
-            select(Finding, Asset)
-            .join(Asset, Asset.id == Finding.asset_id)
-            .where(*where)
-            .order_by(Finding.asset_id, Finding.id)
-            .limit(limit)
-            .offset(offset)
-        )
-        .tuples()
-        .all()
+    joined = (
+        select(Finding, Asset)
+        .join(Match, Match.stack == Finding.stack)
+        .join(Asset, Asset.id == Match.asset_id)
+        .where(*where)
     )
-    return rows, int(total)
+    total = session.scalar(select(func.count()).select_from(joined.subquery())) or 0
+    rows = session.execute(joined.order_by(Asset.id, Finding.id).limit(limit).offset(offset)).all()
+    return [(f, a) for f, a in rows], int(total)
 
 
 def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
@@ -171,10 +214,11 @@ def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
     if not cves:
         return {}
     rows = session.execute(
-        select(Finding.cve, func.count(func.distinct(Finding.asset_id)))
+        select(Finding.cve, func.count(func.distinct(Match.asset_id)))
+        .join(Match, Match.stack == Finding.stack)
         .where(Finding.cve.in_(cves), Finding.status == "affected")
         .group_by(Finding.cve)
-    ).tuples()
+    ).all()
     return {str(c): int(n) for c, n in rows}
 
 
@@ -182,10 +226,7 @@ def vulnerability_facts(session: Session, cves: Sequence[str]) -> Sequence[tuple
     """Every (vulnerability, document) of these CVEs (severity, score, bulletin)."""
     if not cves:
         return []
-    return (
-        session.execute(
-            select(Vuln, Doc).join(Doc, Doc.id == Vuln.document_id).where(Vuln.cve.in_(cves))
-        )
-        .tuples()
-        .all()
-    )
+    rows = session.execute(
+        select(Vuln, Doc).join(Doc, Doc.id == Vuln.document_id).where(Vuln.cve.in_(cves))
+    ).all()
+    return [(v, d) for v, d in rows]
