@@ -448,14 +448,14 @@ def _judge(
             evidence={**base.evidence, "range": _vers(fix)},
         )
     for s in entries:
-        if s.status == "known_not_affected" and _inside(s, version)[0] is True:
+        if s.status == "known_not_affected" and _names(s, version):
             return _replace(
                 base,
                 status="not_affected",
                 justification=s.justification or "vulnerable_code_not_present",
                 affected_text=s.version_text,
             )
-        if s.status == "under_investigation" and _inside(s, version)[0] is True:
+        if s.status == "under_investigation" and _names(s, version):
             return _replace(base, status="under_investigation", affected_text=s.version_text)
     if fix is not None:
         return _replace(
@@ -474,6 +474,14 @@ def _judge(
         review=review
         or f"{version} is neither in the affected range nor at or after a fixed version",
     )
+
+
+def _names(s: StatusEntry, version: str) -> bool:
+    """Whether a status names ``version``: a status without a version text names the whole
+    product (CSAF lists a product id with no version for "every version")."""
+    if s.parsed is None or not s.version_text:
+        return True
+    return _inside(s, version)[0] is True
 
 
 def _inside(s: StatusEntry, version: str) -> tuple[bool | None, str | None]:

@@ -279,3 +279,30 @@ def test_every_cuda_toolkit_cve_of_the_bulletins_has_its_component() -> None:
     data = matching_data()
     assert len(data.components) == 42
     assert set().union(*data.components.values()) == {"cuobjdump", "nvdisasm", "nvjpeg"}
+
+
+def _status(status: str, text: str | None, **extra: str) -> StatusEntry:
+    from scanner.advisories.versions import parse_version_text
+
+    parsed = parse_version_text(text).as_dict() if text else None
+    return StatusEntry("NVIDIA Container Toolkit", status, text, parsed, **extra)
+
+
+def test_under_investigation_and_not_affected_without_a_version_name_the_product() -> None:
+    # CSAF lists a product id without a version for "every version" (documents.csaf())
+    (f,) = match("CVE-X", [_status("under_investigation", None)], _ctk("1.17.3"))
+    assert f.status == "under_investigation"
+    flagged = _status("known_not_affected", None, justification="component_not_present")
+    (g,) = match("CVE-X", [flagged], _ctk("1.17.3"))
+    assert (g.status, g.justification) == ("not_affected", "component_not_present")
+
+
+def test_a_version_between_the_affected_range_and_the_fix_is_for_review() -> None:
+    statuses = [
+        _status("known_affected", "All versions prior to 1.16.0"),
+        _status("fixed", "1.17.0"),
+    ]
+    (f,) = match("CVE-X", statuses, _ctk("1.16.5"))
+    assert f.status == "affected" and f.review is not None
+    (g,) = match("CVE-X", statuses, _ctk("1.15.0"))
+    assert (g.status, g.review) == ("affected", None)
