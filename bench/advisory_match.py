@@ -9,6 +9,9 @@
    timed ``--rounds`` times; the number of distinct stacks it evaluated.
 4. ``GET /api/v1/assets/{id}/vulnerabilities`` and ``GET /api/v1/advisories`` ``--queries``
    times each in process (starlette's TestClient: no network), p50/p95.
+5. Ingest overhead: ``--ingest`` reports of `bench/ingest.py` (60 NVIDIA wheel files each)
+   posted one after another in process into two more fresh databases holding the feed, once
+   with matching at ingest and once with it switched off; reports per second of each.
 
     .venv/bin/python bench/advisory_match.py [--assets 2000] [--rounds 3] [--queries 200]
 """
@@ -73,7 +76,7 @@ def _measure(url: str, assets: int, rounds: int, queries: int) -> dict[str, Any]
         import_s = time.perf_counter() - started
         with db.transaction(write=True) as session:
             rows = []
-            for asset_id, kind in session.execute(select(Asset.id, Asset.kind)).tuples():
+            for asset_id, kind in session.execute(select(Asset.id, Asset.kind)).all():
                 rows += _products(asset_id, kind, rng)
             for i in range(0, len(rows), 5000):
                 session.execute(insert(AssetProduct), rows[i : i + 5000])
@@ -119,17 +122,74 @@ def _measure(url: str, assets: int, rounds: int, queries: int) -> dict[str, Any]
     }
 
 
+def _ingest_rate(url: str, count: int, matching: bool) -> float:
+    from fastapi.testclient import TestClient
+
+    import app.domain.ingest as ingest_module
+    from app.main import create_app
+    from bench.ingest import report_for
+
+    db = Database(Settings(database_url=url))
+    try:
+        import_paths(db, [PSIRT], strict=False, max_bytes=DEFAULT_MAX_BYTES)
+        with db.transaction(write=True) as session:
+            token = create_token(session, "agent", ["report:write"]).secret
+    finally:
+        db.dispose()
+    rng = random.Random(7)
+    bodies = [report_for(i, rng) for i in range(count)]
+    saved = ingest_module.vulnerabilities
+    if not matching:
+
+        class _Off:
+            @staticmethod
+            def store_products(*_: Any, **__: Any) -> None:
+                return None
+
+            @staticmethod
+            def rematch(*_: Any, **__: Any) -> None:
+                return None
+
+        ingest_module.vulnerabilities = _Off  # type: ignore[assignment]
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/vnd.cyclonedx+json",
+    }
+    try:
+        with TestClient(create_app(Settings(database_url=url))) as client:
+            started = time.perf_counter()
+            for body in bodies:
+                response = client.post("/api/v1/reports", content=body, headers=headers)
+                assert response.status_code == 201, response.text
+            return count / (time.perf_counter() - started)
+    finally:
+        ingest_module.vulnerabilities = saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--assets", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument(
+        "--ingest", type=int, default=200, help="reports for the overhead (0: skip)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
     dbs = Databases(PG_ADMIN, args.keep)
     try:
         url = dbs.create("advmatch")
-        result = {"postgresql": _measure(url, args.assets, args.rounds, args.queries)}
+        result: dict[str, Any] = {
+            "postgresql": _measure(url, args.assets, args.rounds, args.queries)
+        }
+        if args.ingest:
+            off = _ingest_rate(dbs.create("ingestoff"), args.ingest, matching=False)
+            on = _ingest_rate(dbs.create("ingeston"), args.ingest, matching=True)
+            result["postgresql"]["ingest_reports_per_s"] = {
+                "without_matching": round(off, 1),
+                "with_matching": round(on, 1),
+                "change_percent": round((on - off) / off * 100, 1),
+            }
     finally:
         dbs.drop()
     print(json.dumps(result, indent=2))
