@@ -227,7 +227,10 @@ def ingest(
     assets.set_latest(session, asset.id, values)
     # the advisories the new latest scan carries, against the stored feed
     vulnerabilities.store_products(session, asset.id, report.products, replace=known)
-    vulnerabilities.rematch(session, now, [asset.id])
+    facts = vulnerabilities.facts_of_report(
+        report.products, (lib.family for lib in report.libraries)
+    )
+    vulnerabilities.rematch(session, now, [asset.id], facts=facts)
     # last before the commit: rows other assets' ingests share stay locked the least time
     fleet.apply_asset_change(session, asset.id, retired, files)
     return IngestResult(scan_id, asset.id, True, True, len(report.libraries))

@@ -109,39 +109,80 @@ def stack_key(facts: AssetFacts) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def facts_of_report(products: Iterable[Any], families: Iterable[str]) -> AssetFacts:
+    """The matcher's inputs of a report: its products (``ReportProduct``) and the CUDA Toolkit
+    library families it holds (what ``rematch`` would read back from storage)."""
+    return _facts(
+        [
+            Installed(
+                key=p.key,
+                version=p.version,
+                toolkit=p.toolkit,
+                line=p.line,
+                branch=p.branch,
+                paths=tuple(p.paths),
+                sha256=p.sha256,
+                owner=p.owner,
+            )
+            for p in products
+        ],
+        {(f, None) for f in families if f in TOOLKIT_FAMILIES},
+    )
+
+
+def _facts(
+    products: Iterable[Installed], libraries: Iterable[tuple[str, str | None]]
+) -> AssetFacts:
+    return AssetFacts(
+        products=tuple(sorted(products, key=repr)), libraries=tuple(sorted(libraries, key=repr))
+    )
+
+
 def rematch(
-    session: Session, now: datetime, asset_ids: Sequence[int] | None = None
+    session: Session,
+    now: datetime,
+    asset_ids: Sequence[int] | None = None,
+    *,
+    facts: AssetFacts | None = None,
 ) -> MatchSummary:
     """Match these assets (default: every asset, each stack again: the feed changed) against
-    the stored feed; a stack already matched against this feed is reused. Never commits."""
+    the stored feed; a stack already matched against this feed is reused. ``facts``: the one
+    asset's inputs as its report gave them (ingest), instead of reading them back. Never
+    commits."""
     full = asset_ids is None
     ids = list(asset_ids) if asset_ids is not None else repo.asset_ids(session)
-    products: dict[int, list[Installed]] = defaultdict(list)
-    for row in repo.products_of(session, ids):
-        products[row.asset_id].append(_installed(row))
-    libraries: dict[int, set[tuple[str, str | None]]] = defaultdict(set)
-    for asset_id, family, _ in repo.libraries_of(session, ids, TOOLKIT_FAMILIES):
-        # the family alone: a toolkit library's version decides nothing (its component
-        # does), and assets with the same families share one evaluation
-        libraries[asset_id].add((family, None))
     stacks: dict[str, AssetFacts] = {}
     pairs: list[tuple[int, str]] = []
-    for asset_id in ids:
-        facts = AssetFacts(
-            products=tuple(sorted(products.get(asset_id, ()), key=repr)),
-            libraries=tuple(sorted(libraries.get(asset_id, ()), key=repr)),
-        )
+    if facts is not None and len(ids) == 1:
         key = stack_key(facts)
-        stacks.setdefault(key, facts)
-        pairs.append((asset_id, key))
-    feed_at, documents = repo.feed_state(session)
+        stacks[key] = facts
+        pairs.append((ids[0], key))
+    else:
+        products: dict[int, list[Installed]] = defaultdict(list)
+        for row in repo.products_of(session, ids):
+            products[row.asset_id].append(_installed(row))
+        libraries: dict[int, set[tuple[str, str | None]]] = defaultdict(set)
+        for asset_id, family, _ in repo.libraries_of(session, ids, TOOLKIT_FAMILIES):
+            # the family alone: a toolkit library's version decides nothing (its component
+            # does), and assets with the same families share one evaluation
+            libraries[asset_id].add((family, None))
+        for asset_id in ids:
+            one = _facts(products.get(asset_id, ()), libraries.get(asset_id, ()))
+            key = stack_key(one)
+            stacks.setdefault(key, one)
+            pairs.append((asset_id, key))
     todo = sorted(stacks)
     if not full:
-        todo = [k for k in todo if k not in repo.current_stacks(session, todo, feed_at, documents)]
+        todo = [k for k in todo if k not in repo.current_stacks(session, todo)]
         for key in todo:
             repo.lock_stack(session, key)
         # another report of the same stack may have matched it while this one waited
-        todo = [k for k in todo if k not in repo.current_stacks(session, todo, feed_at, documents)]
+        if todo:
+            todo = [k for k in todo if k not in repo.current_stacks(session, todo)]
+    if not todo and not full:  # the usual report: its stack is matched already
+        repo.set_asset_stacks(session, pairs)
+        return MatchSummary(len(ids), 0, 0)
+    feed_at, documents = repo.feed_state(session)
     wanted = set().union(*(_wanted_keys(stacks[k]) for k in todo)) if todo else set()
     by_key = _statuses(session, wanted) if wanted else {}
     rows: list[dict[str, Any]] = []

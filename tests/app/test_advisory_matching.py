@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from app.cli_advisories import import_paths
 from scanner.advisories.document import DEFAULT_MAX_BYTES
@@ -192,3 +193,24 @@ def test_fleet_statuses_match_the_bulletins(
         service.client.get("/api/v1/assets/999999/vulnerabilities", headers=reader).status_code
         == 404
     )
+
+
+def test_a_report_and_a_full_rematch_agree_on_the_stack(
+    service: Service, post_report: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Ingest keys a stack from the report, an import from storage: the same stack."""
+    from app.clock import utcnow
+    from app.domain.vulnerabilities import rematch
+
+    import_paths(service.db, [PSIRT / "2023/5446"], strict=False, max_bytes=DEFAULT_MAX_BYTES)
+    cache = tmp_path / "cache"
+    _push(post_report, _host(tmp_path, "535.129.03", "c"), cache)
+    _push(post_report, _image(tmp_path, "toolkit", _toolkit_118), cache)
+    with service.db.session() as session:
+        keys = set(session.execute(text("SELECT asset_id, stack FROM asset_advisory_match")))
+    with service.db.transaction(write=True) as session:
+        rematch(session, utcnow())
+    with service.db.session() as session:
+        again = set(session.execute(text("SELECT asset_id, stack FROM asset_advisory_match")))
+    assert again == keys and len(keys) == 2
+    assert service.count("advisory_stack") == 2

@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, exists, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.storage.base import table
@@ -113,18 +115,22 @@ def lock_stack(session: Session, key: str) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
 
 
-def current_stacks(
-    session: Session, keys: Sequence[str], feed_at: datetime | None, documents: int
-) -> set[str]:
-    """The stacks of ``keys`` already matched against this feed."""
+def current_stacks(session: Session, keys: Sequence[str]) -> set[str]:
+    """The stacks of ``keys`` already matched against the feed as it is stored now."""
+    newest = select(func.max(Doc.imported_at)).scalar_subquery()
+    documents = select(func.count(Doc.id)).scalar_subquery()
     out: set[str] = set()
     for i in range(0, len(keys), _CHUNK):
-        rows = session.execute(
-            select(Stack.key, Stack.feed_imported_at, Stack.feed_documents).where(
-                Stack.key.in_(keys[i : i + _CHUNK])
+        out |= {
+            str(k)
+            for k in session.scalars(
+                select(Stack.key).where(
+                    Stack.key.in_(keys[i : i + _CHUNK]),
+                    Stack.feed_imported_at.is_not_distinct_from(newest),
+                    Stack.feed_documents == documents,
+                )
             )
-        ).all()
-        out |= {str(k) for k, at, n in rows if at == feed_at and n == documents}
+        }
     return out
 
 
@@ -147,8 +153,18 @@ def replace_stack_findings(
 
 
 def set_asset_stacks(session: Session, pairs: Sequence[tuple[int, str]]) -> None:
-    """Each asset's stack (its latest scan's)."""
+    """Each asset's stack (its latest scan's); one statement for one asset (ingest)."""
     conn = session.connection()
+    if len(pairs) == 1:
+        ((asset_id, key),) = pairs
+        dialect = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        upsert = dialect(Match).values(asset_id=asset_id, stack=key)
+        conn.execute(
+            upsert.on_conflict_do_update(
+                index_elements=[Match.asset_id], set_={"stack": upsert.excluded.stack}
+            )
+        )
+        return
     ids = [a for a, _ in pairs]
     for chunk in _chunks(ids):
         conn.execute(delete(Match).where(Match.asset_id.in_(chunk)))
