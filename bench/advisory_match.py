@@ -150,6 +150,10 @@ def _ingest_rate(url: str, count: int, matching: bool) -> float:
             def rematch(*_: Any, **__: Any) -> None:
                 return None
 
+            @staticmethod
+            def facts_of_report(*_: Any, **__: Any) -> None:
+                return None
+
         ingest_module.vulnerabilities = _Off  # type: ignore[assignment]
     headers = {
         "Authorization": f"Bearer {token}",
