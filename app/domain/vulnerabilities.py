@@ -155,6 +155,11 @@ def rematch(
     pairs: list[tuple[int, str]] = []
     if facts is not None and len(ids) == 1:
         key = stack_key(facts)
+        held, current = repo.asset_stack_state(session, ids[0], key)
+        if current:  # the usual report: its stack is matched against this feed already
+            if held != key:
+                repo.set_asset_stacks(session, [(ids[0], key)])
+            return MatchSummary(1, 0, 0)
         stacks[key] = facts
         pairs.append((ids[0], key))
     else:

@@ -134,6 +134,21 @@ def current_stacks(session: Session, keys: Sequence[str]) -> set[str]:
     return out
 
 
+def asset_stack_state(session: Session, asset_id: int, key: str) -> tuple[str | None, bool]:
+    """One query for a report: the asset's stored stack, and whether stack ``key`` is matched
+    against the feed as it is stored now."""
+    newest = select(func.max(Doc.imported_at)).scalar_subquery()
+    documents = select(func.count(Doc.id)).scalar_subquery()
+    held = select(Match.stack).where(Match.asset_id == asset_id).scalar_subquery()
+    current = exists().where(
+        Stack.key == key,
+        Stack.feed_imported_at.is_not_distinct_from(newest),
+        Stack.feed_documents == documents,
+    )
+    row = session.execute(select(held, current)).one()
+    return (str(row[0]) if row[0] is not None else None), bool(row[1])
+
+
 def replace_stack_findings(
     session: Session, keys: Sequence[str], rows: Sequence[dict[str, Any]], stack: dict[str, Any]
 ) -> None:
