@@ -384,10 +384,11 @@ def _driver(
 
 
 def _branch(p: Installed) -> str | None:
-    if p.branch:
-        b = p.branch.strip().upper()
-        return b if b.startswith("R") else "R" + b
-    return None
+    """ "R535" from the driver's branch fact; None when it is absent or not of that form (a
+    reported value is never trusted to be well formed)."""
+    b = (p.branch or "").strip().upper()
+    b = b if b.startswith("R") else "R" + b
+    return b if re.fullmatch(r"R\d{3,4}", b) else None
 
 
 def _judge(

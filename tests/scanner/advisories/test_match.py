@@ -306,3 +306,8 @@ def test_a_version_between_the_affected_range_and_the_fix_is_for_review() -> Non
     assert f.status == "affected" and f.review is not None
     (g,) = match("CVE-X", statuses, _ctk("1.15.0"))
     assert (g.status, g.review) == ("affected", None)
+
+
+def test_a_malformed_branch_is_unknown_not_a_crash() -> None:
+    f = _one("2025/5703", "CVE-2025-23280", _driver("535.129.03", branch="Rxyz"))
+    assert f.status == "affected" and f.review is not None and "branch" in f.review
