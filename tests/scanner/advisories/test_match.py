@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scanner.advisories.feed import complement, read_document
 from scanner.advisories.match import (
@@ -311,3 +313,67 @@ def test_a_version_between_the_affected_range_and_the_fix_is_for_review() -> Non
 def test_a_malformed_branch_is_unknown_not_a_crash() -> None:
     f = _one("2025/5703", "CVE-2025-23280", _driver("535.129.03", branch="Rxyz"))
     assert f.status == "affected" and f.review is not None and "branch" in f.review
+
+
+_TEXTS = st.sampled_from(
+    [
+        "All driver versions prior to 535.274.02",
+        "All versions up to and including 1.17.7 (CDI mode only for versions prior to 1.17.5)",
+        "All versions prior to CUDA Toolkit 12.9 Update 1",
+        "CUDA Toolkit 12.6U1",
+        "Available the week of June 29, 2023",
+        "450.203(All versions prior to and including vGPU 11.10)",
+        "1.6.x, 1.7.x",
+        "S2W_3A13",
+    ]
+) | st.text(max_size=60)
+
+
+@given(
+    texts=st.lists(
+        st.tuples(
+            _TEXTS,
+            st.sampled_from(
+                ["known_affected", "fixed", "known_not_affected", "under_investigation"]
+            ),
+        ),
+        max_size=6,
+    ),
+    product=st.sampled_from(["Tesla", "NVIDIA CUDA Toolkit", "NVIDIA Container Toolkit", "nvJPEG"]),
+    version=st.text(max_size=20) | st.sampled_from(["535.129.03", "12.4.1", "1.17.3"]),
+    branch=st.none() | st.text(max_size=6) | st.just("R535"),
+    platform=st.none() | st.sampled_from(["Linux(R535)", "Windows", "All"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_matcher_answers_any_statement_never_raises(
+    texts: list[tuple[str, str]],
+    product: str,
+    version: str,
+    branch: str | None,
+    platform: str | None,
+) -> None:
+    from scanner.advisories.versions import parse_version_text
+
+    statuses = [
+        StatusEntry(
+            product,
+            status,
+            text,
+            parse_version_text(text, platform=platform).as_dict(),
+            platform=platform,
+        )
+        for text, status in texts
+    ]
+    asset = AssetFacts(
+        products=(
+            Installed("driver", version, branch=branch),
+            Installed("cuobjdump", version, toolkit=version),
+            Installed("container-toolkit", version),
+            Installed("nvjpeg", version),
+        ),
+        libraries=(("cudart", None),),
+    )
+    for cve in ("CVE-2023-0193", "CVE-2024-0132", "CVE-X"):
+        for f in match(cve, statuses, asset):
+            assert f.status in ("affected", "not_affected", "fixed", "under_investigation")
+            assert f.status != "not_affected" or f.justification
