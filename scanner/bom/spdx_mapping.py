@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from msgspec import Struct
 
 from scanner import vocabulary as v
+from scanner.bom import foreign
 from scanner.bom.spdx_reader import (
     DEFAULT_LIMITS,
     SPDX3_REFUSED,
@@ -40,6 +41,9 @@ ANNOTATION_PREFIX: Final = v.NS + ":"
 OS_PURL_TYPES: Final = ("deb", "rpm", "apk", "alpm")
 _TOOL: Final = re.compile(r"(?P<name>.+?)-(?P<version>v?\d[\w.+~-]*)")
 _IMAGE_PURLS: Final = ("pkg:oci/", "pkg:docker/")
+#: Syft's ``sourceInfo`` of a package: "acquired package info from WHAT: PATH, PATH, ...", the
+#: locations its CycloneDX lists as ``syft:location:N:path``, in the same order
+_SYFT_SOURCE_INFO: Final = re.compile(r"acquired package info from [^:/]*: (/[^,]+)")
 
 
 class Mapped(Struct, frozen=True):
@@ -215,8 +219,19 @@ def _file_component(
     }
 
 
+def found_at(package: Package) -> str | None:
+    """Where the tool found the package: the first path of Syft's ``sourceInfo`` (its CycloneDX
+    says the same in ``syft:location:0:path``), or None."""
+    found = _SYFT_SOURCE_INFO.match(package.source_info or "")
+    return found.group(1).strip() if found else None
+
+
 def _package_component(package: Package, props: list[dict[str, str]]) -> dict[str, Any]:
     purpose = _purpose(package)
+    where = found_at(package)
+    if where and not any(p["name"] in foreign.PATH_PROPERTIES for p in props):
+        # read by `scanner.bom.foreign` exactly as the same tool's CycloneDX location
+        props = [*props, {"name": foreign.SYFT_PATH, "value": where}]
     component: dict[str, Any] = {
         "type": "operating-system" if purpose == "OPERATING-SYSTEM" else "library",
         "bom-ref": package.spdx_id,

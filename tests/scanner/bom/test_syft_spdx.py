@@ -1,0 +1,106 @@
+"""Syft's own SPDX 2.3 of real NVIDIA wheels (recorded, tests/fixtures/spdx/): read offline and
+gated by `gpuprov gate --bom` to the same facts as Syft's CycloneDX of the same input (issue 21).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from gpuprov.cli import app
+from scanner.bom.spdx_mapping import read_spdx
+from scanner.policy.bom_facts import facts_from_bom
+from scanner.policy.facts import AssetFacts
+from tests.scanner import syft_documents as sd
+
+KINDS = ("image", "dir")
+POLICY = """apiVersion: gpuprov.dev/v1
+kind: PromotionPolicy
+name: prod
+rules:
+  integrity: {}
+  versions: {minimum: {cudart: '12'}}
+"""
+
+
+def facts(kind: str, fmt: str) -> AssetFacts:
+    return facts_from_bom((sd.FIXTURES / sd.DOCUMENTS[kind, fmt]).read_bytes())
+
+
+def rows(asset: AssetFacts) -> list[tuple[Any, ...]]:
+    return sorted((f.path, f.sha256, f.family, f.version, f.owner) for f in asset.files)
+
+
+def expected_rows() -> list[tuple[Any, ...]]:
+    """Each wheel's runtime package, where Syft found it (its METADATA): no SHA-256, because
+    Syft's default SPDX gives the wheels' libcudart an all-zero SHA-1 and no SHA-256."""
+    out = []
+    for project, version, site in sd.WHEELS:
+        dist = f"{project.replace('-', '_')}-{version}.dist-info"
+        out.append(
+            (f"{site}/{dist}/METADATA", None, "cudart", version, f"pkg:pypi/{project}@{version}")
+        )
+    return sorted(out)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_syft_spdx_reads_as_its_cyclonedx(kind: str) -> None:
+    spdx, cdx = facts(kind, "spdx-json"), facts(kind, "cyclonedx-json")
+    assert (spdx.kind, spdx.name, spdx.digest) == (cdx.kind, cdx.name, cdx.digest)
+    assert spdx.kind.value == ("image" if kind == "image" else "host")
+    assert rows(spdx) == rows(cdx) == expected_rows()
+    assert spdx.producer == cdx.producer == "syft 1.18.1"
+    assert all(f.integrity is None and f.provenance is None for f in spdx.files)
+
+
+def test_the_image_is_the_recorded_image() -> None:
+    image = facts("image", "spdx-json")
+    doc = sd.recorded("image", "spdx-json")
+    (root,) = [p for p in doc["packages"] if p.get("primaryPackagePurpose") == "CONTAINER"]
+    assert image.digest == root["versionInfo"] and image.digest.startswith("sha256:")
+    assert image.name == sd.IMAGE_TAG + ".tar"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_libraries_without_sha256_are_skipped_with_a_note(kind: str) -> None:
+    mapped = read_spdx(sd.recorded(kind, "spdx-json"))
+    files = {c["name"]: c for c in mapped.bom["components"] if c["type"] == "file"}
+    so = sorted(n for n in files if ".so." in n)
+    assert so == sorted(
+        [
+            "/opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13",
+            "/usr/local/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12",
+        ]
+    )
+    assert all(files[n]["hashes"] == [] for n in so)  # Syft's SHA-1 is 40 zeros, no SHA-256
+    from scanner.bom.foreign import gpu_libraries
+
+    skipped = gpu_libraries(mapped.bom).skipped
+    assert sorted(skipped) == [f"ingest: {n}: file component without a SHA-256 hash" for n in so]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_gate_bom_decides_the_same_offline(kind: str, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    answers = {}
+    for fmt in ("spdx-json", "cyclonedx-json"):
+        bom = sd.FIXTURES / sd.DOCUMENTS[kind, fmt]
+        result = CliRunner().invoke(
+            app, ["gate", "--bom", str(bom), "--policy-file", str(policy), "-f", "json"]
+        )
+        assert result.exit_code == 1, result.output  # deny: no integrity verdict from Syft
+        answers[fmt] = json.loads(result.stdout)
+    spdx, cdx = answers["spdx-json"], answers["cyclonedx-json"]
+    assert spdx["decision"] == cdx["decision"] == "deny"
+    # two runs of Syft: the documents' creation times differ by a second or so
+    assert {**spdx["subject"], "scanned_at": None} == {**cdx["subject"], "scanned_at": None}
+    assert [(r["rule"], r["missing_input"]) for r in spdx["reasons"]] == [
+        (r["rule"], r["missing_input"]) for r in cdx["reasons"]
+    ]
+    integrity = next(r for r in spdx["reasons"] if r["rule"] == "integrity")
+    assert integrity["missing_input"] is True and "syft 1.18.1" in integrity["message"]
