@@ -172,6 +172,7 @@ def _asset_type(
         return "container"
     if purpose == "OPERATING-SYSTEM" or os_listed:
         return "operating-system"
+    directory = purpose == "FILE" and not root.checksums  # Syft's `dir:` root (a file has sums)
     raise SpdxRefused(
         f"the described package {root.spdx_id[:80]} ({root.name[:80]!r}, primaryPackagePurpose "
         f"{purpose or 'not given'}) is neither an image nor a host; accepted: an image "
@@ -179,12 +180,26 @@ def _asset_type(
         "(OPERATING-SYSTEM, or a root filesystem's document that lists an OPERATING-SYSTEM "
         f"package or {'/'.join(OS_PURL_TYPES)} packages), or either declared by an annotation "
         f"'{v.ASSET_KIND}=image|host'. An application's or a package's own SBOM is no asset: "
-        "scan the image or host that runs it",
+        "scan the image or host that runs it" + (_NO_OS_NAMED if directory else ""),
         "primaryPackagePurpose",
     )
 
 
+#: why a root filesystem's SPDX from Syft can name no operating system, and what to send instead
+_NO_OS_NAMED: Final = (
+    ". A directory's SPDX names its operating system only through the packages of its OS "
+    "package manager: Syft 1.x writes no OPERATING-SYSTEM package (anchore/syft#3012), so a root "
+    "without a dpkg, rpm, apk or alpm database reads the same as any directory. Its CycloneDX "
+    "(`syft dir:ROOT -o cyclonedx-json`) lists the OS where Syft found one (os-release) and is "
+    "then read as a host"
+)
+
+
 def _os_listed(document: Document, root: str) -> bool:
+    """Whether the document lists its operating system, as the same tool's CycloneDX does with
+    an ``operating-system`` component: an OPERATING-SYSTEM package (Trivy), or a package of an
+    OS package manager (Syft writes a deb, rpm or apk purl only when it knows the distro, which
+    its CycloneDX then lists; tests/fixtures/spdx/README.md)."""
     for package in document.packages:
         if package.spdx_id == root:
             continue

@@ -64,3 +64,22 @@ def test_gate_reads_syft_spdx_as_its_cyclonedx(service: Service) -> None:
     assert [(r["rule"], r["missing_input"]) for r in spdx["reasons"]] == [
         (r["rule"], r["missing_input"]) for r in cdx["reasons"]
     ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "cdx_status"), [("bare-dir", 201), ("no-os-dir", 422)], ids=["bare", "no-os"]
+)
+def test_a_root_spdx_naming_no_os_is_refused_naming_why(
+    service: Service, kind: str, cdx_status: int
+) -> None:
+    """Syft's SPDX of a root without an OS package database names no OS (anchore/syft#3012):
+    422 naming the field and what to send; its CycloneDX is a host where Syft found os-release."""
+    body = (sd.FIXTURES / sd.DOCUMENTS[kind, "spdx-json"]).read_bytes()
+    answer = post(service, body)
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["details"][0]["spdx"] == "primaryPackagePurpose"
+    assert "anchore/syft#3012" in error["message"]
+    cdx = (sd.FIXTURES / sd.DOCUMENTS[kind, "cyclonedx-json"]).read_bytes()
+    assert post(service, cdx, MEDIA["cyclonedx-json"]).status_code == cdx_status
+    assert service.count("asset") == (1 if cdx_status == 201 else 0)

@@ -43,6 +43,8 @@ DOCUMENTS: Final = {
     ("dir", "cyclonedx-json"): "syft-dir.cdx.json",
     ("bare-dir", "spdx-json"): "syft-bare-dir.spdx.json",
     ("bare-dir", "cyclonedx-json"): "syft-bare-dir.cdx.json",
+    ("no-os-dir", "spdx-json"): "syft-no-os-dir.spdx.json",
+    ("no-os-dir", "cyclonedx-json"): "syft-no-os-dir.cdx.json",
 }
 IMAGE_TAG: Final = "gpu-app"
 
@@ -101,10 +103,13 @@ def wheel(project: str, version: str) -> Path:
     return sorted(CACHE.glob(pattern))[-1]
 
 
-def build_root(root: Path, work: Path, *, dpkg: bool = True) -> Path:
-    """Debian 12 (os-release, dpkg's base-files unless not ``dpkg``) with the WHEELS installed
-    offline."""
-    pk.write_os_release(root, "debian", "12", pretty_name="Debian GNU/Linux 12 (bookworm)")
+def build_root(root: Path, work: Path, *, dpkg: bool = True, os_release: bool = True) -> Path:
+    """Debian 12 (os-release, dpkg's base-files; either left out on request) with the WHEELS
+    installed offline."""
+    root.mkdir(parents=True, exist_ok=True)
+    if os_release:
+        pretty = "Debian GNU/Linux 12 (bookworm)"
+        pk.write_os_release(root, "debian", "12", pretty_name=pretty)
     if dpkg:
         pk.dpkg_install(root, [BASE_FILES], work)
     for project, version, site in WHEELS:
@@ -170,12 +175,18 @@ def run_syft(target: str, fmt: str, cwd: Path) -> dict[str, Any]:
 
 def generate(work: Path) -> dict[tuple[str, str], dict[str, Any]]:
     """The documents of DOCUMENTS, made in ``work`` (relative targets: the documents name
-    ``root``, ``bare`` and ``gpu-app.tar``, not a temporary path). ``bare`` is the root without
-    a package database: os-release and the wheels only."""
+    ``root``, ``bare``, ``no-os`` and ``gpu-app.tar``, not a temporary path). ``bare`` is the
+    root without a package database (os-release and the wheels), ``no-os`` without os-release."""
     root = build_root(work / "root", work / "debs")
     build_root(work / "bare", work / "debs", dpkg=False)
+    build_root(work / "no-os", work / "debs", os_release=False)
     build_image(root, work)
-    targets = {"dir": "dir:root", "bare-dir": "dir:bare", "image": f"oci-archive:{IMAGE_TAG}.tar"}
+    targets = {
+        "dir": "dir:root",
+        "bare-dir": "dir:bare",
+        "no-os-dir": "dir:no-os",
+        "image": f"oci-archive:{IMAGE_TAG}.tar",
+    }
     return {(kind, fmt): run_syft(targets[kind], fmt, work) for kind, fmt in DOCUMENTS}
 
 

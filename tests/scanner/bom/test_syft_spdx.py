@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from gpuprov.cli import app
 from scanner.bom.spdx_mapping import read_spdx
-from scanner.policy.bom_facts import facts_from_bom
+from scanner.policy.bom_facts import BomError, facts_from_bom
 from scanner.policy.facts import AssetFacts
 from tests.scanner import syft_documents as sd
 
@@ -104,3 +104,42 @@ def test_gate_bom_decides_the_same_offline(kind: str, tmp_path: Path) -> None:
     ]
     integrity = next(r for r in spdx["reasons"] if r["rule"] == "integrity")
     assert integrity["missing_input"] is True and "syft 1.18.1" in integrity["message"]
+
+
+# --- a root filesystem: a host in both formats, or in neither -------------------------------
+
+
+def _refusal(kind: str, fmt: str) -> str:
+    with pytest.raises(BomError) as refused:
+        facts(kind, fmt)
+    return str(refused.value)
+
+
+def test_a_root_with_an_os_database_is_a_host_in_both() -> None:
+    for fmt in ("spdx-json", "cyclonedx-json"):
+        asset = facts("dir", fmt)
+        assert (asset.kind.value, asset.name) == ("host", "root")
+    # what tells it in SPDX: the deb package's purl (Syft writes one only for a known distro)
+    spdx = sd.recorded("dir", "spdx-json")
+    purls = [r["referenceLocator"] for p in spdx["packages"] for r in p.get("externalRefs", ())]
+    assert "pkg:deb/debian/base-files@12.4%2Bdeb12u5?arch=amd64&distro=debian-12" in purls
+    assert not any(p.get("primaryPackagePurpose") == "OPERATING-SYSTEM" for p in spdx["packages"])
+
+
+def test_a_root_without_os_release_is_no_host_in_either() -> None:
+    assert "neither an image nor a host" in _refusal("no-os-dir", "cyclonedx-json")
+    message = _refusal("no-os-dir", "spdx-json")
+    assert message.startswith("SPDX primaryPackagePurpose: ") and "neither" in message
+
+
+def test_a_root_without_an_os_database_is_a_host_only_in_cyclonedx() -> None:
+    """Syft 1.18's SPDX of a root with os-release and no package database lists no OS at all
+    (anchore/syft#3012): its SPDX is refused, naming why and what to send, its CycloneDX read."""
+    assert facts("bare-dir", "cyclonedx-json").kind.value == "host"
+    message = _refusal("bare-dir", "spdx-json")
+    assert message.startswith("SPDX primaryPackagePurpose: ")
+    assert "anchore/syft#3012" in message and "-o cyclonedx-json" in message
+    # nothing to read it from: no OS package, no os-release, no distro anywhere in the SPDX
+    text = json.dumps(sd.recorded("bare-dir", "spdx-json")).lower()
+    assert not any(word in text for word in ("debian", "os-release", "operating-system"))
+    assert "debian" in json.dumps(sd.recorded("bare-dir", "cyclonedx-json")).lower()
