@@ -280,7 +280,13 @@ def _tag_value_parser() -> Any:
 
     class LinearParser(Parser):  # type: ignore[misc]
         def __init__(self) -> None:
-            super().__init__()
+            # the library's own LALR tables (the grammar is its own): PLY would otherwise
+            # write new ones beside this module, at run time
+            super().__init__(
+                tabmodule="spdx_tools.spdx.parser.tagvalue.parsetab",
+                write_tables=False,
+                debug=False,
+            )
             self._seen: set[tuple[Any, ...]] = set()
             self._indexed = 0
 

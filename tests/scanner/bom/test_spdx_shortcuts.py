@@ -5,6 +5,7 @@ has the times)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -143,3 +144,13 @@ def test_tag_value_files_after_a_package_give_the_library_s_relationships() -> N
     pairs = [(r.spdx_element_id, r.related_spdx_element_id) for r in ours]
     assert pairs.count(("SPDXRef-a", "SPDXRef-f1")) == 1
     assert pairs.count(("SPDXRef-a", "SPDXRef-f2")) == 2
+
+
+def test_reading_tag_value_writes_no_parser_tables() -> None:
+    """PLY writes LALR tables beside the module that defines a parser class unless told not to:
+    the package directory stays as installed."""
+    import scanner.bom
+
+    package = Path(scanner.bom.__file__).parent
+    read_tag_value(TAG_VALUE)
+    assert not (package / "parsetab.py").exists() and not (package / "parser.out").exists()
