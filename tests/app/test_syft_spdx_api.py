@@ -83,3 +83,23 @@ def test_a_root_spdx_naming_no_os_is_refused_naming_why(
     cdx = (sd.FIXTURES / sd.DOCUMENTS[kind, "cyclonedx-json"]).read_bytes()
     assert post(service, cdx, MEDIA["cyclonedx-json"]).status_code == cdx_status
     assert service.count("asset") == (1 if cdx_status == 201 else 0)
+
+
+def test_every_file_digested_stores_the_libraries_besides_the_packages(service: Service) -> None:
+    """Syft's SPDX with every file digested: the CycloneDX's rows, and each wheel's libcudart
+    with the SHA-256 the SPDX gives it (Syft's CycloneDX lists no files)."""
+    _, cdx_rows = push(service, "image-files", "cyclonedx-json")
+    service.truncate()
+    _, spdx_rows = push(service, "image-files", "spdx-json")
+    assert set(cdx_rows) < set(spdx_rows)
+    doc = sd.recorded("image-files", "spdx-json")
+    listed = sorted(
+        ("/" + f["fileName"], c["checksumValue"])
+        for f in doc["files"]
+        if ".so." in f["fileName"]
+        for c in f["checksums"]
+        if c["algorithm"] == "SHA256"
+    )
+    extra = sorted(set(spdx_rows) - set(cdx_rows))
+    assert [(r[0], r[1], r[2]) for r in extra] == [(p, s, "cudart") for p, s in listed]
+    assert len(extra) == len(sd.WHEELS)

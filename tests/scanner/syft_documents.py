@@ -45,7 +45,12 @@ DOCUMENTS: Final = {
     ("bare-dir", "cyclonedx-json"): "syft-bare-dir.cdx.json",
     ("no-os-dir", "spdx-json"): "syft-no-os-dir.spdx.json",
     ("no-os-dir", "cyclonedx-json"): "syft-no-os-dir.cdx.json",
+    ("image-files", "spdx-json"): "syft-image-files.spdx.json",
+    ("image-files", "cyclonedx-json"): "syft-image-files.cdx.json",
 }
+#: Syft's settings per input (environment): ``image-files`` is the image with every file
+#: catalogued and digested (Syft's default digests only the files its packages own)
+SETTINGS: Final = {"image-files": {"SYFT_FILE_METADATA_SELECTION": "all"}}
 IMAGE_TAG: Final = "gpu-app"
 
 
@@ -157,15 +162,18 @@ def build_image(root: Path, directory: Path) -> tuple[Path, im.Built]:
     return archive, im.write_oci_archive(archive, image, "1")
 
 
-def run_syft(target: str, fmt: str, cwd: Path) -> dict[str, Any]:
-    """Syft's document of ``target`` in ``fmt`` (``spdx-json`` is SPDX 2.3 in Syft 1.x)."""
+def run_syft(
+    target: str, fmt: str, cwd: Path, settings: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Syft's document of ``target`` in ``fmt`` (``spdx-json`` is SPDX 2.3 in Syft 1.x), with
+    ``settings`` (``SYFT_*`` variables) over its defaults."""
     done = subprocess.run(
         [str(syft_binary()), "scan", target, "-o", fmt, "-q"],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=600,
-        env={**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false"},
+        env={**os.environ, "SYFT_CHECK_FOR_APP_UPDATE": "false", **(settings or {})},
     )
     if done.returncode != 0:
         raise RuntimeError(f"syft {target} -o {fmt}: {done.stderr.strip()[-500:]}")
@@ -186,8 +194,12 @@ def generate(work: Path) -> dict[tuple[str, str], dict[str, Any]]:
         "bare-dir": "dir:bare",
         "no-os-dir": "dir:no-os",
         "image": f"oci-archive:{IMAGE_TAG}.tar",
+        "image-files": f"oci-archive:{IMAGE_TAG}.tar",
     }
-    return {(kind, fmt): run_syft(targets[kind], fmt, work) for kind, fmt in DOCUMENTS}
+    return {
+        (kind, fmt): run_syft(targets[kind], fmt, work, SETTINGS.get(kind))
+        for kind, fmt in DOCUMENTS
+    }
 
 
 def recorded(kind: str, fmt: str) -> dict[str, Any]:

@@ -4,7 +4,12 @@ and its documents read as the recorded ones in tests/fixtures/spdx/ do (issue 21
 
 from __future__ import annotations
 
+import base64
+import csv
+import io
 import json
+import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -56,3 +61,23 @@ def test_the_image_spdx_is_valid_for_spdx_tools(
     except SpdxRefused as e:  # pragma: no cover - the failure message is the point
         pytest.fail(f"Syft's SPDX refused: {e.field}: {e.message}")
     assert mapped.spec == "SPDX-2.3"
+
+
+def test_syft_s_digests_are_the_wheels_record(
+    made: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    """The SHA-256 stored from Syft's SPDX (every file digested) of each wheel's libcudart is
+    the digest the wheel's own RECORD gives it."""
+    asset = facts_from_bom(json.dumps(made["image-files", "spdx-json"]).encode())
+    stored = {f.path: f.sha256 for f in asset.files if f.sha256}
+    expected = {}
+    for project, version, site in sd.WHEELS:
+        with zipfile.ZipFile(sd.wheel(project, version)) as whl:
+            (record,) = [n for n in whl.namelist() if n.endswith(".dist-info/RECORD")]
+            for row in csv.reader(io.StringIO(whl.read(record).decode())):
+                if re.search(r"/libcudart\.so\.\d+$", row[0]):
+                    b64 = row[1].removeprefix("sha256=")
+                    digest = base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)).hex()
+                    expected[f"{site}/{row[0]}"] = digest
+    assert len(expected) == len(sd.WHEELS)
+    assert stored == expected

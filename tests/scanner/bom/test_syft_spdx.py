@@ -143,3 +143,31 @@ def test_a_root_without_an_os_database_is_a_host_only_in_cyclonedx() -> None:
     text = json.dumps(sd.recorded("bare-dir", "spdx-json")).lower()
     assert not any(word in text for word in ("debian", "os-release", "operating-system"))
     assert "debian" in json.dumps(sd.recorded("bare-dir", "cyclonedx-json")).lower()
+
+
+# --- every file digested: what Syft's SPDX carries beyond its CycloneDX ----------------------
+
+
+def test_with_every_file_digested_the_spdx_adds_the_libraries_with_their_sha256() -> None:
+    """`SYFT_FILE_METADATA_SELECTION=all`: Syft's SPDX lists each wheel's libcudart with its
+    SHA-256 (its CycloneDX lists no files), so the SPDX stores these files besides the runtime
+    packages both formats give; Syft relates no package to them, so they have no owner."""
+    spdx, cdx = facts("image-files", "spdx-json"), facts("image-files", "cyclonedx-json")
+    assert rows(cdx) == expected_rows()
+    extra = sorted(set(rows(spdx)) - set(rows(cdx)))
+    assert sorted(set(rows(spdx)) & set(rows(cdx))) == expected_rows()
+    doc = sd.recorded("image-files", "spdx-json")
+    listed = {
+        "/" + f["fileName"]: next(
+            c["checksumValue"] for c in f["checksums"] if c["algorithm"] == "SHA256"
+        )
+        for f in doc["files"]
+        if ".so." in f["fileName"]
+    }
+    assert [(path, sha, family, owner) for path, sha, family, _, owner in extra] == [
+        (path, listed[path], "cudart", None) for path in sorted(listed)
+    ]
+    assert sorted(listed) == [
+        "/opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13",
+        "/usr/local/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12",
+    ]
