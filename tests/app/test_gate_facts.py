@@ -19,7 +19,7 @@ from app.main import create_app
 from app.settings import Settings
 from tests.app import boms
 from tests.app.conftest import Service, auth
-from tests.app.test_gate_api import POLICY, _now, digest, image_bom, put_policy, tampered
+from tests.app.test_gate_api import POLICY, _now, digest, gate, image_bom, put_policy, tampered
 from tests.fixtures import keys
 
 LAX = POLICY.split("rules:")[0] + "rules: {}\n"
@@ -385,3 +385,101 @@ def test_an_original_report_altered_in_the_database_is_not_served(
     with service.db.session() as session:
         scan_id = session.execute(text("SELECT id FROM scan")).scalar_one()
     assert _audit(service) == [("integrity.mismatch", f"scan:{scan_id}")]
+
+
+# ------------------------------------------------------------------ what the decision reads
+
+
+def _driver_host(version: str, timestamp: str) -> dict[str, Any]:
+    """A host whose node facts state its loaded driver (its libraries state none)."""
+    bom = boms.gpuprov_bom(kind="host", name="node-7", timestamp=timestamp)
+    bom["metadata"]["component"]["properties"] += [
+        {"name": "gpuprov:driver:version", "value": version},
+        {"name": "gpuprov:driver:cuda-max", "value": "12.4"},
+    ]
+    return bom
+
+
+def _rule(answer: dict[str, Any], rule: str) -> list[dict[str, Any]]:
+    return [r for r in answer["reasons"] if r["rule"] == rule]
+
+
+def test_a_host_is_gated_on_the_driver_its_node_facts_state(service: Service) -> None:
+    put_policy(service, LAX.replace("rules: {}", "rules:\n  driver: {}"))
+    token = service.token("gate", "report:write", name="ci")
+    new = gate(service, token, policy="prod", bom=_driver_host("550.54.15", _now(1))).json()
+    assert new["decision"] == "allow", new["reasons"]
+    old = gate(service, token, policy="prod", bom=_driver_host("470.42.01", _now(0))).json()
+    assert old["decision"] == "deny" and _rule(old, "driver")
+
+
+def test_the_scan_age_is_judged_on_the_time_the_report_states(service: Service) -> None:
+    put_policy(service, LAX.replace("rules: {}", "rules:\n  scan_age: {max_hours: 24}"))
+    token = service.token("gate", "report:write", name="ci")
+    fresh = gate(service, token, policy="prod", bom=image_bom("reg.example/a:1", timestamp=_now(1)))
+    assert fresh.json()["decision"] == "allow", fresh.text
+    stale = gate(
+        service, token, policy="prod", bom=image_bom("reg.example/b:1", timestamp=_now(48))
+    )
+    assert stale.json()["decision"] == "deny" and _rule(stale.json(), "scan_age")
+
+
+def test_a_bom_gated_brings_the_assets_compliance_up_to_date(service: Service) -> None:
+    put_policy(service, POLICY)
+    token = service.token("gate", "report:write", name="ci")
+    answer = gate(
+        service, token, policy="prod", bom=image_bom("reg.example/c:1", timestamp=_now(1))
+    )
+    assert answer.status_code == 200, answer.text
+    reader = auth(service.token("inventory:read"))
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"]["evaluated"] == 1 and summary["assets"]["outdated"] == 0
+
+
+def test_a_vsa_key_that_cannot_sign_gives_an_allow_without_a_vsa(
+    service: Service, tmp_path: Path
+) -> None:
+    key = tmp_path / "vsa.pem"
+    key.write_text("not a PEM key\n")
+    put_policy(service, LAX)
+    settings = Settings(database_url=service.url, environment="test", vsa_key_file=key)
+    with TestClient(create_app(settings)) as client:
+        answer = client.post(
+            "/api/v1/gate",
+            json={"policy": "prod", "bom": image_bom("reg.example/d:1", timestamp=_now(1))},
+            headers=auth(service.token("gate", "report:write")),
+        )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["decision"] == "allow" and body["vsa"] is None
+    assert body["vsa_error"].startswith("no VSA: not an unencrypted PEM private key")
+
+
+def _scan_ids_past_256(service: Service, post_report: Callable[..., Any]) -> None:
+    """Make the next scan's id 1001: past CPython's cache of small ints, where two equal ids
+    read apart are two objects (an `is` in place of `==` then tells them apart)."""
+    post_report(boms.encode(image_bom("reg.example/filler:1", timestamp=_now(3))))
+    with service.db.transaction(write=True) as session:
+        if session.get_bind().dialect.name == "postgresql":
+            session.execute(text("SELECT setval(pg_get_serial_sequence('scan', 'id'), 1000)"))
+            return
+        columns = [r[1] for r in session.execute(text("PRAGMA table_info(scan)"))]
+        rest = ", ".join(c for c in columns if c not in ("id", "dedup_key"))
+        session.execute(
+            text(
+                f"INSERT INTO scan (id, dedup_key, {rest}) "
+                f"SELECT 1000, dedup_key || '-filler', {rest} FROM scan ORDER BY id LIMIT 1"
+            )
+        )
+
+
+def test_scans_with_large_ids_are_gated_on_their_own_facts(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    _scan_ids_past_256(service, post_report)
+    put_policy(service, LAX.replace("rules: {}", "rules:\n  driver: {}"))
+    token = service.token("gate", "report:write", name="ci")
+    answer = gate(service, token, policy="prod", bom=_driver_host("550.54.15", _now(1)))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["decision"] == "allow", answer.json()["reasons"]
+    assert max(scan for _, scan in _decisions(service) if scan is not None) > 1000
