@@ -555,6 +555,7 @@ def test_a_catalog_form_audits_an_import_once_and_keeps_a_refused_name(
     signed = catalogs.signed(golden, nvidia).decode()
     first = client.post("/admin/catalogs", data={"csrf_token": csrf, "catalog": signed})
     assert first.status_code == 200 and "Imported cudnn" in first.text
+    assert [e["target"] for e in _audit(service, "catalog.import")] == ["catalog:cudnn"]
     again = client.post("/admin/catalogs", data={"csrf_token": csrf, "catalog": signed})
     assert again.status_code == 200 and "Already imported: cudnn" in again.text
     assert [e["target"] for e in _audit(service, "catalog.import")] == ["catalog:cudnn"]
