@@ -26,7 +26,7 @@ from sqlalchemy import select, update
 from app.clock import utcnow
 from app.main import create_app
 from app.settings import Settings
-from app.storage.tables import AppUser, WebSession
+from app.storage.tables import AppUser, AuditEvent, WebSession
 from tests.app.conftest import LiveServer, free_port
 from tests.fixtures.oidc import (
     CLIENT_ID,
@@ -289,6 +289,29 @@ def test_logout_is_a_csrf_protected_post_that_deletes_the_session(site: Site) ->
         # the cookie is worth nothing now, even replayed
         client.cookies.set("gpuprov_user", cookie)
         assert client.get(f"{site.url}/assets").status_code == 303
+
+
+def test_an_admins_action_is_audited_with_the_person(site: Site) -> None:
+    name = f"made-by-sso-{time.time_ns()}"
+    with site.browser() as client:
+        assert site.sign_in(client, "alice").status_code == 303
+        page = client.get(f"{site.url}/admin/tokens")
+        match = _CSRF.search(page.text)
+        assert match is not None
+        form = {"csrf_token": match.group(1), "name": name, "scope_inventory_read": "on"}
+        answer = client.post(f"{site.url}/admin/tokens", data=form)
+        assert answer.status_code == 200, answer.text
+    alice = site.user("alice")
+    assert alice is not None
+    with site.app.state.db.transaction() as session:
+        event = session.scalars(
+            select(AuditEvent)
+            .where(AuditEvent.action == "token.create")
+            .order_by(AuditEvent.id.desc())
+        ).first()
+    assert event is not None and name in str(event.details)
+    assert (event.source, event.actor) == ("web", "alice@example.com")
+    assert (event.actor_issuer, event.actor_subject) == (site.provider.issuer, alice.subject)
 
 
 def test_signing_in_again_rotates_the_session_id(site: Site) -> None:
