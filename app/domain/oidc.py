@@ -145,6 +145,8 @@ class OpenIdProvider:
         self._lock = threading.Lock()
         self._metadata: tuple[ProviderMetadata, float] | None = None
         self._keys: tuple[dict[str | None, jwt.PyJWK], float] | None = None
+        #: the shortest interval between two key fetches for an unknown kid (seconds)
+        self.refresh_interval: float = REFRESH_INTERVAL
 
     # -- discovery and keys ------------------------------------------------------------------
 
@@ -171,7 +173,9 @@ class OpenIdProvider:
             urls[name] = check_url(value, name, allow_loopback=self._allow_loopback)
         end_session = document.get("end_session_endpoint")
         if isinstance(end_session, str):
-            end_session = check_url(end_session, "end_session_endpoint", allow_loopback=True)
+            end_session = check_url(
+                end_session, "end_session_endpoint", allow_loopback=self._allow_loopback
+            )
         offered = document.get("id_token_signing_alg_values_supported")
         if not isinstance(offered, list):
             offered = ["RS256"]  # Discovery §3: the field is required, RS256 always in it
@@ -201,7 +205,7 @@ class OpenIdProvider:
         now = time.monotonic()
         if cached is None or now - cached[1] > METADATA_TTL:
             cached = self._fetch_keys()
-        elif kid not in cached[0] and now - cached[1] > REFRESH_INTERVAL:
+        elif kid not in cached[0] and now - cached[1] >= self.refresh_interval:
             cached = self._fetch_keys()
         keys = cached[0]
         if kid is None and len(keys) == 1:

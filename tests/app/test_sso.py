@@ -28,6 +28,7 @@ from app.main import create_app
 from app.settings import Settings
 from app.storage.tables import AppUser, AuditEvent, WebSession
 from tests.app.conftest import LiveServer, free_port
+from tests.fixtures.ci_issuer import SigningKey
 from tests.fixtures.oidc import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -432,6 +433,34 @@ def test_an_hmac_token_keyed_with_the_public_key_is_refused(
 
     answer = _callback(fake_client, fake, confused)
     assert answer.status_code == 401 and "algorithm 'HS256'" in html.unescape(answer.text)
+
+
+def test_keys_are_cached_and_fetched_again_for_an_unknown_kid(
+    fake_client: TestClient, fake: FakeProvider
+) -> None:
+    fake.published = [fake.key]
+    fetches = fake.jwks_fetches
+    for _ in range(2):
+        assert _callback(fake_client, fake, lambda n: fake.id_token(n)).status_code == 303
+    assert fake.jwks_fetches == fetches + 1  # cached
+    # the provider rotates its key: a token under the new kid makes the service look again
+    rotated = SigningKey("RS256")
+    fake.published = [rotated]
+    provider = fake_client.app.state.oidc  # type: ignore[attr-defined]
+    provider.refresh_interval = 0
+    try:
+        answer = _callback(fake_client, fake, lambda n: fake.id_token(n, key=rotated))
+    finally:
+        fake.published = [fake.key]
+    assert answer.status_code == 303, answer.text
+    assert fake.jwks_fetches == fetches + 2
+
+
+def test_the_provider_refusing_the_sign_in_is_said(
+    fake_client: TestClient, fake: FakeProvider
+) -> None:
+    answer = _callback(fake_client, fake, "unused", error="access_denied")
+    assert answer.status_code == 403 and "refused the sign-in: access_denied" in answer.text
 
 
 def test_an_entra_groups_overage_means_no_access(
