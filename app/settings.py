@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: shortest accepted GPUPROV_SECRET_KEY: a short key makes session cookies guessable
@@ -123,7 +123,8 @@ class Settings(BaseSettings):
     #: its discovery document names it; unset: no "Sign in with" button
     oidc_issuer: str | None = Field(default=None, max_length=1024)
     oidc_client_id: str | None = Field(default=None, max_length=512)
-    oidc_client_secret: str | None = Field(default=None, max_length=4096)
+    #: a secret: kept out of the settings' repr and of validation errors' echoes
+    oidc_client_secret: SecretStr | None = Field(default=None)
     #: the callback registered at the provider: ``https://gpuprov.example.com/login/sso/callback``
     oidc_redirect_url: str | None = Field(default=None, max_length=2048)
     oidc_scopes: str = Field(default="openid email profile groups", max_length=1024)

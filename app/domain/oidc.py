@@ -138,7 +138,8 @@ class OpenIdProvider:
         assert settings.oidc_issuer and settings.oidc_client_id and settings.oidc_redirect_url
         self.issuer = settings.oidc_issuer
         self.client_id = settings.oidc_client_id
-        self._secret = settings.oidc_client_secret
+        secret = settings.oidc_client_secret
+        self._secret = (secret.get_secret_value() if secret is not None else "") or None
         self.redirect_url = settings.oidc_redirect_url
         self.scopes = settings.oidc_scopes
         self._allow_loopback = settings.allow_loopback_issuers
