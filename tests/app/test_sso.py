@@ -195,6 +195,12 @@ def test_next_never_leaves_the_site(site: Site, target: str) -> None:
         assert "next must be a local path" in answer.text
 
 
+def test_next_to_the_sign_in_itself_lands_on_the_overview(site: Site) -> None:
+    with site.browser() as client:
+        answer = site.sign_in(client, "bob", "/login/sso%3Fnext%3D%2Flogin%2Fsso")
+        assert answer.status_code == 303 and answer.headers["location"] == "/"
+
+
 def test_the_authorization_request_uses_pkce_s256_and_the_code_needs_the_verifier(
     site: Site,
 ) -> None:

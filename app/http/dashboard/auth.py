@@ -106,7 +106,10 @@ def safe_next(value: str | None) -> str:
     )
     if not local:
         raise BadRequest("next must be a local path such as /assets")
-    return "/" if parts.path in ("/login", "/logout") else value
+    # the login pages themselves are no destination (/login/sso would sign in again, in a loop)
+    if parts.path in ("/login", "/logout") or parts.path.startswith("/login/"):
+        return "/"
+    return value
 
 
 def _here(request: Request) -> str:
