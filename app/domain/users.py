@@ -17,11 +17,15 @@ from sqlalchemy.orm import Session
 
 from app.domain.oidc import ROLE_SCOPES, Role
 from app.domain.tokens import Principal
+from app.errors import ServiceUnavailable
 from app.storage.repositories import users as repo
 from app.storage.tables import AppUser, SsoLogin, WebSession
 
 #: seconds a sign-in may take at the provider before its state is forgotten
 LOGIN_SECONDS = 600
+#: most sign-ins under way at once: each start stores a row before anyone is known, so their
+#: number is bounded (beyond it, 503 until some are used or expire)
+MAX_PENDING_LOGINS = 10_000
 
 
 def _digest(value: str) -> str:
@@ -39,9 +43,14 @@ class PendingLogin:
     code_verifier: str
 
 
-def start_login(session: Session, next_url: str, now: datetime) -> PendingLogin:
-    """Remember a new sign-in (random state, nonce and 64-byte PKCE verifier)."""
+def start_login(
+    session: Session, next_url: str, now: datetime, limit: int = MAX_PENDING_LOGINS
+) -> PendingLogin:
+    """Remember a new sign-in (random state, nonce and 64-byte PKCE verifier); 503 when
+    `limit` sign-ins are under way already."""
     repo.prune(session, now)
+    if repo.pending_logins(session) >= limit:
+        raise ServiceUnavailable("too many sign-ins are under way; try again in a minute", 60)
     pending = PendingLogin(
         browser=secrets.token_urlsafe(32),
         state=secrets.token_urlsafe(32),

@@ -65,6 +65,8 @@ def sso_settings(database_url: str, issuer: str, app_url: str, **extra: Any) -> 
         "oidc_redirect_url": f"{app_url}/login/sso/callback",
         "oidc_roles": ROLES,
         "oidc_provider_name": "Test IdP",
+        # the hostile cases fail on purpose, many times over with --count
+        "auth_failure_limit": 1_000_000,
         **extra,
     }
     return Settings(**values)
@@ -502,6 +504,35 @@ def test_a_discovery_document_naming_another_issuer_is_refused(
     answer = fake_client.get("/login/sso", follow_redirects=False)
     assert answer.status_code == 503
     assert "names issuer 'https://attacker.example'" in html.unescape(answer.text)
+
+
+def test_a_client_failing_to_sign_in_too_often_waits(database_url: str, fake: FakeProvider) -> None:
+    fake.discovery = {}
+    settings = sso_settings(database_url, fake.issuer, "http://127.0.0.1", auth_failure_limit=2)
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        for _ in range(2):
+            answer = _callback(client, fake, lambda n: fake.id_token(n, aud="someone-else"))
+            assert answer.status_code == 401
+        refused = client.get("/login/sso", follow_redirects=False)
+        assert refused.status_code == 429 and "retry in" in refused.text
+        assert int(refused.headers["retry-after"]) > 0
+
+
+def test_sign_ins_under_way_are_bounded(database_url: str) -> None:
+    from app.domain import users
+    from app.errors import ServiceUnavailable
+    from app.storage.session import Database
+
+    db = Database(Settings(database_url=database_url, environment="test"))
+    try:
+        with db.transaction(write=True) as session:
+            for _ in range(3):
+                users.start_login(session, "/", utcnow(), limit=1_000_000)
+            with pytest.raises(ServiceUnavailable, match="too many sign-ins"):
+                users.start_login(session, "/", utcnow(), limit=1)
+            session.rollback()
+    finally:
+        db.dispose()
 
 
 def test_token_login_can_be_switched_off(database_url: str, fake: FakeProvider) -> None:

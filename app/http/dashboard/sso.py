@@ -18,10 +18,11 @@ from fastapi.responses import RedirectResponse
 from app.clock import utcnow
 from app.domain import users
 from app.domain.oidc import NoAccess, OpenIdProvider, SignInRefused, role_of
-from app.errors import NotFound
+from app.errors import NotFound, TooManyRequests
 from app.http.dashboard.auth import _cookie_secure, _login_page, safe_next
 from app.http.dashboard.sessions import PERSON_COOKIE, SESSION_COOKIE, SSO_LOGIN_COOKIE
 from app.http.deps import DatabaseDep
+from app.http.ratelimit import AuthFailureLimiter
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ def start(
     """Send the browser to the provider's sign-in (303), remembering state, nonce and the PKCE
     verifier for the callback."""
     provider = _provider(request)
+    _check_rate(request)
     next_url = safe_next(next)
     with db.transaction(write=True) as session:
         pending = users.start_login(session, next_url, utcnow())
@@ -66,7 +68,22 @@ def start(
     return response
 
 
-def _refused(request: Request, message: str, status: int) -> Response:
+def _client(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+def _check_rate(request: Request) -> None:
+    """429 for a client that failed to sign in too often (the token login's limiter)."""
+    limiter: AuthFailureLimiter = request.app.state.auth_limiter
+    wait = limiter.retry_after(_client(request))
+    if wait is not None:
+        raise TooManyRequests(f"too many failed sign-ins from this client; retry in {wait} s", wait)
+
+
+def _refused(request: Request, message: str, status: int, *, failed: bool = True) -> Response:
+    if failed:
+        # a refused answer counts against the client, as a wrong token does
+        request.app.state.auth_limiter.fail(_client(request))
     response = _login_page(request, "/", error=message, status=status)
     response.delete_cookie(SSO_LOGIN_COOKIE, path=_PATH, httponly=True, samesite="lax")
     return response
@@ -87,6 +104,7 @@ def callback(
     """The provider's answer: a session and a 303 to the page asked for, or the login page
     saying why not."""
     provider = _provider(request)
+    _check_rate(request)
     settings: Settings = request.app.state.settings
     now = utcnow()
     if not state:
@@ -111,7 +129,8 @@ def callback(
         with db.transaction(write=True) as session:
             users.refuse_access(session, provider.issuer, claims, now)
         log.info("sign-in without access: %s (%s)", claims.get("sub"), e.message)
-        return _refused(request, f"You have no access to gpuprov: {e.message}.", e.status)
+        message = f"You have no access to gpuprov: {e.message}."
+        return _refused(request, message, e.status, failed=False)
     except SignInRefused as e:
         log.info("sign-in refused: %s", e.message)
         return _refused(request, e.message, e.status)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from app.storage.tables import AppUser, SsoLogin, WebSession
@@ -47,6 +47,11 @@ def delete_session(session: Session, id_hash: str) -> str | None:
 def delete_sessions_of(session: Session, user_id: int) -> None:
     """Remove every session of a user (their access was withdrawn)."""
     session.execute(delete(WebSession).where(WebSession.user_id == user_id))
+
+
+def pending_logins(session: Session) -> int:
+    """How many sign-ins are under way."""
+    return int(session.scalar(select(func.count()).select_from(SsoLogin)) or 0)
 
 
 def take_login(session: Session, state_hash: str) -> SsoLogin | None:
