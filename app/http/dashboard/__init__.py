@@ -100,6 +100,11 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
     app.state.dashboard_signer = Signer(_signing_key(settings))
     app.state.page_errors = PageErrors()
     app.state.oidc = OpenIdProvider(settings) if settings.oidc_enabled else None
+    if settings.oidc_enabled and not settings.oidc_roles:
+        log.warning(
+            "GPUPROV_OIDC_ROLES maps no group to a role: nobody who signs in with %s has access",
+            settings.oidc_issuer,
+        )
     app.state.overview_cache = overview.FiguresCache(settings.dashboard_cache_seconds)
 
     async def login_required(request: Request, exc: Exception) -> Response:
