@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 # Playwright drives Debian's chromium (tests/browser): never download a browser of its own
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: run stop test lint typecheck unit system-deps bench clean mutation lock sbom wheelhouse image-check
+.PHONY: run stop test lint typecheck unit system-deps bench clean mutation lock sbom wheelhouse image-check oidc-provider
 
 # The service's dependencies come at the versions requirements.lock pins (what the image ships),
 # given to pip as constraints without their hashes (an editable install cannot be hashed).
@@ -48,6 +48,17 @@ sbom: $(STAMP)
 system-deps:
 	@bash scripts/system-deps.sh
 
+# The single sign-on tests' OpenID Provider (tests/fixtures/oidc_provider): panva's oidc-provider
+# from the npm registry at the versions package-lock.json pins (`npm ci`, no install scripts),
+# installed once into build/ and again only when the lock changes.
+OIDC_PROVIDER := build/oidc-provider
+oidc-provider: $(OIDC_PROVIDER)/.installed
+$(OIDC_PROVIDER)/.installed: tests/fixtures/oidc_provider/package.json tests/fixtures/oidc_provider/package-lock.json | system-deps
+	mkdir -p $(OIDC_PROVIDER)
+	cp tests/fixtures/oidc_provider/package.json tests/fixtures/oidc_provider/package-lock.json $(OIDC_PROVIDER)/
+	cd $(OIDC_PROVIDER) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
+
 run: $(STAMP)
 	@bash scripts/run.sh
 
@@ -63,7 +74,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP) system-deps wheelhouse
+unit: $(STAMP) system-deps wheelhouse oidc-provider
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test: lint typecheck unit

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: shortest accepted GPUPROV_SECRET_KEY: a short key makes session cookies guessable
 MIN_SECRET_KEY_LENGTH = 16
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def normalize_database_url(url: str) -> str:
@@ -120,6 +121,27 @@ class Settings(BaseSettings):
     allow_loopback_issuers: bool = False
     #: issuer → JWKS file, for installs that cannot reach an issuer (JSON object)
     ci_jwks_files: dict[str, Path] = Field(default_factory=dict)
+    #: single sign-on for people (docs/sso.md): the OpenID Provider's issuer URL, exactly as
+    #: its discovery document names it; unset: no "Sign in with" button
+    oidc_issuer: str | None = Field(default=None, max_length=1024)
+    oidc_client_id: str | None = Field(default=None, max_length=512)
+    #: a secret: kept out of the settings' repr and of validation errors' echoes
+    oidc_client_secret: SecretStr | None = Field(default=None)
+    #: the callback registered at the provider: ``https://gpuprov.example.com/login/sso/callback``
+    oidc_redirect_url: str | None = Field(default=None, max_length=2048)
+    oidc_scopes: str = Field(default="openid email profile groups", max_length=1024)
+    #: the ID token claim listing the user's groups
+    oidc_groups_claim: str = Field(default="groups", min_length=1, max_length=128)
+    #: group → role (``viewer``, ``analyst`` or ``admin``), a JSON object; a user in no mapped
+    #: group has no access
+    oidc_roles: dict[str, Literal["viewer", "analyst", "admin"]] = Field(default_factory=dict)
+    #: the provider's name on the login page's button
+    oidc_provider_name: str = Field(default="single sign-on", min_length=1, max_length=64)
+    #: seconds a signed-in session is trusted before the provider is asked again (groups and
+    #: role re-read; a user removed from every mapped group loses access then)
+    oidc_refresh_seconds: int = Field(default=900, ge=30, le=86_400)
+    #: the login form for service tokens (break-glass, small installs); off: hidden and refused
+    token_login: bool = True
     #: ``text`` (one line with a timestamp) or ``json`` (one object a line, with request ids)
     log_format: Literal["text", "json"] = "text"
 
@@ -158,6 +180,18 @@ class Settings(BaseSettings):
             )
         return value.strip()
 
+    @field_validator("oidc_issuer", "oidc_redirect_url")
+    @classmethod
+    def _oidc_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("https", "http") or not parts.netloc:
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        if parts.fragment or parts.username or parts.password:
+            raise ValueError(f"{value!r}: an OIDC URL takes no fragment or credentials")
+        return value.strip()
+
     @field_validator("forwarded_allow_ips")
     @classmethod
     def _proxies(cls, value: str) -> str:
@@ -191,7 +225,37 @@ class Settings(BaseSettings):
                 f"GPUPROV_SECRET_KEY must hold at least {MIN_SECRET_KEY_LENGTH} characters "
                 "(e.g. `openssl rand -hex 32`)"
             )
+        self._check_oidc()
         return self
+
+    def _check_oidc(self) -> None:
+        named = {
+            "GPUPROV_OIDC_CLIENT_ID": self.oidc_client_id,
+            "GPUPROV_OIDC_REDIRECT_URL": self.oidc_redirect_url,
+        }
+        if self.oidc_issuer is None:
+            return
+        missing = [name for name, value in named.items() if not value]
+        if missing:
+            raise ValueError(f"GPUPROV_OIDC_ISSUER is set: {', '.join(missing)} must be set too")
+        if "openid" not in self.oidc_scopes.split():
+            raise ValueError("GPUPROV_OIDC_SCOPES must include openid")
+        issuer, redirect = urlsplit(self.oidc_issuer), urlsplit(self.oidc_redirect_url or "")
+        if issuer.scheme == "http" and not (
+            issuer.hostname in _LOOPBACK and self.allow_loopback_issuers
+        ):
+            raise ValueError(
+                "GPUPROV_OIDC_ISSUER must be https (a plain-HTTP loopback issuer only with "
+                "GPUPROV_ALLOW_LOOPBACK_ISSUERS=1, for tests)"
+            )
+        if redirect.scheme == "http" and redirect.hostname not in _LOOPBACK:
+            # the authorization code would cross the network in clear text
+            raise ValueError("GPUPROV_OIDC_REDIRECT_URL must be https (or a loopback address)")
+
+    @property
+    def oidc_enabled(self) -> bool:
+        """Whether people may sign in with the configured OpenID Provider."""
+        return self.oidc_issuer is not None
 
     @property
     def ingests_per_token(self) -> int:

@@ -31,6 +31,7 @@ import json
 import os
 import random
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -323,8 +324,12 @@ class SpoolEntry(Struct, frozen=True):
         return self.path.with_name(self.path.name.removesuffix(_SUFFIX) + _META)
 
     def read(self) -> bytes:
-        """The report's bytes."""
-        return gzip.decompress(self.path.read_bytes())
+        """The report's bytes; raises OSError or ValueError when its file cannot be read."""
+        data = self.path.read_bytes()
+        try:
+            return gzip.decompress(data)
+        except (EOFError, zlib.error) as e:  # a truncated or garbled file: no report to send
+            raise ValueError(f"{self.path.name} is no complete gzip file: {e}") from None
 
     def _meta(self) -> bytes:
         meta: dict[str, Any] = {"labels": dict(self.labels)}

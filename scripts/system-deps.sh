@@ -14,6 +14,9 @@ docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2
 # the dashboard's browser tests drive Debian's chromium headless (Playwright, no browser download)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v ctr >/dev/null 2>&1 || need+=(containerd)
+# the single sign-on tests run a real OpenID Provider (npm oidc-provider) under node
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: missing ${need[*]}; install them with your package manager (needs root)" >&2

@@ -22,7 +22,7 @@ import sysconfig
 import time
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +187,12 @@ def test_the_installed_package_loads_its_data_files(installed: Installed) -> Non
 def test_installed_gpuprov_migrates_serves_ingests_and_answers(
     installed: Installed, tmp_path: Path
 ) -> None:
+    # its own database and directory: the test starts from nothing however often it runs
+    (tmp_path / "work").mkdir()
+    database = f"sqlite:///{tmp_path / 'gpuprov.db'}"
+    installed = replace(
+        installed, work=tmp_path / "work", env={**installed.env, "GPUPROV_DATABASE_URL": database}
+    )
     run = installed.run
     current = run("gpuprov", "db", "current", check=False)
     assert current.returncode == 1 and "gpuprov db upgrade" in current.stdout + current.stderr
@@ -200,6 +206,13 @@ def test_installed_gpuprov_migrates_serves_ingests_and_answers(
     (root / "etc").mkdir(parents=True)
     (root / "etc" / "machine-id").write_text("0123456789abcdef0123456789abcdef\n")
     run("gpuprov", "scan", str(root), "-q", "-f", "cyclonedx", "-o", "host.cdx.json")
+    # SPDX 2.3 from the installed wheel (issue 21): a second host, valid for spdx-tools
+    spdx_root = tmp_path / "spdx-host"
+    (spdx_root / "etc").mkdir(parents=True)
+    (spdx_root / "etc" / "machine-id").write_text(SPDX_MACHINE_ID + "\n")
+    run("gpuprov", "scan", str(spdx_root), "-q", "-f", "spdx-json", "-o", "host.spdx.json")
+    spdx_text = (installed.work / "host.spdx.json").read_text()
+    _valid_spdx(spdx_text)
 
     port = free_port()
     server = subprocess.Popen(
@@ -224,16 +237,39 @@ def test_installed_gpuprov_migrates_serves_ingests_and_answers(
             "gpuprov", "push", "host.cdx.json", "--server", url, "--token-file", "agent.token"
         )
         assert "stored" in pushed.stderr
-        answer = httpx.get(
-            f"{url}/api/v1/assets", headers={"Authorization": f"Bearer {reader.strip()}"}
+        pushed = run(
+            "gpuprov", "push", "host.spdx.json", "--server", url, "--token-file", "agent.token"
         )
+        assert "stored" in pushed.stderr
+        reading = {"Authorization": f"Bearer {reader.strip()}"}
+        answer = httpx.get(f"{url}/api/v1/assets", headers=reading)
         _dashboard_renders(url, reader.strip(), answer.json()["items"][0]["name"])
+        spdx_id = next(a["id"] for a in answer.json()["items"] if a["identity"] == SPDX_MACHINE_ID)
+        sbom = httpx.get(f"{url}/api/v1/assets/{spdx_id}/sbom", headers=reading)
     finally:
         server.terminate()
         server.wait(timeout=30)
     assert answer.status_code == 200, answer.text
-    [asset] = answer.json()["items"]
-    assert asset["kind"] == "host" and asset["identity"] == "0123456789abcdef0123456789abcdef"
+    identities = sorted((a["kind"], a["identity"]) for a in answer.json()["items"])
+    assert identities == [("host", "0123456789abcdef0123456789abcdef"), ("host", SPDX_MACHINE_ID)]
+    # the SPDX report is stored as it came: handed back as SPDX, the same document
+    assert sbom.status_code == 200 and sbom.headers["content-type"].startswith(
+        "application/spdx+json"
+    )
+    assert sbom.json() == json.loads(spdx_text)
+
+
+SPDX_MACHINE_ID = "fedcba9876543210fedcba9876543210"
+
+
+def _valid_spdx(text: str) -> None:
+    """spdx-tools' own parser and full validator accept the document: SPDX 2.3."""
+    from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDictParser
+    from spdx_tools.spdx.validation.document_validator import validate_full_spdx_document
+
+    document = JsonLikeDictParser().parse(json.loads(text))
+    assert validate_full_spdx_document(document) == []
+    assert document.creation_info.spdx_version == "SPDX-2.3"
 
 
 def _dashboard_renders(url: str, token: str, asset_name: str) -> None:

@@ -42,6 +42,9 @@ class Actor:
     source: str
     name: str
     token_id: int | None = None
+    #: a person signed in with the OpenID Provider (the name is their email, else subject)
+    issuer: str | None = None
+    subject: str | None = None
 
 
 def cli_actor() -> Actor:
@@ -70,6 +73,8 @@ def record(
             source=actor.source,
             actor=actor.name,
             actor_token_id=actor.token_id,
+            actor_issuer=actor.issuer,
+            actor_subject=actor.subject,
             action=action,
             target=target[:1024],
             details=details or {},
@@ -121,6 +126,11 @@ def event_dict(event: AuditEvent) -> dict[str, Any]:
         "source": event.source,
         "actor": event.actor,
         "actor_token_id": event.actor_token_id,
+        "actor_user": (
+            {"issuer": event.actor_issuer, "subject": event.actor_subject}
+            if event.actor_subject is not None
+            else None
+        ),
         "action": event.action,
         "target": event.target,
         "details": event.details,

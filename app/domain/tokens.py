@@ -92,17 +92,23 @@ class Principal:
     policy_names: tuple[str, ...] = ()
     #: a CI job's grant: the trust rule that matched and the claims it matched on
     ci: Mapping[str, Any] | None = None
+    #: a person signed in with the OpenID Provider: (issuer, subject) of their ID token
+    person: tuple[str, str] | None = None
 
     @property
     def actor(self) -> Actor:
         """The caller as the audit log names it."""
         if self.ci is not None:
             return Actor("ci", self.name)
+        if self.person is not None:
+            return Actor("web", self.name, None, self.person[0], self.person[1])
         return Actor("api", self.name, self.token_id)
 
     @property
     def key(self) -> str:
         """What per-caller limits count by: the token, or the CI rule and repository."""
+        if self.person is not None:
+            return f"user:{self.person[0]}#{self.person[1]}"
         if self.ci is None:
             return f"token:{self.token_id}"
         return self.name

@@ -547,6 +547,13 @@ class TokenPage(Page):
     items: list[TokenOut]
 
 
+class ActorUserOut(BaseModel):
+    """A person signed in with the OpenID Provider, as their ID token identifies them."""
+
+    issuer: str = Field(examples=["https://login.example.com"])
+    subject: str = Field(examples=["00u1a2b3c4d5e6f7g8h9"])
+
+
 class AuditEventOut(BaseModel):
     id: int
     at: str
@@ -555,9 +562,15 @@ class AuditEventOut(BaseModel):
         "token) or `service`"
     )
     actor: str = Field(
-        description="the acting token's name, `cli:USER`, or `ci:RULE:REPOSITORY` for a CI job"
+        description="the acting token's name, `cli:USER`, `ci:RULE:REPOSITORY` for a CI job, "
+        "or a signed-in person's email (else their subject)"
     )
     actor_token_id: int | None
+    actor_user: ActorUserOut | None = Field(
+        default=None,
+        description="a person signed in with the OpenID Provider: their ID token's `issuer` and "
+        "`subject`, which identify them (the email in `actor` does not)",
+    )
     action: str
     target: str = Field(description="`token:ID`, `policy:NAME@VERSION`, `catalog:NAME`, ...")
     details: dict[str, Any] = Field(

@@ -101,6 +101,62 @@ class CiTokenUse(Base):
     expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
+class AppUser(Base):
+    """A person who signed in with the OpenID Provider, identified by the ID token's issuer and
+    subject (OIDC Core §5.7: never by email, which the provider lets change and reuse)."""
+
+    __tablename__ = "app_user"
+    __table_args__ = (UniqueConstraint("issuer", "subject"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    issuer: Mapped[str] = mapped_column(String(1024))
+    subject: Mapped[str] = mapped_column(String(255))
+    #: as the provider last said them (for people to read; never used to identify)
+    email: Mapped[str | None] = mapped_column(String(320))
+    name: Mapped[str | None] = mapped_column(String(256))
+    #: the role of the last sign-in (``viewer``, ``analyst``, ``admin``); None: no access
+    role: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_login_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class WebSession(Base):
+    """A signed-in person's dashboard session, server-side: the cookie holds a random id whose
+    SHA-256 is the key here, so deleting the row ends the session."""
+
+    __tablename__ = "web_session"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("app_user.id", ondelete="CASCADE"), index=True
+    )
+    role: Mapped[str] = mapped_column(String(16))
+    csrf: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: the maximum lifetime's end (GPUPROV_SESSION_LIFETIME_SECONDS from sign-in)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+    #: when the provider last vouched for the user and their groups
+    verified_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: the last ID token, the ``id_token_hint`` of RP-initiated logout
+    id_token: Mapped[str | None] = mapped_column(Text)
+
+
+class SsoLogin(Base):
+    """A sign-in under way: what the callback checks (state, nonce, the PKCE verifier) and the
+    browser that started it. Deleted when used, so a state is good once."""
+
+    __tablename__ = "sso_login"
+
+    #: SHA-256 of the ``state`` parameter
+    state_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: SHA-256 of the random value in the starting browser's cookie
+    browser_hash: Mapped[str] = mapped_column(String(64))
+    nonce: Mapped[str] = mapped_column(String(128))
+    code_verifier: Mapped[str] = mapped_column(String(128))
+    next_url: Mapped[str] = mapped_column(String(2048))
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
+
+
 class AuditEvent(Base):
     """One administrative action (token created, revoked or rotated; trust policy, catalog or
     promotion policy stored), by the API or the CLI. Kept when the token goes."""
@@ -117,6 +173,9 @@ class AuditEvent(Base):
     actor_token_id: Mapped[int | None] = mapped_column(
         BigId, ForeignKey("api_token.id", ondelete="SET NULL")
     )
+    #: a signed-in person: the ID token's issuer and subject (the actor column holds the email)
+    actor_issuer: Mapped[str | None] = mapped_column(String(1024))
+    actor_subject: Mapped[str | None] = mapped_column(String(255))
     action: Mapped[str] = mapped_column(String(64))
     #: what the action was on: ``token:12``, ``policy:prod@3``, ``catalog:golden``
     target: Mapped[str] = mapped_column(String(1024))

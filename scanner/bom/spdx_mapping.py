@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 from msgspec import Struct
 
 from scanner import vocabulary as v
+from scanner.bom import foreign
 from scanner.bom.spdx_reader import (
     DEFAULT_LIMITS,
     SPDX3_REFUSED,
@@ -40,6 +41,9 @@ ANNOTATION_PREFIX: Final = v.NS + ":"
 OS_PURL_TYPES: Final = ("deb", "rpm", "apk", "alpm")
 _TOOL: Final = re.compile(r"(?P<name>.+?)-(?P<version>v?\d[\w.+~-]*)")
 _IMAGE_PURLS: Final = ("pkg:oci/", "pkg:docker/")
+#: Syft's ``sourceInfo`` of a package: "acquired package info from WHAT: PATH, PATH, ...", the
+#: locations its CycloneDX lists as ``syft:location:N:path``, in the same order
+_SYFT_SOURCE_INFO: Final = re.compile(r"acquired package info from [^:/]*: (/[^,]+)")
 
 
 class Mapped(Struct, frozen=True):
@@ -168,6 +172,7 @@ def _asset_type(
         return "container"
     if purpose == "OPERATING-SYSTEM" or os_listed:
         return "operating-system"
+    directory = purpose == "FILE" and not root.checksums  # Syft's `dir:` root (a file has sums)
     raise SpdxRefused(
         f"the described package {root.spdx_id[:80]} ({root.name[:80]!r}, primaryPackagePurpose "
         f"{purpose or 'not given'}) is neither an image nor a host; accepted: an image "
@@ -175,12 +180,26 @@ def _asset_type(
         "(OPERATING-SYSTEM, or a root filesystem's document that lists an OPERATING-SYSTEM "
         f"package or {'/'.join(OS_PURL_TYPES)} packages), or either declared by an annotation "
         f"'{v.ASSET_KIND}=image|host'. An application's or a package's own SBOM is no asset: "
-        "scan the image or host that runs it",
+        "scan the image or host that runs it" + (_NO_OS_NAMED if directory else ""),
         "primaryPackagePurpose",
     )
 
 
+#: why a root filesystem's SPDX from Syft can name no operating system, and what to send instead
+_NO_OS_NAMED: Final = (
+    ". A directory's SPDX names its operating system only through the packages of its OS "
+    "package manager: Syft 1.x writes no OPERATING-SYSTEM package (anchore/syft#3012), so a root "
+    "without a dpkg, rpm, apk or alpm database reads the same as any directory. Its CycloneDX "
+    "(`syft dir:ROOT -o cyclonedx-json`) lists the OS where Syft found one (os-release) and is "
+    "then read as a host"
+)
+
+
 def _os_listed(document: Document, root: str) -> bool:
+    """Whether the document lists its operating system, as the same tool's CycloneDX does with
+    an ``operating-system`` component: an OPERATING-SYSTEM package (Trivy), or a package of an
+    OS package manager (Syft writes a deb, rpm or apk purl only when it knows the distro, which
+    its CycloneDX then lists; tests/fixtures/spdx/README.md)."""
     for package in document.packages:
         if package.spdx_id == root:
             continue
@@ -215,8 +234,19 @@ def _file_component(
     }
 
 
+def found_at(package: Package) -> str | None:
+    """Where the tool found the package: the first path of Syft's ``sourceInfo`` (its CycloneDX
+    says the same in ``syft:location:0:path``), or None."""
+    found = _SYFT_SOURCE_INFO.match(package.source_info or "")
+    return found.group(1).strip() if found else None
+
+
 def _package_component(package: Package, props: list[dict[str, str]]) -> dict[str, Any]:
     purpose = _purpose(package)
+    where = found_at(package)
+    if where and not any(p["name"] in foreign.PATH_PROPERTIES for p in props):
+        # read by `scanner.bom.foreign` exactly as the same tool's CycloneDX location
+        props = [*props, {"name": foreign.SYFT_PATH, "value": where}]
     component: dict[str, Any] = {
         "type": "operating-system" if purpose == "OPERATING-SYSTEM" else "library",
         "bom-ref": package.spdx_id,

@@ -157,6 +157,91 @@ def _check_json_counts(document: Mapping[str, Any], limits: SpdxLimits) -> None:
                     )
 
 
+#: a relationship type -> its inverse, for the two that the shortcuts below stand for
+_INVERSE: Final = {
+    "DESCRIBES": "DESCRIBED_BY",
+    "DESCRIBED_BY": "DESCRIBES",
+    "CONTAINS": "CONTAINED_BY",
+    "CONTAINED_BY": "CONTAINS",
+}
+
+
+def _ids(values: object, field: str) -> list[str]:
+    if not isinstance(values, list):
+        raise SpdxRefused(f"{field} is no list of SPDXIDs", field)
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise SpdxRefused(f"{field}[{i}] is no SPDXID string", f"{field}[{i}]")
+    return list(dict.fromkeys(values))  # duplicates dropped, as spdx-tools does
+
+
+def _shortcuts_as_relationships(document: Mapping[str, Any], limits: SpdxLimits) -> dict[str, Any]:
+    """The document with ``documentDescribes`` and each package's ``hasFiles`` written as the
+    DESCRIBES and CONTAINS relationships they stand for (SPDX 2.3 clauses 6.1, 7.x "hasFiles"),
+    exactly as spdx-tools' parser adds them, each skipped when it or its inverse is listed; in
+    linear time: spdx-tools looks each one up in the list of every relationship (8,000
+    elements given as hasFiles: 50 s, spdx-tools 0.8.5; bench/spdx_ingest.py)."""
+    relationships = document.get("relationships", [])
+    packages = document.get("packages", [])
+    if not isinstance(relationships, list) or not isinstance(packages, list):
+        return dict(document)  # spdx-tools names the field
+    described = _ids(document.get("documentDescribes", []), "documentDescribes")
+    has_files = [
+        (str(p.get("SPDXID")), _ids(p.get("hasFiles", []), f"packages[{i}].hasFiles"))
+        for i, p in enumerate(packages)
+        if isinstance(p, dict) and "hasFiles" in p
+    ]
+    added = len(described) + sum(len(files) for _, files in has_files)
+    if len(relationships) + added > limits.max_links:
+        raise _too_many(
+            "relationships (with documentDescribes and hasFiles)",
+            len(relationships) + added,
+            limits.max_links,
+            "relationships",
+            "10 x GPUPROV_MAX_REPORT_COMPONENTS",
+        )
+    if not added and "documentDescribes" not in document:
+        return dict(document)
+
+    def key(a: object, kind: object, b: object) -> tuple[str, str, str]:
+        return (str(a), str(kind).replace("-", "_").upper(), str(b))
+
+    listed = {
+        key(r.get("spdxElementId"), r.get("relationshipType"), r.get("relatedSpdxElement"))
+        for r in relationships
+        if isinstance(r, dict)
+    }
+
+    def new(a: str, kind: str, b: str, known: set[tuple[str, str, str]]) -> dict[str, str] | None:
+        if (a, kind, b) in known or (b, _INVERSE[kind], a) in known:
+            return None
+        return {"spdxElementId": a, "relationshipType": kind, "relatedSpdxElement": b}
+
+    doc_id = str(document.get("SPDXID"))
+    out = list(relationships)
+    for spdx_id in described:
+        found = new(doc_id, "DESCRIBES", spdx_id, listed)
+        if found:
+            out.append(found)
+    # spdx-tools checks hasFiles against the relationships and documentDescribes only
+    listed |= {
+        key(r["spdxElementId"], r["relationshipType"], r["relatedSpdxElement"])
+        for r in out[len(relationships) :]
+    }
+    for package_id, files in has_files:
+        for file_id in files:
+            found = new(package_id, "CONTAINS", file_id, listed)
+            if found:
+                out.append(found)
+    rewritten = {k: v for k, v in document.items() if k != "documentDescribes"}
+    rewritten["packages"] = [
+        {k: v for k, v in p.items() if k != "hasFiles"} if isinstance(p, dict) else p
+        for p in packages
+    ]
+    rewritten["relationships"] = out
+    return rewritten
+
+
 def read_json(document: Mapping[str, Any], limits: SpdxLimits = DEFAULT_LIMITS) -> Document:
     """An SPDX 2.2 / 2.3 JSON document (already parsed, strictly: `scanner.loaders`) as the
     library's model, checked (`check`); raises `SpdxRefused` naming the field or rule."""
@@ -164,7 +249,8 @@ def read_json(document: Mapping[str, Any], limits: SpdxLimits = DEFAULT_LIMITS) 
     _check_json_counts(document, limits)
     from spdx_tools.spdx.parser.jsonlikedict.json_like_dict_parser import JsonLikeDictParser
 
-    parsed = _parse(lambda: JsonLikeDictParser().parse(dict(document)))
+    plain = _shortcuts_as_relationships(document, limits)
+    parsed = _parse(lambda: JsonLikeDictParser().parse(plain))
     check(parsed, limits)
     return parsed
 
@@ -180,11 +266,54 @@ def read_tag_value(text: str, limits: SpdxLimits = DEFAULT_LIMITS) -> Document:
             raise _too_many(what, count, limit, what, "GPUPROV_MAX_REPORT_COMPONENTS")
     if "\x00" in text:
         raise SpdxRefused("the tag-value document holds a NUL character", "text")
-    from spdx_tools.spdx.parser.tagvalue.parser import Parser
-
-    parsed = _parse(lambda: Parser().parse(text))
+    parsed = _parse(lambda: _tag_value_parser().parse(text))
     check(parsed, limits)
     return parsed
+
+
+def _tag_value_parser() -> Any:
+    """spdx-tools' tag-value parser, with the CONTAINS relationship of a file that follows its
+    package (SPDX 2.3 clause 5.2.2) checked against the relationships so far in a set: the
+    library looks it up in their list, once per file (quadratic; bench/spdx_ingest.py)."""
+    from spdx_tools.spdx.model import Relationship, RelationshipType
+    from spdx_tools.spdx.parser.tagvalue.parser import Parser
+
+    class LinearParser(Parser):  # type: ignore[misc]
+        def __init__(self) -> None:
+            # the library's own LALR tables (the grammar is its own): PLY would otherwise
+            # write new ones beside this module, at run time
+            super().__init__(
+                tabmodule="spdx_tools.spdx.parser.tagvalue.parsetab",
+                write_tables=False,
+                debug=False,
+            )
+            self._seen: set[tuple[Any, ...]] = set()
+            self._indexed = 0
+
+        def check_for_preceding_package_and_build_contains_relationship(self) -> None:
+            # the library's method, the membership test through `_seen` (Relationship is an
+            # unhashable dataclass: its fields are the key)
+            file_spdx_id = self.current_element["spdx_id"]
+            if "packages" not in self.elements_built:
+                return
+            if not self.elements_built["packages"]:
+                self.logger.append(
+                    f"Error while building contains relationship for file {file_spdx_id}, "
+                    "preceding package was not parsed successfully."
+                )
+                return
+            package_spdx_id = self.elements_built["packages"][-1].spdx_id
+            built = self.elements_built.setdefault("relationships", [])
+            for r in built[self._indexed :]:
+                self._seen.add(
+                    (r.spdx_element_id, r.relationship_type, r.related_spdx_element_id, r.comment)
+                )
+            self._indexed = len(built)
+            key = (package_spdx_id, RelationshipType.CONTAINS, file_spdx_id, None)
+            if key not in self._seen:
+                built.append(Relationship(package_spdx_id, RelationshipType.CONTAINS, file_spdx_id))
+
+    return LinearParser()
 
 
 def _parse(parse: Any) -> Document:

@@ -245,6 +245,8 @@ def test_openapi_documents_what_operations_answer(service: Service, every_scope:
     assert set(report["requestBody"]["content"]) == {
         "application/vnd.cyclonedx+json",
         "application/json",
+        "application/spdx+json",  # SPDX 2.2/2.3 JSON and tag-value (issue 21)
+        "text/spdx",
     }
     # the documented trust policy example is a policy the service accepts
     put = document["paths"]["/api/v1/trust-policy"]["put"]

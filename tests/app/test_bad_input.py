@@ -66,7 +66,12 @@ def _nul() -> bytes:
 
 CASES = {
     "malformed JSON": (b'{"bomFormat": "CycloneDX", "specVersion": ', 422, "malformed JSON"),
-    "not CycloneDX": (json.dumps({"spdxVersion": "SPDX-2.3"}).encode(), 422, "not a CycloneDX"),
+    # read as SPDX since issue 21: refused naming what SPDX lacks
+    "SPDX without its parts": (
+        json.dumps({"spdxVersion": "SPDX-2.3"}).encode(),
+        422,
+        "no valid SPDX 2: Error while parsing document None: ['CreationInfo does not exist.']",
+    ),
     "JSON but not an object": (b"[1, 2, 3]", 422, "not a CycloneDX"),
     "unsupported spec version": (_spec("1.3"), 422, "unsupported CycloneDX specVersion '1.3'"),
     "file component without hashes": (_without_hash(), 422, "must carry a SHA-256 hash"),

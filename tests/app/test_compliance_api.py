@@ -606,3 +606,32 @@ def test_cdxa_never_claims_a_not_applicable_control(
     nocudart = next(t for t, n in targets.items() if n == "reg.example/nocudart:1")
     (na,) = [c for c in claims.values() if c["target"] == nocudart and "CIS-4.1" in c["bom-ref"]]
     assert na["predicate"].endswith(": not_applicable")
+
+
+def test_a_control_read_now_lists_only_the_failing_rules_that_cite_it(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    """versions fails and driver (no driver on an image) does not apply; both cite PR.PS-02.
+    scan_age is judged when read: the other rules' stored results are left as they were."""
+    policy = HEAD + (
+        'rules:\n  versions: {allow: {cudnn: ">=9.2"}}\n  driver: {}\n  scan_age: {max_hours: 24}\n'
+    )
+    put_policy(service, policy)
+    asset_id = post_report(boms.encode(image_bom("reg.example/old:1", timestamp=_now(1))))
+    asset_id = asset_id.json()["asset_id"]
+    reader = auth(service.token("inventory:read"))
+    detail = service.client.get(
+        "/api/v1/compliance/controls/PR.PS-02?policy=prod", headers=reader
+    ).json()
+    (item,) = detail["items"]
+    assert [r["rule"] for r in item["reasons"]] == ["versions"]
+    answer = service.client.get(f"/api/v1/assets/{asset_id}", headers=reader).json()
+    (entry,) = answer["compliance"]
+    assert entry["decision"] == "deny" and [r["rule"] for r in entry["reasons"]] == ["versions"]
+    assert entry["controls"]["PR.PS-02"] == "fail" and entry["controls"]["ID.AM-02"] == "pass"
+    # an export for one framework lists its controls only (CIS sorts before NIST)
+    export = service.client.get(
+        "/api/v1/compliance/export?policy=prod&format=csv&framework=cis-v8", headers=reader
+    )
+    controls = {row["control_id"] for row in csv.DictReader(io.StringIO(export.text))}
+    assert controls and all(c.startswith("CIS-") for c in controls), controls

@@ -79,6 +79,7 @@ def test_urls_keep_the_query_string() -> None:
         ("/assets?kind=image", "/assets?kind=image"),
         ("/login?next=/x", "/"),
         ("/logout", "/"),
+        ("/login/sso?next=/login/sso", "/"),
     ],
 )
 def test_safe_next(value: str | None, expected: str) -> None:

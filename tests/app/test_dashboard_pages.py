@@ -503,6 +503,9 @@ def test_on_a_large_fleet_the_forms_evaluate_after_the_answer(
     )
     assert trust.status_code == 200, trust.text
     assert "Fleet compliance is being evaluated again" in trust.text
+    # the verdicts changed: evaluated again after the answer, not left "not evaluated"
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"]["outdated"] == 0 and summary["assets"]["evaluated"] >= 3
 
 
 def test_a_trust_policy_on_a_small_fleet_says_nothing_is_pending(
@@ -565,3 +568,61 @@ def test_a_catalog_form_imports_once_and_names_a_refusal_by_the_name_given(
             "/admin/catalogs", data={"csrf_token": csrf, "catalog": "{nope", "name": given}
         )
         assert refused.status_code == 422 and f"{called} is not JSON" in refused.text, given
+
+
+def test_on_a_large_fleet_a_catalog_imported_by_the_form_is_evaluated_after_the_answer(
+    service: Service, client: TestClient, fleet: dict[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.domain import compliance
+    from tests.app import catalogs
+
+    monkeypatch.setattr(compliance, "SYNC_ASSETS", 0)  # every fleet is "large"
+    _admin(service, client)
+    csrf = session_csrf(client)
+    reader = auth(service.token("inventory:read"))
+    nvidia = keys.shared("ecdsa", "nvidia")
+    trust = client.post(
+        "/admin/trust-policy",
+        data={"csrf_token": csrf, "document": catalogs.policy_yaml(("nvidia", nvidia))},
+    )
+    assert trust.status_code == 200, trust.text
+    golden = catalogs.catalog_from_bom(boms.gpuprov_bom(owners=[boms.cudnn_wheel()]), "cudnn")
+    imported = client.post(
+        "/admin/catalogs",
+        data={"csrf_token": csrf, "catalog": catalogs.signed(golden, nvidia).decode()},
+    )
+    assert imported.status_code == 200, imported.text
+    assert "Imported cudnn" in imported.text
+    assert "Fleet compliance is being evaluated again" in imported.text
+    # the provenance verdicts changed: the evaluations were cleared, then made again after the
+    # answer (not left "not evaluated" until the next change)
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"]["outdated"] == 0 and summary["assets"]["evaluated"] >= 3
+
+
+def test_a_catalog_form_audits_an_import_once_and_keeps_a_refused_name(
+    service: Service, client: TestClient, fleet: dict[str, int]
+) -> None:
+    from tests.app import catalogs
+
+    _admin(service, client)
+    csrf = session_csrf(client)
+    nvidia = keys.shared("ecdsa", "nvidia")
+    client.post(
+        "/admin/trust-policy",
+        data={"csrf_token": csrf, "document": catalogs.policy_yaml(("nvidia", nvidia))},
+    )
+    golden = catalogs.catalog_from_bom(boms.gpuprov_bom(owners=[boms.cudnn_wheel()]), "cudnn")
+    signed = catalogs.signed(golden, nvidia).decode()
+    first = client.post("/admin/catalogs", data={"csrf_token": csrf, "catalog": signed})
+    assert first.status_code == 200 and "Imported cudnn" in first.text
+    assert [e["target"] for e in _audit(service, "catalog.import")] == ["catalog:cudnn"]
+    again = client.post("/admin/catalogs", data={"csrf_token": csrf, "catalog": signed})
+    assert again.status_code == 200 and "Already imported: cudnn" in again.text
+    assert [e["target"] for e in _audit(service, "catalog.import")] == ["catalog:cudnn"]
+    # a refused catalog: the form comes back with what was posted, its name included
+    refused = client.post(
+        "/admin/catalogs", data={"csrf_token": csrf, "catalog": "{}", "name": "golden-cudnn"}
+    )
+    assert refused.status_code == 422 and 'class="error"' in refused.text
+    assert '<input name="name" maxlength="200" value="golden-cudnn">' in refused.text

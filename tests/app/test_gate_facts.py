@@ -17,9 +17,10 @@ from sqlalchemy import text
 
 from app.main import create_app
 from app.settings import Settings
+from scanner.policy.bom_facts import facts_from_bom
 from tests.app import boms
 from tests.app.conftest import Service, auth
-from tests.app.test_gate_api import POLICY, _now, digest, image_bom, put_policy, tampered
+from tests.app.test_gate_api import POLICY, _now, digest, gate, image_bom, put_policy, tampered
 from tests.fixtures import keys
 
 LAX = POLICY.split("rules:")[0] + "rules: {}\n"
@@ -385,3 +386,209 @@ def test_an_original_report_altered_in_the_database_is_not_served(
     with service.db.session() as session:
         scan_id = session.execute(text("SELECT id FROM scan")).scalar_one()
     assert _audit(service) == [("integrity.mismatch", f"scan:{scan_id}")]
+
+
+# ------------------------------------------------------------------ what the decision reads
+
+
+def _driver_host(version: str, timestamp: str, cuda_max: str = "12.4") -> dict[str, Any]:
+    """A host whose node facts state its loaded driver (its libraries state none)."""
+    bom = boms.gpuprov_bom(kind="host", name="node-7", timestamp=timestamp)
+    bom["metadata"]["component"]["properties"] += [
+        {"name": "gpuprov:driver:version", "value": version},
+        {"name": "gpuprov:driver:cuda-max", "value": cuda_max},
+    ]
+    return bom
+
+
+def _rule(answer: dict[str, Any], rule: str) -> list[dict[str, Any]]:
+    return [r for r in answer["reasons"] if r["rule"] == rule]
+
+
+def test_a_host_is_gated_on_the_driver_its_node_facts_state(service: Service) -> None:
+    put_policy(service, LAX.replace("rules: {}", "rules:\n  driver: {}"))
+    token = service.token("gate", "report:write", name="ci")
+    new = gate(service, token, policy="prod", bom=_driver_host("550.54.15", _now(1))).json()
+    assert new["decision"] == "allow", new["reasons"]
+    old = gate(service, token, policy="prod", bom=_driver_host("470.42.01", _now(0.5))).json()
+    assert old["decision"] == "deny" and _rule(old, "driver")
+    # a new enough driver whose node facts say it runs CUDA 11.8 at most: the CUDA 12 libraries
+    # are newer than it runs
+    capped = _driver_host("550.54.15", _now(0), cuda_max="11.8")
+    short = gate(service, token, policy="prod", bom=capped).json()
+    assert short["decision"] == "deny" and "11.8" in _rule(short, "driver")[0]["message"]
+
+
+def test_the_scan_age_is_judged_on_the_time_the_report_states(service: Service) -> None:
+    put_policy(service, LAX.replace("rules: {}", "rules:\n  scan_age: {max_hours: 24}"))
+    token = service.token("gate", "report:write", name="ci")
+    fresh = gate(service, token, policy="prod", bom=image_bom("reg.example/a:1", timestamp=_now(1)))
+    assert fresh.json()["decision"] == "allow", fresh.text
+    stale = gate(
+        service, token, policy="prod", bom=image_bom("reg.example/b:1", timestamp=_now(48))
+    )
+    assert stale.json()["decision"] == "deny" and _rule(stale.json(), "scan_age")
+    # within the clock skew the service allows, ahead of its own clock: judged, not unknown
+    ahead = gate(
+        service, token, policy="prod", bom=image_bom("reg.example/e:1", timestamp=_now(-2 / 60))
+    )
+    assert ahead.json()["decision"] == "allow", ahead.text
+
+
+def test_a_bom_gated_brings_the_assets_compliance_up_to_date(service: Service) -> None:
+    put_policy(service, POLICY)
+    token = service.token("gate", "report:write", name="ci")
+    answer = gate(
+        service, token, policy="prod", bom=image_bom("reg.example/c:1", timestamp=_now(1))
+    )
+    assert answer.status_code == 200, answer.text
+    reader = auth(service.token("inventory:read"))
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"]["evaluated"] == 1 and summary["assets"]["outdated"] == 0
+
+
+def test_a_vsa_key_that_cannot_sign_gives_an_allow_without_a_vsa(
+    service: Service, tmp_path: Path
+) -> None:
+    key = tmp_path / "vsa.pem"
+    key.write_text("not a PEM key\n")
+    put_policy(service, LAX)
+    settings = Settings(database_url=service.url, environment="test", vsa_key_file=key)
+    with TestClient(create_app(settings)) as client:
+        answer = client.post(
+            "/api/v1/gate",
+            json={"policy": "prod", "bom": image_bom("reg.example/d:1", timestamp=_now(1))},
+            headers=auth(service.token("gate", "report:write")),
+        )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["decision"] == "allow" and body["vsa"] is None
+    assert body["vsa_error"].startswith("no VSA: not an unencrypted PEM private key")
+
+
+def _scan_ids_past_256(service: Service, post_report: Callable[..., Any]) -> None:
+    """Make the next scan's id 1001: past CPython's cache of small ints, where two equal ids
+    read apart are two objects (an `is` in place of `==` then tells them apart)."""
+    post_report(boms.encode(image_bom("reg.example/filler:1", timestamp=_now(3))))
+    with service.db.transaction(write=True) as session:
+        if session.get_bind().dialect.name == "postgresql":
+            session.execute(text("SELECT setval(pg_get_serial_sequence('scan', 'id'), 1000)"))
+            return
+        columns = [r[1] for r in session.execute(text("PRAGMA table_info(scan)"))]
+        rest = ", ".join(c for c in columns if c not in ("id", "dedup_key"))
+        session.execute(
+            text(
+                f"INSERT INTO scan (id, dedup_key, {rest}) "
+                f"SELECT 1000, dedup_key || '-filler', {rest} FROM scan ORDER BY id LIMIT 1"
+            )
+        )
+
+
+def test_scans_with_large_ids_are_gated_on_their_own_facts(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    _scan_ids_past_256(service, post_report)
+    put_policy(service, LAX.replace("rules: {}", "rules:\n  driver: {}"))
+    token = service.token("gate", "report:write", name="ci")
+    answer = gate(service, token, policy="prod", bom=_driver_host("550.54.15", _now(1)))
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["decision"] == "allow", answer.json()["reasons"]
+    assert max(scan for _, scan in _decisions(service) if scan is not None) > 1000
+
+
+def test_baseline_assets_without_gpu_libraries_count_in_parity(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    put_policy(
+        service,
+        LAX.replace("rules: {}", "rules:\n  parity: {label: env, baseline: staging, target: prod}"),
+    )
+    with_libraries = image_bom("reg.example/p/train:1", labels={"env": "staging"})
+    bare = [
+        image_bom(f"reg.example/p/bare:{n}", owners=[], labels={"env": "staging"}) for n in range(3)
+    ]
+    candidate = image_bom(
+        "reg.example/p/train:2",
+        owners=[boms.cudnn_wheel("9.3.0.75"), *boms.cuda_wheels()],
+        labels={"env": "prod"},
+    )
+    for bom in (with_libraries, *bare, candidate):
+        assert post_report(boms.encode(bom)).status_code == 201
+    answer = gate(service, service.token("gate"), policy="prod", image=digest(candidate)).json()
+    (reason,) = _rule(answer, "parity")
+    assert reason["evidence"]["baseline"] == "env=staging (4 assets)"
+
+
+def test_the_service_names_the_tool_and_version_that_made_a_bom(service: Service) -> None:
+    """As `gpuprov gate --bom` does for the same BOM (one reading of a BOM, whoever gates it)."""
+    put_policy(service, LAX.replace("rules: {}", "rules:\n  integrity: {forbid: [modified]}"))
+    bom = boms.trivy_bom("reg.example/t/infer:1")
+    producer = facts_from_bom(boms.encode(bom)).producer
+    assert " " in producer  # the tool and its version
+    token = service.token("gate", "report:write")
+    answer = gate(service, token, policy="prod", bom=bom).json()
+    (reason,) = _rule(answer, "integrity")
+    assert f"the facts come from {producer}," in reason["message"]
+
+
+def test_an_older_report_delivered_again_is_not_gated(service: Service) -> None:
+    put_policy(service, LAX)
+    token = service.token("gate", "report:write")
+    first = image_bom("reg.example/o/a:1", timestamp=_now(2))
+    assert gate(service, token, policy="prod", bom=first).status_code == 200
+    newer = image_bom("reg.example/o/a:1", timestamp=_now(1))
+    assert gate(service, token, policy="prod", bom=newer).status_code == 200
+    again = gate(service, token, policy="prod", bom=first)  # the same bytes: the same, older scan
+    assert again.status_code == 409, again.text
+
+
+def test_a_subject_that_is_no_digest_is_quoted_by_its_first_80_characters(
+    service: Service,
+) -> None:
+    subject = "sha256:" + "a" * 72 + "b" + "c" * 20  # lower case: the message quotes it so
+    answer = service.client.get(
+        "/api/v1/gate/decisions",
+        params={"subject": subject},
+        headers=auth(service.token("inventory:read")),
+    )
+    assert answer.status_code == 400
+    assert f"subject {subject[:80]!r} is not an image digest" in answer.text
+    # a name, even one sorting after "sha256:", is matched as a name: no decision, no error
+    for name in ("zoo.example/app:1", "sha257/x"):
+        named = service.client.get(
+            "/api/v1/gate/decisions",
+            params={"subject": name},
+            headers=auth(service.token("inventory:read")),
+        )
+        assert named.status_code == 200 and named.json()["items"] == [], named.text
+
+
+def test_a_bom_without_a_timestamp_has_no_scan_age(service: Service) -> None:
+    """Dated by its arrival, which orders it but says nothing of when it was made."""
+    put_policy(service, LAX.replace("rules: {}", "rules:\n  scan_age: {max_hours: 24}"))
+    bom = image_bom("reg.example/n/a:1")
+    del bom["metadata"]["timestamp"]
+    answer = gate(service, service.token("gate", "report:write"), policy="prod", bom=bom).json()
+    (reason,) = _rule(answer, "scan_age")
+    assert answer["decision"] == "deny" and reason["missing_input"] is True
+
+
+def test_a_scan_pruned_before_its_gate_is_not_found(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention may remove the scan just stored (its asset kept) before the gate reads it."""
+    from app.domain import compliance
+
+    def prune(db: Any, asset_id: int, now: Any) -> None:
+        with db.transaction(write=True) as session:
+            session.execute(
+                text("UPDATE asset SET latest_scan_id = NULL WHERE id = :a"), {"a": asset_id}
+            )
+            session.execute(text("DELETE FROM scan WHERE asset_id = :a"), {"a": asset_id})
+
+    monkeypatch.setattr(compliance, "after_ingest", prune)
+    put_policy(service, LAX)
+    bom = image_bom("reg.example/n/b:1", timestamp=_now(1))
+    answer = gate(service, service.token("gate", "report:write"), policy="prod", bom=bom)
+    assert answer.status_code == 404, answer.text
+    assert "the ingested report's asset is gone" in answer.text

@@ -70,7 +70,9 @@ def _csrf(page: Any) -> str:
 
 
 #: GET routes of the dashboard that are no page: a download
-NOT_PAGES = {"/assets/{asset_id}/sbom"}
+#: GET routes that are no page: a download, and single sign-on's redirects to and from the
+#: provider (not configured here; tests/browser/test_sso.py drives them)
+NOT_PAGES = {"/assets/{asset_id}/sbom", "/login/sso", "/login/sso/callback"}
 
 
 def _page_routes() -> set[str]:

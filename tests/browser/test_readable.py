@@ -29,7 +29,7 @@ ASSET_PAGE_MAX_HEIGHT = 6_500
 #: the narrowest a column of file names may be (about 20 monospace characters)
 FILE_COLUMN_MIN_WIDTH = 150
 #: routes that are not pages to look at (a form's answer, a download)
-NOT_PAGES = {"/login", "/assets/{asset_id}/sbom"}
+NOT_PAGES = {"/login", "/assets/{asset_id}/sbom", "/login/sso", "/login/sso/callback"}
 
 
 def _dashboard_pages() -> set[str]:

@@ -41,11 +41,20 @@ def target() -> Iterator[tuple[int, str]]:
     process = subprocess.Popen(["sleep", "120"])
     try:
         maps = Path(f"/proc/{process.pid}/maps")
-        for _ in range(100):
-            ranges = [line.split()[0] for line in maps.read_text().splitlines() if ".so" in line]
-            if ranges:
+        sleep = os.path.realpath(shutil.which("sleep") or "/bin/sleep")
+        ranges: list[str] = []
+        before = ""
+        for _ in range(400):
+            # until sleep has been exec'd, its loader has mapped libc and the maps hold still:
+            # read while the loader works, a range can be split or moved a moment later, and
+            # its map_files entry is then gone (seen under load)
+            text = maps.read_text()
+            exec_done = os.path.realpath(f"/proc/{process.pid}/exe") == sleep
+            if exec_done and "libc" in text and text == before:
+                ranges = [line.split()[0] for line in text.splitlines() if ".so" in line]
                 break
-            time.sleep(0.05)  # until sleep has been exec'd and its libc mapped
+            before = text
+            time.sleep(0.05)
         assert ranges, "sleep maps no shared object"
         yield process.pid, ranges[0]
     finally:

@@ -9,6 +9,7 @@ import fcntl
 import gzip
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -25,10 +26,12 @@ from scanner.deliver import (
     SpoolEntry,
     Target,
     Unavailable,
+    check_report,
     flush,
     push,
     send_with_backoff,
 )
+from scanner.errors import UsageError
 from tests.scanner.test_deliver import REPORT, FakeService
 
 T0 = 1_800_000_000.0
@@ -297,3 +300,90 @@ def test_files_gone_before_their_removal_and_several_set_aside(tmp_path: Path) -
     spool.reject(second, "one")
     spool.reject(third, "two")  # the rejected directory exists by then
     assert sorted(e.reason for e in spool.rejected()) == ["one", "two"]
+
+
+def test_a_spool_entry_is_a_value_that_cannot_be_changed(tmp_path: Path) -> None:
+    """Entries are read from disk and replaced, never changed in place (a flush holds them)."""
+    entry = Spool(tmp_path).add(REPORT)
+    with pytest.raises(AttributeError):
+        entry.failures = 3  # type: ignore[misc]
+
+
+def test_a_retry_after_waited_out_leaves_no_file(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spool.add(REPORT)
+    spool.set_wait_until(T0)
+    assert (tmp_path / ".retry-after").is_file()
+    flush(spool, _client(FakeService()), backoff(T0))
+    assert not (tmp_path / ".retry-after").exists() and spool.wait_until() == 0.0
+
+
+def test_an_application_sbom_is_refused_before_it_is_spooled() -> None:
+    report = json.dumps(
+        {
+            "bomFormat": "CycloneDX",
+            "specVersion": "1.6",
+            "metadata": {"component": {"type": "application", "name": "gpuprov"}},
+        }
+    ).encode()
+    with pytest.raises(UsageError, match="the BOM describes neither an image nor a host"):
+        check_report(report)
+
+
+def _no_gzip(compressed: bytes) -> bytes:
+    return b"not gzip at all"
+
+
+def _truncated(compressed: bytes) -> bytes:
+    return compressed[: len(compressed) // 2]
+
+
+def _garbled(compressed: bytes) -> bytes:
+    return compressed[:10] + b"\xff" * 8 + compressed[18:]
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (_no_gzip, "Not a gzipped file"),
+        (_truncated, "is no complete gzip file: Compressed file ended"),
+        (_garbled, "is no complete gzip file: Error -3 while decompressing"),
+    ],
+)
+def test_a_damaged_spool_file_is_set_aside_and_the_queue_goes_on(
+    tmp_path: Path, damage: Callable[[bytes], bytes], why: str
+) -> None:
+    """A disk error or a hand edit: the report is set aside with the reason, never a traceback,
+    and the reports after it are still sent."""
+    spool = Spool(tmp_path)
+    entry, _ = (spool.add(r) for r in reports(2))
+    entry.path.write_bytes(damage(entry.path.read_bytes()))
+    result = flush(spool, _client(FakeService()), backoff(T0))
+    ((moved, reason),) = result.rejected
+    assert reason.startswith("unreadable spool file: ") and why in reason
+    assert spool.rejected_entry(moved).reason == reason
+    assert len(result.delivered) == 1 and spool.entries() == []
+
+
+@pytest.mark.parametrize("ended", [0.0, 0.5, 10.0])
+def test_a_push_sends_when_a_retry_after_has_ended_while_another_flush_holds_the_spool(
+    tmp_path: Path, ended: float
+) -> None:
+    """The other flush has not yet forgotten the Retry-After: ended now or before, it holds
+    nothing."""
+    spool = Spool(tmp_path)
+    spool.set_wait_until(T0 - ended)
+    service = FakeService()
+    with open(tmp_path / ".lock", "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        outcome = push(REPORT, _client(service), spool, backoff=backoff(T0))
+    assert outcome.flushed.busy is not None
+    assert outcome.delivered is not None and outcome.spooled is None
+    assert len(service.requests) == 1
+
+
+def test_a_retry_after_in_the_past_is_forgotten(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    spool.set_wait_until(T0)
+    spool.set_wait_until(-1.0)
+    assert not (tmp_path / ".retry-after").exists() and spool.wait_until() == 0.0

@@ -18,6 +18,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
+from app.domain.oidc import OpenIdProvider
 from app.http.dashboard import (
     admin,
     assets,
@@ -28,6 +29,7 @@ from app.http.dashboard import (
     libraries,
     overview,
     policies,
+    sso,
 )
 from app.http.dashboard.auth import LoginRequired
 from app.http.dashboard.paging import query_string
@@ -44,6 +46,7 @@ TAG = "dashboard"
 #: the dashboard's pages; the modules of later pages include their routers here
 router = APIRouter(tags=[TAG], include_in_schema=False, default_response_class=HTMLResponse)
 router.include_router(auth.router)
+router.include_router(sso.router)
 router.include_router(overview.router)
 router.include_router(assets.router)
 router.include_router(libraries.router)
@@ -96,11 +99,22 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
     """Serve the dashboard's pages, stylesheet and error pages on ``app``."""
     app.state.dashboard_signer = Signer(_signing_key(settings))
     app.state.page_errors = PageErrors()
+    app.state.oidc = OpenIdProvider(settings) if settings.oidc_enabled else None
+    if settings.oidc_enabled and not settings.oidc_roles:
+        log.warning(
+            "GPUPROV_OIDC_ROLES maps no group to a role: nobody who signs in with %s has access",
+            settings.oidc_issuer,
+        )
     app.state.overview_cache = overview.FiguresCache(settings.dashboard_cache_seconds)
 
     async def login_required(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, LoginRequired)
         query = {"next": exc.next_url if exc.next_url != "/" else None}
+        if exc.provider:
+            return RedirectResponse(
+                "/login/sso" + (f"?{query_string(query)}" if any(query.values()) else ""),
+                status_code=303,
+            )
         query["ended"] = exc.ended.value if exc.ended else None
         target = "/login" + (f"?{query_string(query)}" if any(query.values()) else "")
         return RedirectResponse(target, status_code=303)

@@ -15,6 +15,7 @@ from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
+from app.domain import users
 from app.domain.tokens import (
     Principal,
     Scope,
@@ -25,7 +26,14 @@ from app.domain.tokens import (
 )
 from app.errors import BadRequest, Forbidden, Unauthorized, UnsupportedMediaType
 from app.http.body import read_body
-from app.http.dashboard.sessions import LOGIN_COOKIE, SESSION_COOKIE, Signer, same_token
+from app.http.dashboard.paging import query_string
+from app.http.dashboard.sessions import (
+    LOGIN_COOKIE,
+    PERSON_COOKIE,
+    SESSION_COOKIE,
+    Signer,
+    same_token,
+)
 from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, authenticate_secret
 from app.http.params import after_authentication, check_query
@@ -48,10 +56,14 @@ class LoginRequired(Exception):
     """No valid session: the page answers with a redirect to the login form, which says why a
     session that existed ended."""
 
-    def __init__(self, next_url: str, ended: SessionEnd | None = None) -> None:
+    def __init__(
+        self, next_url: str, ended: SessionEnd | None = None, *, provider: bool = False
+    ) -> None:
         super().__init__(next_url)
         self.next_url = next_url
         self.ended = ended
+        #: a signed-in person's session is due for the provider's word again: sign in there
+        self.provider = provider
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +72,8 @@ class PageState:
 
     user: Principal
     csrf: str
+    #: a signed-in person's role (None for a token's session)
+    role: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -92,7 +106,10 @@ def safe_next(value: str | None) -> str:
     )
     if not local:
         raise BadRequest("next must be a local path such as /assets")
-    return "/" if parts.path in ("/login", "/logout") else value
+    # the login pages themselves are no destination (/login/sso would sign in again, in a loop)
+    if parts.path in ("/login", "/logout") or parts.path.startswith("/login/"):
+        return "/"
+    return value
 
 
 def _here(request: Request) -> str:
@@ -106,8 +123,22 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
     """The page's logged-in user, from the session cookie (a redirect to /login without a
     valid one: missing, forged, expired, or its token revoked or expired; the last three say
     so there)."""
-    signer = signer_of(request)
+    settings: Settings = request.app.state.settings
     now = utcnow()
+    person_cookie = request.cookies.get(PERSON_COOKIE)
+    if person_cookie and settings.oidc_enabled:
+        with db.transaction() as session:
+            person = users.session_of(session, person_cookie, now)
+        if person is not None:
+            if (now - person.verified_at).total_seconds() >= settings.oidc_refresh_seconds:
+                # the groups are read again from the provider: a removed group ends access
+                raise LoginRequired(_here(request), provider=True)
+            state = PageState(person.principal, person.csrf, person.role.value)
+            request.state.page = state
+            return state
+    if not settings.token_login:
+        raise LoginRequired(_here(request))
+    signer = signer_of(request)
     cookie = request.cookies.get(SESSION_COOKIE)
     data = signer.session(cookie, int(now.timestamp()))
     if data is None:
@@ -224,13 +255,19 @@ def _login_page(
     status: int = 200,
     notice: str | None = None,
 ) -> Response:
+    settings: Settings = request.app.state.settings
     token, cookie = signer_of(request).new_login(_now())
-    response = render(
-        request,
-        "login.html",
-        {"login_csrf": token, "next": next_url, "error": error, "notice": notice},
-        status=status,
-    )
+    context = {
+        "login_csrf": token,
+        "next": next_url,
+        "error": error,
+        "notice": notice,
+        "token_login": settings.token_login,
+        "provider_name": settings.oidc_provider_name if settings.oidc_enabled else None,
+        "sso_url": "/login/sso"
+        + (f"?{query_string({'next': next_url})}" if next_url != "/" else ""),
+    }
+    response = render(request, "login.html", context, status=status)
     response.set_cookie(
         LOGIN_COOKIE,
         cookie,
@@ -264,6 +301,12 @@ def login_form(
 @router.post("/login")
 async def login(request: Request, db: DatabaseDep) -> Response:
     """Check the token and start a session (303 to ``next``)."""
+    settings: Settings = request.app.state.settings
+    if not settings.token_login:
+        raise Forbidden(
+            "token login is switched off here (GPUPROV_TOKEN_LOGIN=0): sign in with "
+            f"{settings.oidc_provider_name}"
+        )
     form = await read_form(request, MAX_LOGIN_FORM_BYTES)
     next_url = safe_next(form.get("next"))
     signer = signer_of(request)
@@ -287,7 +330,6 @@ async def login(request: Request, db: DatabaseDep) -> Response:
             error="this token has neither the inventory:read nor the admin scope",
             status=403,
         )
-    settings: Settings = request.app.state.settings
     lifetime = settings.session_lifetime_seconds
     assert principal.token_id is not None  # the login form takes stored tokens only
     cookie = signer.new_session(principal.token_id, hash_secret(secret), _now(), lifetime)
@@ -310,11 +352,42 @@ async def login(request: Request, db: DatabaseDep) -> Response:
 
 
 @router.post("/logout")
-async def logout(request: Request, state: Annotated[PageState, Depends(user)]) -> Response:
-    """End the session (the form carries the CSRF token) and go back to the login form."""
+async def logout(
+    request: Request, db: DatabaseDep, state: Annotated[PageState, Depends(user)]
+) -> Response:
+    """End the session (the form carries the CSRF token) and go back to the login form; a
+    signed-in person's session row is deleted, and they are signed out at the provider too
+    where it offers RP-initiated logout."""
     await checked_form(request, state)
-    response = RedirectResponse(f"/login?ended={SessionEnd.LOGGED_OUT}", status_code=303)
+    secure = _cookie_secure(request)
+    ended = f"/login?ended={SessionEnd.LOGGED_OUT}"
+    response: Response = RedirectResponse(ended, status_code=303)
+    if state.user.person is not None:
+        cookie = request.cookies.get(PERSON_COOKIE)
+
+        def end() -> str | None:
+            with db.transaction(write=True) as session:
+                return users.end_session(session, cookie)[1]
+
+        id_token = await run_in_threadpool(end)
+        provider = request.app.state.oidc
+        after = provider_login_url(request)
+        url = await run_in_threadpool(provider.end_session_url, id_token, after)
+        if url is not None:
+            # a page that moves on by itself: the pages' CSP (form-action 'self') would stop a
+            # redirect of this form's answer to another site
+            response = render(request, "logged_out.html", {"end_session_url": url})
+        log.info("dashboard logout: %s", state.user.name)
     response.delete_cookie(
-        SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=_cookie_secure(request)
+        SESSION_COOKIE, path="/", httponly=True, samesite="strict", secure=secure
     )
+    response.delete_cookie(PERSON_COOKIE, path="/", httponly=True, samesite="lax", secure=secure)
     return response
+
+
+def provider_login_url(request: Request) -> str:
+    """The login page's absolute URL on the redirect URL's origin (the provider sends people
+    back there after logging out: register it as a post-logout redirect URI)."""
+    settings: Settings = request.app.state.settings
+    parts = urlsplit(settings.oidc_redirect_url or "")
+    return f"{parts.scheme}://{parts.netloc}/login"

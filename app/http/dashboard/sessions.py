@@ -21,6 +21,10 @@ from typing import Any
 from scanner.loaders import load_json
 
 SESSION_COOKIE = "gpuprov_session"
+#: a signed-in person's session: a random id naming a server-side row (app.domain.users)
+PERSON_COOKIE = "gpuprov_user"
+#: the browser that started a sign-in at the provider (its callback must come back to it)
+SSO_LOGIN_COOKIE = "gpuprov_sso"
 #: the login form's CSRF cookie (before a session exists): double-submit, signed
 LOGIN_COOKIE = "gpuprov_login"
 #: longest cookie value accepted; anything longer was not written by us

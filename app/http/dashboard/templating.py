@@ -113,6 +113,7 @@ def render(
             "request_path": request.url.path,
             "user": getattr(page, "user", None),
             "csrf_token": getattr(page, "csrf", ""),
+            "role": getattr(page, "role", None),
             "url_with": here,
             **context,
         }

@@ -119,3 +119,81 @@ def test_a_key_given_twice_is_no_bom() -> None:
     raw = b'{"bomFormat": "CycloneDX", "specVersion": "1.6", "components": [], "components": []}'
     with pytest.raises(BomError, match="duplicate key 'components'"):
         facts_from_bom(raw)
+
+
+def _ours(*props: tuple[str, str], name: str = "libcudnn.so.9") -> dict[str, object]:
+    """A file component in our vocabulary (gpuprov: properties)."""
+    listed = [("gpuprov:library:family", "cudnn"), *props]
+    return {
+        "type": "file",
+        "name": name,
+        "hashes": [{"alg": "SHA-256", "content": "a" * 64}],
+        "properties": [{"name": k, "value": v} for k, v in listed],
+    }
+
+
+def test_a_file_in_our_vocabulary_is_at_its_stated_path_else_at_its_name() -> None:
+    raw = _bom(
+        [
+            _ours(("gpuprov:file:path", "/usr/lib/x86_64-linux-gnu/libcudnn.so.9")),
+            _ours(name="/opt/cudnn/libcudnn.so.9"),
+        ],
+        type="container",
+        name="ml/train",
+    )
+    paths = [f.path for f in facts_from_bom(raw).files]
+    assert paths == ["/usr/lib/x86_64-linux-gnu/libcudnn.so.9", "/opt/cudnn/libcudnn.so.9"]
+
+
+def test_the_processes_a_file_names_are_counted_by_pid() -> None:
+    process = json.dumps({"pid": 7, "exe": "/usr/bin/python3"})
+    raw = _bom(
+        [
+            _ours(
+                ("gpuprov:runtime:process", process),
+                ("gpuprov:runtime:process", json.dumps({"pid": 8})),
+                ("gpuprov:runtime:process", process),
+            )
+        ],
+        type="operating-system",
+        name="node-1",
+    )
+    (lib,) = facts_from_bom(raw).files
+    assert lib.loaded_processes == 2
+
+
+def test_a_process_that_is_no_object_with_a_pid_is_an_error_quoting_its_start() -> None:
+    value = "p" * 59 + "Q" + "r" * 40
+    raw = _bom([_ours(("gpuprov:runtime:process", value))], type="operating-system", name="node-1")
+    with pytest.raises(BomError) as caught:
+        facts_from_bom(raw)
+    # the first 60 characters, quoted: neither one more nor one less
+    assert f"not {value[:60]!r}" in str(caught.value)
+    assert str(caught.value).endswith("Q'")
+
+
+def test_numbers_that_are_no_integers_are_unknown_not_errors() -> None:
+    raw = _bom(
+        [_ours(("gpuprov:library:cuda-major", "twelve"))],
+        type="container",
+        name="ml/train",
+        properties=[{"name": "gpuprov:slsa:build-level", "value": "high"}],
+    )
+    facts = facts_from_bom(raw)
+    assert facts.files[0].cuda_major is None
+    assert facts.image_trust is None  # no level, no signer, no builder: no trust outcome
+
+
+def test_a_bom_of_an_application_is_no_asset_to_gate() -> None:
+    raw = _bom([], type="application", name="gpuprov")
+    with pytest.raises(BomError, match="the BOM describes neither an image nor a host"):
+        facts_from_bom(raw)
+
+
+@pytest.mark.parametrize("bom_format", ["SPDX", "Acme", "cyclonedx"])
+def test_only_the_cyclonedx_format_is_read(bom_format: str) -> None:
+    """Formats sorting before and after "CycloneDX", and its name in other case."""
+    doc = json.loads(_bom([], type="container", name="ml/train"))
+    doc["bomFormat"] = bom_format
+    with pytest.raises(BomError, match='no "bomFormat": "CycloneDX"'):
+        facts_from_bom(json.dumps(doc).encode())
