@@ -3,7 +3,7 @@ distinct stacks (matcher inputs) assets hold with the feed each was matched agai
 matcher's findings per (stack, CVE, product), and each asset's stack.
 
 Revision ID: 0020
-Revises: 0018 (the lead renumbers: 0019 is another branch's)
+Revises: 0019
 Create Date: 2026-12-07
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0020"
-down_revision: str | None = "0018"
+down_revision: str | None = "0019"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
