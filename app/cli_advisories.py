@@ -171,7 +171,29 @@ def import_paths(
             summary.notes.append(f"{named(r.path)}: {result.note}")
         summary.vulnerabilities.update(result.vulnerabilities)
         summary.unparsed_versions.extend(result.unparsed)
+    if summary.imported:
+        _rematch(db, summary)
     return summary
+
+
+def _rematch(db: Database, summary: ImportSummary) -> None:
+    """The fleet's findings against the changed feed, in one transaction."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from app.clock import utcnow
+    from app.domain.vulnerabilities import rematch
+
+    try:
+        with db.transaction(write=True) as session:
+            done = rematch(session, utcnow())
+    except SQLAlchemyError as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0]
+        summary.refused.append({"path": "(matching)", "error": f"not matched: {first}"})
+        return
+    summary.notes.append(
+        f"matched {done.assets} assets ({done.distinct} distinct stacks) against the feed: "
+        f"{done.findings} findings"
+    )
 
 
 advisories_app = typer_app(help="Security advisories (CSAF 2.0, OSV, CVE Records).")

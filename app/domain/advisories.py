@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import AppError, NotFound, PayloadTooLarge
 from app.storage.repositories import advisories as repo
+from app.storage.repositories import vulnerabilities as vuln_repo
 from app.storage.tables import AdvisoryDocument, AdvisoryVulnerability
 from scanner.advisories.document import Advisory, DocumentRefused, ProductStatus, Vulnerability
 from scanner.advisories.feed import read_document
@@ -246,7 +247,9 @@ def _iso(when: datetime | None) -> str | None:
 
 
 def _summary(
-    cve: str, pairs: list[tuple[AdvisoryVulnerability, AdvisoryDocument]]
+    cve: str,
+    pairs: list[tuple[AdvisoryVulnerability, AdvisoryDocument]],
+    affected: int | None = None,
 ) -> dict[str, Any]:
     live = [(v, d) for v, d in pairs if v.withdrawn_reason is None] or pairs
     top = max(live, key=lambda p: p[0].cvss if p[0].cvss is not None else -1.0)[0]
@@ -261,8 +264,7 @@ def _summary(
         "cvss": top.cvss,
         "published": _iso(min(published)) if published else None,
         "digest_mismatch": any(d.digest_mismatch for _, d in live),
-        # matching against the fleet's assets is not built yet (issue 19 §3): unknown, not 0
-        "affected_assets": None,
+        "affected_assets": affected,
     }
 
 
@@ -284,7 +286,8 @@ def list_advisories(
     grouped: dict[str, list[tuple[AdvisoryVulnerability, AdvisoryDocument]]] = {c: [] for c in cves}
     for vuln, doc in repo.by_cves(session, cves):
         grouped[vuln.cve].append((vuln, doc))
-    items = [_summary(c, grouped[c]) for c in cves if grouped[c]]
+    counts = vuln_repo.affected_counts(session, cves)
+    items = [_summary(c, grouped[c], counts.get(c, 0)) for c in cves if grouped[c]]
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
@@ -319,7 +322,7 @@ def get_advisory(session: Session, cve: str) -> dict[str, Any]:
             }
         )
     return {
-        **_summary(cve, pairs),
+        **_summary(cve, pairs, vuln_repo.affected_counts(session, [cve]).get(cve, 0)),
         "documents": [
             {
                 "bulletin": d.tracking_id,

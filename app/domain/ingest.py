@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.domain import vulnerabilities
 from app.domain.provenance import ActiveCatalogs, CatalogCache
 from app.domain.report_parser import Report, ReportLibrary
 from app.domain.retention import RetentionPolicy, prune_asset
@@ -224,6 +225,12 @@ def ingest(
         values["labels"] = merged
         assets.replace_labels(session, asset.id, merged, replace=bool(asset.labels))
     assets.set_latest(session, asset.id, values)
+    # the advisories the new latest scan carries, against the stored feed
+    vulnerabilities.store_products(session, asset.id, report.products, replace=known)
+    facts = vulnerabilities.facts_of_report(
+        report.products, (lib.family for lib in report.libraries)
+    )
+    vulnerabilities.rematch(session, now, [asset.id], facts=facts)
     # last before the commit: rows other assets' ingests share stay locked the least time
     fleet.apply_asset_change(session, asset.id, retired, files)
     return IngestResult(scan_id, asset.id, True, True, len(report.libraries))

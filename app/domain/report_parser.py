@@ -33,6 +33,7 @@ from app.storage.tables import (
     Artifact,
     Asset,
     AssetLabel,
+    AssetProduct,
     NodeContainer,
     NodeGpu,
     NodeInjected,
@@ -216,6 +217,20 @@ class ReportPackage:
 
 
 @dataclass(frozen=True, slots=True)
+class ReportProduct:
+    """An NVIDIA product a bulletin may name (a ``gpuprov:product:key`` component)."""
+
+    key: str
+    version: str | None
+    toolkit: str | None = None
+    line: str | None = None
+    branch: str | None = None
+    paths: tuple[str, ...] = ()
+    sha256: str | None = None
+    owner: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
     """A checked report, ready to store."""
 
@@ -233,6 +248,8 @@ class Report:
     skipped: tuple[str, ...] = field(default=())
     #: what a --runtime host scan covered; None when it did not look at live processes
     runtime: Mapping[str, Any] | None = None
+    #: the products NVIDIA's bulletins name (docs/bom-properties.md), for advisory matching
+    products: tuple[ReportProduct, ...] = ()
 
     @property
     def dedup_key(self) -> str:
@@ -505,7 +522,51 @@ def _normalize(document: dict[str, Any], spec: str, content_sha256: str) -> Repo
         findings=findings,
         skipped=skipped,
         runtime=_runtime_summary(metadata),
+        products=_products(document),
     )
+
+
+_MAX_PRODUCTS = 1024
+_MAX_PRODUCT_PATHS = 64
+_PRODUCT_KEY = re.compile(r"[a-z0-9][a-z0-9.-]{0,63}")
+
+
+def _products(document: Mapping[str, Any]) -> tuple[ReportProduct, ...]:
+    """The product components (``gpuprov:product:key``), checked against their columns."""
+    out: list[ReportProduct] = []
+    for component, path in walk(document.get("components"), ("components",)):
+        props = properties(component)
+        key = first(props, v.PRODUCT_KEY)
+        if key is None:
+            continue
+        where = _pointer((*path, "properties"))
+        if not _PRODUCT_KEY.fullmatch(key):
+            _fail(
+                f"{v.PRODUCT_KEY} must be a product key (cuda-toolkit), not {key[:40]!r}",
+                [(where, "bad product key")],
+            )
+        version = component.get("version")
+        product = ReportProduct(
+            key=key,
+            version=version if isinstance(version, str) and version else None,
+            toolkit=first(props, v.PRODUCT_TOOLKIT),
+            line=first(props, v.PRODUCT_LINE),
+            branch=first(props, v.DRIVER_BRANCH),
+            paths=tuple(props.get(v.PRODUCT_PATH, ())[:_MAX_PRODUCT_PATHS]),
+            sha256=sha256_of(component),
+            owner=first(props, v.OWNER_PURL),
+        )
+        for column in ("version", "toolkit", "line", "branch", "owner"):
+            _check_column(
+                AssetProduct,
+                column,
+                getattr(product, column),
+                lambda bad, where=where: where,  # type: ignore[misc]
+            )
+        out.append(product)
+        if len(out) > _MAX_PRODUCTS:
+            _fail(f"a report lists more than {_MAX_PRODUCTS} products", [(where, "too many")])
+    return tuple(out)
 
 
 _RUNTIME_COUNTS = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from app.http.schemas import Page
@@ -20,8 +22,8 @@ class AdvisoryOut(BaseModel):
     )
     affected_assets: int | None = Field(
         default=None,
-        description="assets affected; null until advisories are matched against the fleet "
-        "(not built yet: null means unknown, never 0)",
+        description="assets with an affected finding of this CVE (their latest scans, "
+        "matched against the stored feed)",
     )
 
 
@@ -88,3 +90,56 @@ class AdvisoryImportOut(BaseModel):
     vulnerabilities: list[str]
     unparsed_versions: list[UnparsedVersionOut]
     note: str | None
+
+
+class FeedOut(BaseModel):
+    documents: int = Field(description="advisory documents stored")
+    imported_at: str | None = Field(description="the newest import of the stored feed")
+    matched_at: str | None = Field(
+        default=None, description="when the asset was last matched (null: never)"
+    )
+    matched_feed_imported_at: str | None = Field(
+        default=None, description="the newest import of the feed it was matched against"
+    )
+
+
+class VulnerabilityOut(BaseModel):
+    cve: str
+    bulletin: str | None = Field(description="the bulletin of its top score")
+    severity: str | None
+    cvss: float | None
+    status: str = Field(description="affected, not_affected, fixed or under_investigation")
+    justification: str | None = Field(description="a not_affected answer's OpenVEX justification")
+    product: str = Field(description="the product key (driver, cuda-toolkit, container-toolkit)")
+    component: str | None = Field(description="the component the flaw is in (cuobjdump)")
+    installed: str | None = Field(description="the version found")
+    affected_text: str | None = Field(description="the bulletin's affected text it matched")
+    fixed_in: str | None
+    review: str | None = Field(description="why a person must decide (counts as affected)")
+    inferred: bool = Field(description="decided by a rule, not a statement (an older branch)")
+    conditions_unevaluated: list[str] = Field(
+        description="conditions of the text the asset's facts cannot decide (cdi_mode)"
+    )
+    evidence: dict[str, Any] = Field(description="files, package, version compared, range")
+
+
+class AssetVulnerabilityPage(Page):
+    items: list[VulnerabilityOut]
+    feed: FeedOut
+
+
+class AssetRefOut(BaseModel):
+    id: int
+    kind: str
+    name: str
+
+
+class AffectedOut(VulnerabilityOut):
+    asset: AssetRefOut
+    files: list[str]
+
+
+class AdvisoryAffectedPage(Page):
+    cve: str
+    items: list[AffectedOut]
+    feed: FeedOut

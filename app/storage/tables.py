@@ -792,3 +792,82 @@ class AdvisoryProductStatus(Base):
     closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: why a newer revision closed it ("dropped by revision 2.0.0 of 5703")
     closed_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class AssetProduct(Base):
+    """Current state: the NVIDIA products (``gpuprov:product:*`` components) of an asset's
+    latest scan, which the advisory matcher reads."""
+
+    __tablename__ = "asset_product"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), index=True
+    )
+    #: the product table's key (scanner/detect/products.py): cuda-toolkit, cuobjdump, driver
+    key: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str | None] = mapped_column(String(128))
+    #: a toolkit part's CUDA Toolkit release ("12.4.1")
+    toolkit: Mapped[str | None] = mapped_column(String(64))
+    #: a toolkit known only by its release line ("12.4")
+    line: Mapped[str | None] = mapped_column(String(32))
+    #: a driver's branch ("R535")
+    branch: Mapped[str | None] = mapped_column(String(16))
+    paths: Mapped[list[str]] = mapped_column(JSON)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    owner: Mapped[str | None] = mapped_column(Text)
+
+
+class AdvisoryStack(Base):
+    """A distinct set of matcher inputs (products, CUDA Toolkit library families) that assets
+    hold: matched once against the feed, its findings shared by every asset holding it."""
+
+    __tablename__ = "advisory_stack"
+
+    #: SHA-256 of the inputs (`app.domain.vulnerabilities.stack_key`)
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    matched_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: the feed it was matched against: its newest import and its number of documents
+    feed_imported_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    feed_documents: Mapped[int] = mapped_column(Integer)
+
+
+class AdvisoryFinding(Base):
+    """One matcher answer per (stack, CVE, product found); an asset's are its stack's
+    (docs/advisories.md, "Matching")."""
+
+    __tablename__ = "advisory_finding"
+    __table_args__ = (Index(None, "stack", "cve"), Index(None, "cve", "status", "stack"))
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    stack: Mapped[str] = mapped_column(
+        String(64), ForeignKey("advisory_stack.key", ondelete="CASCADE")
+    )
+    cve: Mapped[str] = mapped_column(String(64))
+    #: affected, not_affected, fixed or under_investigation
+    status: Mapped[str] = mapped_column(String(24))
+    #: a not_affected answer's OpenVEX justification
+    justification: Mapped[str | None] = mapped_column(String(64))
+    product: Mapped[str] = mapped_column(String(64))
+    component: Mapped[str | None] = mapped_column(String(128))
+    installed: Mapped[str | None] = mapped_column(String(256))
+    affected_text: Mapped[str | None] = mapped_column(Text)
+    fixed_in: Mapped[str | None] = mapped_column(Text)
+    #: why a person must decide (an affected answer that is not a proof)
+    review: Mapped[str | None] = mapped_column(Text)
+    inferred: Mapped[bool] = mapped_column(Boolean)
+    conditions_unevaluated: Mapped[list[str]] = mapped_column(JSON)
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class AssetAdvisoryMatch(Base):
+    """Current state: the stack an asset's latest scan holds (the where-used index of
+    advisory findings)."""
+
+    __tablename__ = "asset_advisory_match"
+    __table_args__ = (Index(None, "stack", "asset_id"),)
+
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    stack: Mapped[str] = mapped_column(String(64), ForeignKey("advisory_stack.key"))

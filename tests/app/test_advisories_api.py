@@ -122,7 +122,7 @@ def test_list_filters_and_detail(service: Service) -> None:
         "cvss": 7.8,
         "published": "2026-01-01T00:00:00Z",
         "digest_mismatch": False,
-        "affected_assets": None,
+        "affected_assets": 0,  # no asset matched: none affected
     }
     high = get("/api/v1/advisories", params={"severity": "high"}, headers=reader).json()
     assert {i["cve"] for i in high["items"]} == {"CVE-2026-0001", "CVE-2026-1111"}

@@ -63,3 +63,28 @@ def test_report_with_products_is_ingested(
     assert {"name": "gpuprov:driver:branch", "value": "R" + nt.DRIVER.split(".")[0]} in driver[
         "properties"
     ]
+
+
+def test_a_bad_product_component_is_refused_by_name(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    from tests.app import boms
+
+    doc = boms.gpuprov_bom()
+    doc["components"].append(
+        {
+            "type": "application",
+            "bom-ref": "product:x",
+            "name": "x",
+            "version": "1" * 200,
+            "properties": [{"name": "gpuprov:product:key", "value": "driver"}],
+        }
+    )
+    response = post_report(boms.encode(doc))
+    assert response.status_code == 422, response.text
+    assert "version" in response.text
+    doc["components"][-1]["version"] = "1.0"
+    doc["components"][-1]["properties"][0]["value"] = "Not A Key!"
+    response = post_report(boms.encode(doc))
+    assert response.status_code == 422, response.text
+    assert "gpuprov:product:key must be a product key" in response.text

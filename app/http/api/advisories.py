@@ -9,13 +9,19 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from app.clock import utcnow
-from app.domain import advisories, audit
+from app.domain import advisories, audit, vulnerabilities
 from app.errors import AppError
 from app.http.body import check_limited, ingest_slot, read_limited
 from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
-from app.http.params import Limit, Offset
+from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import error_responses
-from app.http.schemas_advisories import AdvisoryDetailOut, AdvisoryImportOut, AdvisoryPage
+from app.http.schemas_advisories import (
+    AdvisoryAffectedPage,
+    AdvisoryDetailOut,
+    AdvisoryImportOut,
+    AdvisoryPage,
+    AssetVulnerabilityPage,
+)
 
 router = APIRouter(tags=["advisories"])
 
@@ -101,6 +107,8 @@ def post_advisory(
         now=utcnow(),
     )
     if result.changed:
+        # the fleet's findings follow the feed in the same transaction
+        vulnerabilities.rematch(session, utcnow())
         audit.record_advisory(
             session,
             principal.actor,
@@ -157,3 +165,49 @@ def get_advisory(
     """One CVE: each document's statement of it with every product's status and version text
     (closed statuses with the reason a newer revision gave)."""
     return advisories.get_advisory(session, cve)
+
+
+FindingStatus = Annotated[
+    Literal["affected", "not_affected", "fixed", "under_investigation"] | None,
+    Query(description="only findings of this status"),
+]
+
+
+@router.get(
+    "/advisories/{cve}/affected",
+    response_model=AdvisoryAffectedPage,
+    responses=error_responses((404, "no stored advisory names this CVE")),
+)
+def get_advisory_affected(
+    _: InventoryReader,
+    session: SessionDep,
+    cve: Annotated[str, Path(min_length=1, max_length=64, description="the CVE id")],
+    status: FindingStatus = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """The assets this CVE was matched on, with the files and versions found and the answer
+    (affected, not_affected with a justification, fixed, under_investigation)."""
+    return vulnerabilities.advisory_affected(
+        session, cve, status=status, limit=limit, offset=offset
+    )
+
+
+@router.get(
+    "/assets/{asset_id}/vulnerabilities",
+    response_model=AssetVulnerabilityPage,
+    responses=error_responses((404, "no such asset")),
+)
+def get_asset_vulnerabilities(
+    _: InventoryReader,
+    session: SessionDep,
+    asset_id: IdPath,
+    status: FindingStatus = None,
+    limit: Limit = 100,
+    offset: Offset = 0,
+) -> dict[str, Any]:
+    """The advisories matched on one asset: per CVE and product found, the answer with its
+    evidence, and the feed (imported when) it was matched against."""
+    return vulnerabilities.asset_vulnerabilities(
+        session, asset_id, status=status, limit=limit, offset=offset
+    )

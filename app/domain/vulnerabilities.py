@@ -1,0 +1,337 @@
+"""Advisory findings of the fleet: the scanner's pure matcher (scanner/advisories/match.py) run
+on stored products and the stored feed, its answers stored per (asset, CVE, product found).
+
+Matched once per distinct set of facts (products, CUDA Toolkit libraries): assets holding the
+same stack share one evaluation, fanned out to each. Re-evaluated for one asset when its report
+arrives (ingest) and for the whole fleet when the feed changes (import). Every answer names the
+feed it was matched against (the newest import and the number of documents).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import astuple, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from app.errors import NotFound
+from app.storage.repositories import advisories as adv_repo
+from app.storage.repositories import vulnerabilities as repo
+from app.storage.tables import AdvisoryFinding, AdvisoryProductStatus, AssetProduct
+from scanner.advisories.match import (
+    TOOLKIT_FAMILIES,
+    TOOLKIT_PARTS,
+    AssetFacts,
+    Installed,
+    StatusEntry,
+    match,
+    matching_data,
+    product_key,
+)
+
+#: the advisory statuses an asset's answer may have, in the API's filter
+STATUSES = ("affected", "not_affected", "fixed", "under_investigation")
+
+
+@dataclass(frozen=True)
+class MatchSummary:
+    """What one re-evaluation did."""
+
+    assets: int
+    #: the distinct stacks evaluated (the others were reused)
+    distinct: int
+    findings: int
+
+
+def store_products(
+    session: Session, asset_id: int, products: Iterable[Any], *, replace: bool
+) -> None:
+    """Keep the products of an asset's latest report (``ReportProduct`` values)."""
+    rows = [
+        {
+            "key": p.key,
+            "version": p.version,
+            "toolkit": p.toolkit,
+            "line": p.line,
+            "branch": p.branch,
+            "paths": list(p.paths),
+            "sha256": p.sha256,
+            "owner": p.owner,
+        }
+        for p in products
+    ]
+    repo.replace_products(session, asset_id, rows, replace=replace)
+
+
+def _installed(row: AssetProduct) -> Installed:
+    return Installed(
+        key=row.key,
+        version=row.version,
+        toolkit=row.toolkit,
+        line=row.line,
+        branch=row.branch,
+        paths=tuple(row.paths or ()),
+        sha256=row.sha256,
+        owner=row.owner,
+    )
+
+
+def _entry(s: AdvisoryProductStatus) -> StatusEntry:
+    return StatusEntry(
+        product=s.product,
+        status=s.status,
+        version_text=s.version_text,
+        parsed=s.parsed,
+        platform=s.platform,
+        justification=s.justification,
+    )
+
+
+def _wanted_keys(facts: AssetFacts) -> set[str]:
+    """The bulletin product keys whose statements may concern an asset of these facts."""
+    keys = {p.key for p in facts.products}
+    if keys & TOOLKIT_PARTS or any(f in TOOLKIT_FAMILIES for f, _ in facts.libraries):
+        keys.add("cuda-toolkit")
+    return keys
+
+
+def stack_key(facts: AssetFacts) -> str:
+    """The identity of a stack: SHA-256 of the matcher's inputs."""
+    text = json.dumps(
+        [[list(astuple(p)) for p in facts.products], [list(x) for x in facts.libraries]],
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def facts_of_report(products: Iterable[Any], families: Iterable[str]) -> AssetFacts:
+    """The matcher's inputs of a report: its products (``ReportProduct``) and the CUDA Toolkit
+    library families it holds (what ``rematch`` would read back from storage)."""
+    return _facts(
+        [
+            Installed(
+                key=p.key,
+                version=p.version,
+                toolkit=p.toolkit,
+                line=p.line,
+                branch=p.branch,
+                paths=tuple(p.paths),
+                sha256=p.sha256,
+                owner=p.owner,
+            )
+            for p in products
+        ],
+        {(f, None) for f in families if f in TOOLKIT_FAMILIES},
+    )
+
+
+def _facts(
+    products: Iterable[Installed], libraries: Iterable[tuple[str, str | None]]
+) -> AssetFacts:
+    return AssetFacts(
+        products=tuple(sorted(products, key=repr)), libraries=tuple(sorted(libraries, key=repr))
+    )
+
+
+def rematch(
+    session: Session,
+    now: datetime,
+    asset_ids: Sequence[int] | None = None,
+    *,
+    facts: AssetFacts | None = None,
+) -> MatchSummary:
+    """Match these assets (default: every asset, each stack again: the feed changed) against
+    the stored feed; a stack already matched against this feed is reused. ``facts``: the one
+    asset's inputs as its report gave them (ingest), instead of reading them back. Never
+    commits."""
+    full = asset_ids is None
+    ids = list(asset_ids) if asset_ids is not None else repo.asset_ids(session)
+    stacks: dict[str, AssetFacts] = {}
+    pairs: list[tuple[int, str]] = []
+    if facts is not None and len(ids) == 1:
+        key = stack_key(facts)
+        held, current = repo.asset_stack_state(session, ids[0], key)
+        if current:  # the usual report: its stack is matched against this feed already
+            if held != key:
+                repo.set_asset_stacks(session, [(ids[0], key)])
+            return MatchSummary(1, 0, 0)
+        stacks[key] = facts
+        pairs.append((ids[0], key))
+    else:
+        products: dict[int, list[Installed]] = defaultdict(list)
+        for row in repo.products_of(session, ids):
+            products[row.asset_id].append(_installed(row))
+        libraries: dict[int, set[tuple[str, str | None]]] = defaultdict(set)
+        for asset_id, family, _ in repo.libraries_of(session, ids, TOOLKIT_FAMILIES):
+            # the family alone: a toolkit library's version decides nothing (its component
+            # does), and assets with the same families share one evaluation
+            libraries[asset_id].add((family, None))
+        for asset_id in ids:
+            one = _facts(products.get(asset_id, ()), libraries.get(asset_id, ()))
+            key = stack_key(one)
+            stacks.setdefault(key, one)
+            pairs.append((asset_id, key))
+    todo = sorted(stacks)
+    if not full:
+        todo = [k for k in todo if k not in repo.current_stacks(session, todo)]
+        for key in todo:
+            repo.lock_stack(session, key)
+        # another report of the same stack may have matched it while this one waited
+        if todo:
+            todo = [k for k in todo if k not in repo.current_stacks(session, todo)]
+    if not todo and not full:  # the usual report: its stack is matched already
+        repo.set_asset_stacks(session, pairs)
+        return MatchSummary(len(ids), 0, 0)
+    feed_at, documents = repo.feed_state(session)
+    wanted = set().union(*(_wanted_keys(stacks[k]) for k in todo)) if todo else set()
+    by_key = _statuses(session, wanted) if wanted else {}
+    rows: list[dict[str, Any]] = []
+    for key in todo:
+        facts = stacks[key]
+        cves = sorted(set().union(*(by_key.get(k, {}).keys() for k in _wanted_keys(facts))))
+        for cve in cves:
+            entries = [e for k in by_key for e in by_key[k].get(cve, ())]
+            rows += [_row(key, f) for f in match(cve, entries, facts)]
+    stack = {"matched_at": now, "feed_imported_at": feed_at, "feed_documents": documents}
+    repo.replace_stack_findings(session, todo, rows, stack)
+    repo.set_asset_stacks(session, pairs)
+    if full:
+        repo.drop_unused_stacks(session)
+    return MatchSummary(len(ids), len(todo), len(rows))
+
+
+def _statuses(session: Session, keys: set[str]) -> dict[str, dict[str, list[StatusEntry]]]:
+    """product key -> CVE -> its open statuses, of the products these keys name."""
+    data = matching_data()
+    out: dict[str, dict[str, list[StatusEntry]]] = defaultdict(lambda: defaultdict(list))
+    names = {n: product_key(n, data) for n in repo.product_names(session)}
+    wanted = sorted(n for n, k in names.items() if k is not None and k in keys)
+    for cve, status in repo.open_statuses(session, wanted):
+        out[str(names[status.product])][cve].append(_entry(status))
+    return out
+
+
+def _row(stack: str, f: Any) -> dict[str, Any]:
+    return {
+        "stack": stack,
+        "cve": f.cve[:64],
+        "status": f.status,
+        "justification": f.justification,
+        "product": f.product[:64],
+        "component": f.component[:128] if f.component else None,
+        "installed": f.installed[:256] if f.installed else None,
+        "affected_text": f.affected_text,
+        "fixed_in": f.fixed_in,
+        "review": f.review,
+        "inferred": f.inferred,
+        "conditions_unevaluated": list(f.conditions_unevaluated),
+        "evidence": dict(f.evidence),
+    }
+
+
+# -- answers ----------------------------------------------------------------------------------
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat().replace("+00:00", "Z") if when else None
+
+
+def _facts_by_cve(session: Session, cves: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per CVE: its top severity and score, and its newest bulletin."""
+    out: dict[str, dict[str, Any]] = {}
+    for vuln, doc in repo.vulnerability_facts(session, sorted(set(cves))):
+        cur = out.get(vuln.cve)
+        score = vuln.cvss if vuln.cvss is not None else -1.0
+        if cur is None or score > cur["_score"]:
+            out[vuln.cve] = {
+                "_score": score,
+                "severity": vuln.severity,
+                "cvss": vuln.cvss,
+                "bulletin": doc.tracking_id,
+            }
+    return out
+
+
+def _feed(session: Session, asset_id: int | None) -> dict[str, Any]:
+    current_at, documents = repo.feed_state(session)
+    state = repo.match_state(session, asset_id) if asset_id is not None else None
+    return {
+        "documents": documents,
+        "imported_at": _iso(current_at),
+        "matched_at": _iso(state.matched_at) if state else None,
+        "matched_feed_imported_at": _iso(state.feed_imported_at) if state else None,
+    }
+
+
+def _item(f: AdvisoryFinding, facts: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "cve": f.cve,
+        "bulletin": facts.get("bulletin"),
+        "severity": facts.get("severity"),
+        "cvss": facts.get("cvss"),
+        "status": f.status,
+        "justification": f.justification,
+        "product": f.product,
+        "component": f.component,
+        "installed": f.installed,
+        "affected_text": f.affected_text,
+        "fixed_in": f.fixed_in,
+        "review": f.review,
+        "inferred": f.inferred,
+        "conditions_unevaluated": list(f.conditions_unevaluated or ()),
+        "evidence": dict(f.evidence or {}),
+    }
+
+
+def asset_vulnerabilities(
+    session: Session, asset_id: int, *, status: str | None, limit: int, offset: int
+) -> dict[str, Any]:
+    """A page of one asset's findings, with the feed they were matched against."""
+    from app.storage.tables import Asset
+
+    if session.get(Asset, asset_id) is None:
+        raise NotFound(f"no asset {asset_id}")
+    rows, total = repo.findings_of(session, asset_id, status, limit, offset)
+    facts = _facts_by_cve(session, [r.cve for r in rows])
+    return {
+        "items": [_item(r, facts.get(r.cve, {})) for r in rows],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "feed": _feed(session, asset_id),
+    }
+
+
+def advisory_affected(
+    session: Session, cve: str, *, status: str | None, limit: int, offset: int
+) -> dict[str, Any]:
+    """A page of the assets one CVE was matched on: each with its files and versions."""
+    if not adv_repo.by_cves(session, [cve]):
+        raise NotFound(f"no advisory names {cve}")
+    rows, total = repo.affected_by_cve(session, cve, status, limit, offset)
+    facts = _facts_by_cve(session, [cve]).get(cve, {})
+    return {
+        "cve": cve,
+        "items": [
+            {
+                "asset": {"id": a.id, "kind": a.kind, "name": a.name},
+                **_item(f, facts),
+                "files": list((f.evidence or {}).get("paths") or []),
+            }
+            for f, a in rows
+        ],
+        "total": total,
+        "limit": limit,
+        "offset": offset,
+        "feed": _feed(session, None),
+    }
+
+
+def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
+    """Per CVE, how many assets an ``affected`` finding names."""
+    return repo.affected_counts(session, cves)

@@ -1,0 +1,263 @@
+"""Queries for advisory matching: each asset's products, the feed's open product statuses,
+the findings per (asset, CVE, product) and when each asset was matched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import delete, exists, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from app.storage.base import table
+from app.storage.tables import AdvisoryDocument as Doc
+from app.storage.tables import AdvisoryFinding as Finding
+from app.storage.tables import AdvisoryProductStatus as Status
+from app.storage.tables import AdvisoryStack as Stack
+from app.storage.tables import AdvisoryVulnerability as Vuln
+from app.storage.tables import Asset, AssetLibrary, AssetProduct
+from app.storage.tables import AssetAdvisoryMatch as Match
+
+_CHUNK = 500
+
+
+def replace_products(
+    session: Session, asset_id: int, rows: Sequence[dict[str, Any]], *, replace: bool = True
+) -> None:
+    """Set the asset's products to exactly ``rows`` (its latest report's)."""
+    conn = session.connection()
+    if replace:
+        conn.execute(delete(AssetProduct).where(AssetProduct.asset_id == asset_id))
+    if rows:
+        conn.execute(insert(table(AssetProduct)), [{"asset_id": asset_id, **r} for r in rows])
+
+
+def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:
+    for i in range(0, len(ids), _CHUNK):
+        yield ids[i : i + _CHUNK]
+
+
+def asset_ids(session: Session) -> list[int]:
+    """Every asset id, ascending."""
+    return list(session.scalars(select(Asset.id).order_by(Asset.id)))
+
+
+def products_of(session: Session, ids: Sequence[int]) -> Sequence[AssetProduct]:
+    """The products of these assets."""
+    out: list[AssetProduct] = []
+    for chunk in _chunks(ids):
+        out += session.scalars(
+            select(AssetProduct)
+            .where(AssetProduct.asset_id.in_(chunk))
+            .order_by(AssetProduct.asset_id, AssetProduct.id)
+        ).all()
+    return out
+
+
+def libraries_of(
+    session: Session, ids: Sequence[int], families: Iterable[str]
+) -> list[tuple[int, str, str | None]]:
+    """(asset id, family, version) of these assets' current libraries of these families."""
+    fams = sorted(families)
+    out: list[tuple[int, str, str | None]] = []
+    for chunk in _chunks(ids):
+        out += [
+            (int(a), str(f), v)
+            for a, f, v in session.execute(
+                select(AssetLibrary.asset_id, AssetLibrary.family, AssetLibrary.version).where(
+                    AssetLibrary.asset_id.in_(chunk), AssetLibrary.family.in_(fams)
+                )
+            ).all()
+        ]
+    return out
+
+
+def product_names(session: Session) -> list[str]:
+    """The distinct product names of the stored statuses (their index alone)."""
+    return list(session.scalars(select(Status.product).distinct()))
+
+
+def open_statuses(session: Session, products: Sequence[str]) -> Sequence[tuple[str, Status]]:
+    """(CVE, status) of every product status of these products that no revision closed, of
+    vulnerabilities no revision withdrew."""
+    if not products:
+        return []
+    return (
+        session.execute(
+            select(Vuln.cve, Status)
+            .join(Vuln, Vuln.id == Status.vulnerability_id)
+            .where(
+                Status.product.in_(products),
+                Status.closed_at.is_(None),
+                Vuln.withdrawn_reason.is_(None),
+            )
+            .order_by(Vuln.cve, Status.id)
+        )
+        .tuples()
+        .all()
+    )
+
+
+def feed_state(session: Session) -> tuple[datetime | None, int]:
+    """(newest import, number of documents) of the stored feed."""
+    row = session.execute(select(func.max(Doc.imported_at), func.count(Doc.id))).one()
+    return row[0], int(row[1] or 0)
+
+
+def lock_stack(session: Session, key: str) -> None:
+    """Serialize the matching of one stack for the rest of the transaction (two reports of
+    one new stack never both write its findings); SQLite writers already run one at a time."""
+    conn = session.connection()
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": key})
+
+
+def current_stacks(session: Session, keys: Sequence[str]) -> set[str]:
+    """The stacks of ``keys`` already matched against the feed as it is stored now."""
+    newest = select(func.max(Doc.imported_at)).scalar_subquery()
+    documents = select(func.count(Doc.id)).scalar_subquery()
+    out: set[str] = set()
+    for i in range(0, len(keys), _CHUNK):
+        out |= {
+            str(k)
+            for k in session.scalars(
+                select(Stack.key).where(
+                    Stack.key.in_(keys[i : i + _CHUNK]),
+                    Stack.feed_imported_at.is_not_distinct_from(newest),
+                    Stack.feed_documents == documents,
+                )
+            )
+        }
+    return out
+
+
+def asset_stack_state(session: Session, asset_id: int, key: str) -> tuple[str | None, bool]:
+    """One query for a report: the asset's stored stack, and whether stack ``key`` is matched
+    against the feed as it is stored now."""
+    newest = select(func.max(Doc.imported_at)).scalar_subquery()
+    documents = select(func.count(Doc.id)).scalar_subquery()
+    held = select(Match.stack).where(Match.asset_id == asset_id).scalar_subquery()
+    current = exists().where(
+        Stack.key == key,
+        Stack.feed_imported_at.is_not_distinct_from(newest),
+        Stack.feed_documents == documents,
+    )
+    row = session.execute(select(held, current)).one()
+    return (str(row[0]) if row[0] is not None else None), bool(row[1])
+
+
+def replace_stack_findings(
+    session: Session, keys: Sequence[str], rows: Sequence[dict[str, Any]], stack: dict[str, Any]
+) -> None:
+    """Set these stacks' findings to exactly ``rows``, each stack matched as ``stack`` says."""
+    conn = session.connection()
+    existing: set[str] = set()
+    for i in range(0, len(keys), _CHUNK):
+        chunk = keys[i : i + _CHUNK]
+        conn.execute(delete(Finding).where(Finding.stack.in_(chunk)))
+        conn.execute(update(Stack).where(Stack.key.in_(chunk)).values(**stack))
+        existing |= set(session.scalars(select(Stack.key).where(Stack.key.in_(chunk))))
+    new = [{"key": k, **stack} for k in keys if k not in existing]
+    if new:
+        conn.execute(insert(table(Stack)), new)
+    for i in range(0, len(rows), 5000):
+        conn.execute(insert(table(Finding)), list(rows[i : i + 5000]))
+
+
+def set_asset_stacks(session: Session, pairs: Sequence[tuple[int, str]]) -> None:
+    """Each asset's stack (its latest scan's); one statement for one asset (ingest)."""
+    conn = session.connection()
+    if len(pairs) == 1:
+        ((asset_id, key),) = pairs
+        dialect = pg_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        upsert = dialect(Match).values(asset_id=asset_id, stack=key)
+        conn.execute(
+            upsert.on_conflict_do_update(
+                index_elements=[Match.asset_id], set_={"stack": upsert.excluded.stack}
+            )
+        )
+        return
+    ids = [a for a, _ in pairs]
+    for chunk in _chunks(ids):
+        conn.execute(delete(Match).where(Match.asset_id.in_(chunk)))
+    rows = [{"asset_id": a, "stack": k} for a, k in pairs]
+    for i in range(0, len(rows), 5000):
+        conn.execute(insert(table(Match)), rows[i : i + 5000])
+
+
+def drop_unused_stacks(session: Session) -> None:
+    """Forget the stacks no asset holds any more, with their findings."""
+    conn = session.connection()
+    unused = select(Stack.key).where(~exists().where(Match.stack == Stack.key))
+    conn.execute(delete(Finding).where(Finding.stack.in_(unused)))
+    conn.execute(delete(Stack).where(Stack.key.in_(unused)))
+
+
+def findings_of(
+    session: Session, asset_id: int, status: str | None, limit: int, offset: int
+) -> tuple[Sequence[Finding], int]:
+    """A page of one asset's findings (its stack's, by CVE) and their number."""
+    stack = select(Match.stack).where(Match.asset_id == asset_id).scalar_subquery()
+    where = [Finding.stack == stack]
+    if status is not None:
+        where.append(Finding.status == status)
+    total = session.scalar(select(func.count()).select_from(Finding).where(*where)) or 0
+    rows = session.scalars(
+        select(Finding)
+        .where(*where)
+        .order_by(Finding.cve.desc(), Finding.id)
+        .limit(limit)
+        .offset(offset)
+    ).all()
+    return rows, int(total)
+
+
+def match_state(session: Session, asset_id: int) -> Stack | None:
+    """The stack the asset holds, with the feed it was matched against."""
+    return session.scalars(
+        select(Stack).join(Match, Match.stack == Stack.key).where(Match.asset_id == asset_id)
+    ).first()
+
+
+def affected_by_cve(
+    session: Session, cve: str, status: str | None, limit: int, offset: int
+) -> tuple[Sequence[tuple[Finding, Asset]], int]:
+    """A page of the findings of one CVE with the assets holding them, and their number."""
+    where = [Finding.cve == cve]
+    if status is not None:
+        where.append(Finding.status == status)
+    joined = (
+        select(Finding, Asset)
+        .join(Match, Match.stack == Finding.stack)
+        .join(Asset, Asset.id == Match.asset_id)
+        .where(*where)
+    )
+    total = session.scalar(select(func.count()).select_from(joined.subquery())) or 0
+    rows = session.execute(joined.order_by(Asset.id, Finding.id).limit(limit).offset(offset)).all()
+    return [(f, a) for f, a in rows], int(total)
+
+
+def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
+    """Per CVE, the number of distinct assets with an ``affected`` finding."""
+    if not cves:
+        return {}
+    rows = session.execute(
+        select(Finding.cve, func.count(func.distinct(Match.asset_id)))
+        .join(Match, Match.stack == Finding.stack)
+        .where(Finding.cve.in_(cves), Finding.status == "affected")
+        .group_by(Finding.cve)
+    ).all()
+    return {str(c): int(n) for c, n in rows}
+
+
+def vulnerability_facts(session: Session, cves: Sequence[str]) -> Sequence[tuple[Vuln, Doc]]:
+    """Every (vulnerability, document) of these CVEs (severity, score, bulletin)."""
+    if not cves:
+        return []
+    rows = session.execute(
+        select(Vuln, Doc).join(Doc, Doc.id == Vuln.document_id).where(Vuln.cve.in_(cves))
+    ).all()
+    return [(v, d) for v, d in rows]
