@@ -120,7 +120,19 @@ class VulnerabilityOut(BaseModel):
     conditions_unevaluated: list[str] = Field(
         description="conditions of the text the asset's facts cannot decide (cdi_mode)"
     )
-    evidence: dict[str, Any] = Field(description="files, package, version compared, range")
+    evidence: dict[str, Any] = Field(
+        description="files, package, version compared, range",
+        examples=[
+            {
+                "product": "driver",
+                "version": "535.129.03",
+                "branch": "R535",
+                "paths": ["/usr/lib/x86_64-linux-gnu/libcuda.so.535.129.03"],
+                "package": "pkg:deb/debian/libcuda1@535.129.03-1",
+                "range": ["vers:generic/<535.274.02"],
+            }
+        ],
+    )
 
 
 class AssetVulnerabilityPage(Page):
