@@ -635,3 +635,38 @@ def test_a_control_read_now_lists_only_the_failing_rules_that_cite_it(
     )
     controls = {row["control_id"] for row in csv.DictReader(io.StringIO(export.text))}
     assert controls and all(c.startswith("CIS-") for c in controls), controls
+
+
+def test_a_scan_exactly_at_the_scan_age_limit_passes_in_every_read(
+    service: Service, post_report: Callable[..., Any], monkeypatch: Any
+) -> None:
+    # scan_age fails a scan older than max_hours, not one exactly that old (as the gate's rule):
+    # with the clock pinned to that instant the export, the summary, the drill-down and the
+    # asset all say pass; a second later all say fail.
+    from datetime import UTC, datetime, timedelta
+
+    from app.http.api import assets as api_assets
+    from app.http.api import compliance as api_compliance
+
+    scanned = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    bom = image_bom("reg.example/edge:1", timestamp=scanned.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    put_policy(service, POLICY)
+    asset_id = post_report(boms.encode(bom)).json()["asset_id"]
+    reader = auth(service.token("inventory:read"))
+    for seconds, expected in ((0, "pass"), (1, "fail")):
+        now = scanned + timedelta(hours=24, seconds=seconds)
+        for module in (api_assets, api_compliance):
+            monkeypatch.setattr(module, "utcnow", lambda now=now: now)
+        exported = service.client.get("/api/v1/compliance/export?policy=prod", headers=reader)
+        (row,) = [r for r in exported.json() if r["control_id"] == "ID.AM-02"]
+        assert row["status"] == expected, seconds
+        assert _counts(service, reader)["ID.AM-02"][expected] == 1, seconds
+        failing = service.client.get(
+            "/api/v1/compliance/controls/ID.AM-02?policy=prod", headers=reader
+        ).json()
+        assert [i["asset"]["id"] for i in failing["items"]] == (
+            [asset_id] if expected == "fail" else []
+        ), seconds
+        detail = service.client.get(f"/api/v1/assets/{asset_id}", headers=reader).json()
+        (entry,) = detail["compliance"]
+        assert entry["controls"]["ID.AM-02"] == expected, seconds
