@@ -670,3 +670,54 @@ def test_a_scan_exactly_at_the_scan_age_limit_passes_in_every_read(
         detail = service.client.get(f"/api/v1/assets/{asset_id}", headers=reader).json()
         (entry,) = detail["compliance"]
         assert entry["controls"]["ID.AM-02"] == expected, seconds
+
+
+def test_the_summary_counts_each_control_of_one_framework_from_zero(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    # Before any report every control the policy cites is listed with no asset; a framework
+    # filter keeps that framework's controls alone, also one sorting after another.
+    put_policy(service, POLICY)
+    reader = auth(service.token("inventory:read"))
+    empty = _counts(service, reader)
+    assert empty and all(
+        (c["pass"], c["fail"], c["not_applicable"]) == (0, 0, 0) for c in empty.values()
+    )
+    _fleet(post_report)
+    counts = _counts(service, reader)
+    for framework in ("cis-v8", "nist-csf-2.0"):
+        only = _counts(service, reader, framework=framework)
+        assert only == {i: c for i, c in counts.items() if c["framework"] == framework}
+        assert only, framework
+
+
+def test_the_summary_tells_evaluated_outdated_and_not_evaluated_assets_apart(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    # Six assets scanned: two evaluated on their latest scan under the current version, one
+    # under an older version, three whose evaluation was lost (an update after ingest that
+    # failed). An asset whose latest scan went (a delete between the two counts on
+    # PostgreSQL) never makes the not-evaluated count negative.
+    for i in range(6):
+        bom = image_bom(f"reg.example/count{i}:1", timestamp=_now(1))
+        assert post_report(boms.encode(bom)).status_code == 201
+    put_policy(service, POLICY)
+    reader = auth(service.token("inventory:read"))
+    with service.db.transaction(write=True) as session:
+        ids = session.execute(text("SELECT id FROM asset ORDER BY id")).scalars().all()
+        session.execute(
+            text("UPDATE compliance_asset SET policy_version = 0 WHERE asset_id = :a"),
+            {"a": ids[0]},
+        )
+        for table in ("compliance_control", "compliance_asset"):
+            session.execute(
+                text(f"DELETE FROM {table} WHERE asset_id IN ({ids[3]}, {ids[4]}, {ids[5]})")
+            )
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 2, "outdated": 1, "not_evaluated": 3}
+    with service.db.transaction(write=True) as session:
+        session.execute(
+            text(f"UPDATE asset SET latest_scan_id = NULL WHERE id IN {tuple(ids[:4])}")
+        )
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 0, "outdated": 3, "not_evaluated": 0}
