@@ -635,3 +635,183 @@ def test_a_control_read_now_lists_only_the_failing_rules_that_cite_it(
     )
     controls = {row["control_id"] for row in csv.DictReader(io.StringIO(export.text))}
     assert controls and all(c.startswith("CIS-") for c in controls), controls
+
+
+def test_a_scan_exactly_at_the_scan_age_limit_passes_in_every_read(
+    service: Service, post_report: Callable[..., Any], monkeypatch: Any
+) -> None:
+    # scan_age fails a scan older than max_hours, not one exactly that old (as the gate's rule):
+    # with the clock pinned to that instant the export, the summary, the drill-down and the
+    # asset all say pass; a second later all say fail.
+    from datetime import UTC, datetime, timedelta
+
+    from app.http.api import assets as api_assets
+    from app.http.api import compliance as api_compliance
+
+    scanned = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
+    bom = image_bom("reg.example/edge:1", timestamp=scanned.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    put_policy(service, POLICY)
+    asset_id = post_report(boms.encode(bom)).json()["asset_id"]
+    reader = auth(service.token("inventory:read"))
+    for seconds, expected in ((0, "pass"), (1, "fail")):
+        now = scanned + timedelta(hours=24, seconds=seconds)
+        for module in (api_assets, api_compliance):
+            monkeypatch.setattr(module, "utcnow", lambda now=now: now)
+        exported = service.client.get("/api/v1/compliance/export?policy=prod", headers=reader)
+        (row,) = [r for r in exported.json() if r["control_id"] == "ID.AM-02"]
+        assert row["status"] == expected, seconds
+        assert _counts(service, reader)["ID.AM-02"][expected] == 1, seconds
+        failing = service.client.get(
+            "/api/v1/compliance/controls/ID.AM-02?policy=prod", headers=reader
+        ).json()
+        assert [i["asset"]["id"] for i in failing["items"]] == (
+            [asset_id] if expected == "fail" else []
+        ), seconds
+        detail = service.client.get(f"/api/v1/assets/{asset_id}", headers=reader).json()
+        (entry,) = detail["compliance"]
+        assert entry["controls"]["ID.AM-02"] == expected, seconds
+
+
+def test_the_summary_counts_each_control_of_one_framework_from_zero(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    # Before any report every control the policy cites is listed with no asset; a framework
+    # filter keeps that framework's controls alone, also one sorting after another.
+    put_policy(service, POLICY)
+    reader = auth(service.token("inventory:read"))
+    empty = _counts(service, reader)
+    assert empty and all(
+        (c["pass"], c["fail"], c["not_applicable"]) == (0, 0, 0) for c in empty.values()
+    )
+    _fleet(post_report)
+    counts = _counts(service, reader)
+    for framework in ("cis-v8", "nist-csf-2.0"):
+        only = _counts(service, reader, framework=framework)
+        assert only == {i: c for i, c in counts.items() if c["framework"] == framework}
+        assert only, framework
+
+
+def test_the_summary_tells_evaluated_outdated_and_not_evaluated_assets_apart(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    # Six assets scanned: two evaluated on their latest scan under the current version, one
+    # under an older version, three whose evaluation was lost (an update after ingest that
+    # failed). An asset whose latest scan went (a delete between the two counts on
+    # PostgreSQL) never makes the not-evaluated count negative.
+    for i in range(6):
+        bom = image_bom(f"reg.example/count{i}:1", timestamp=_now(1))
+        assert post_report(boms.encode(bom)).status_code == 201
+    put_policy(service, POLICY)
+    reader = auth(service.token("inventory:read"))
+    with service.db.transaction(write=True) as session:
+        ids = session.execute(text("SELECT id FROM asset ORDER BY id")).scalars().all()
+        session.execute(
+            text("UPDATE compliance_asset SET policy_version = 0 WHERE asset_id = :a"),
+            {"a": ids[0]},
+        )
+        for table in ("compliance_control", "compliance_asset"):
+            session.execute(
+                text(f"DELETE FROM {table} WHERE asset_id IN ({ids[3]}, {ids[4]}, {ids[5]})")
+            )
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 2, "outdated": 1, "not_evaluated": 3}
+    with service.db.transaction(write=True) as session:
+        session.execute(
+            text(f"UPDATE asset SET latest_scan_id = NULL WHERE id IN {tuple(ids[:4])}")
+        )
+    summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader).json()
+    assert summary["assets"] == {"evaluated": 0, "outdated": 3, "not_evaluated": 0}
+
+
+def test_the_cdxa_states_each_standard_target_and_score(
+    service: Service, post_report: Callable[..., Any]
+) -> None:
+    # Each framework is one standard (its version, its URL, its own cited controls alone); an
+    # image is a container, a host an operating system; a control's score is the share of the
+    # assets it applies to that pass it (here 1 of 2 for the integrity controls).
+    catalog = default_catalog()
+    for bom in (image_bom("reg.example/clean:1", timestamp=_now(1)), tampered("reg.example/t:1")):
+        assert post_report(boms.encode(bom)).status_code == 201
+    put_policy(service, POLICY)
+    reader = auth(service.token("inventory:read"))
+
+    def cdxa(**params: str) -> dict[str, Any]:
+        answer = service.client.get(
+            "/api/v1/compliance/attestation", params={"policy": "prod", **params}, headers=reader
+        )
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    doc = cdxa()
+    assert doc["version"] == 1
+    assert doc["declarations"]["assessors"] == [
+        {"bom-ref": "assessor:gpuprov", "thirdParty": False, "organization": {"name": "gpuprov"}}
+    ]
+    standards = doc["definitions"]["standards"]
+    versions = {"slsa-v1.2": "1.2", "cis-v8": "8", "nist-csf-2.0": "2.0"}
+    urls = {
+        "slsa-v1.2": "https://slsa.dev/spec/v1.2/",
+        "cis-v8": "https://www.cisecurity.org/controls/v8",
+        "nist-csf-2.0": "https://doi.org/10.6028/NIST.CSWP.29",
+    }
+    assert {"cis-v8", "nist-csf-2.0"} <= {s["bom-ref"].removeprefix("standard:") for s in standards}
+    for standard in standards:
+        fw = standard["bom-ref"].removeprefix("standard:")
+        assert standard["version"] == versions[fw]
+        assert standard["externalReferences"] == [{"type": "website", "url": urls[fw]}]
+        ids = [r["identifier"] for r in standard["requirements"]]
+        assert ids and all(catalog.controls[i].framework == fw for i in ids), fw
+    mapping = doc["declarations"]["attestations"][0]["map"]
+    even = 0
+    for m in mapping:
+        passing, failing = len(m["claims"]), len(m["counterClaims"])
+        assert m["confidence"]["score"] == 1.0
+        if passing + failing:
+            assert m["conformance"]["score"] == round(passing / (passing + failing), 4)
+            assert f"{passing} of {passing + failing} assets" in m["conformance"]["rationale"]
+        even += (passing, failing) == (1, 1)
+    assert even  # a control passed by one asset and failed by the other
+    nist = cdxa(framework="nist-csf-2.0")
+    assert [s["bom-ref"] for s in nist["definitions"]["standards"]] == ["standard:nist-csf-2.0"]
+    assert all(
+        catalog.controls[m["requirement"].removeprefix("requirement:")].framework == "nist-csf-2.0"
+        for m in nist["declarations"]["attestations"][0]["map"]
+    )
+    host = boms.gpuprov_bom(kind="host", name="gpu-node-1", timestamp=_now(1))
+    assert post_report(boms.encode(host)).status_code == 201
+    targets = cdxa()["declarations"]["targets"]["components"]
+    assert {t["name"]: t["type"] for t in targets} == {
+        "reg.example/clean:1": "container",
+        "reg.example/t:1": "container",
+        "gpu-node-1": "operating-system",
+    }
+
+
+def test_the_cdxa_claims_nothing_of_a_rule_an_outdated_evaluation_lacks(
+    service: Service, post_report: Callable[..., Any], monkeypatch: Any
+) -> None:
+    # An asset still evaluated under an older version (its update after the new one failed)
+    # has no result of a rule the new version adds: that rule's controls are not applicable to
+    # it in the CDXA, neither claimed passing nor failing.
+    first = POLICY.replace("  cuda_pairing: {}\n", "")
+    post_report(boms.encode(image_bom("reg.example/old:1", timestamp=_now(1))))
+    assert put_policy(service, first).status_code == 201
+    monkeypatch.setattr(compliance, "SYNC_ASSETS", 0)
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise OperationalError("INSERT", {}, ConnectionError("server closed the connection"))
+
+    monkeypatch.setattr(compliance, "evaluate", failing)
+    assert put_policy(service, POLICY).json()["version"] == 2
+    reader = auth(service.token("inventory:read"))
+    answer = service.client.get(
+        "/api/v1/compliance/attestation?policy=prod&framework=cis-v8", headers=reader
+    )
+    assert answer.status_code == 200, answer.text
+    declarations = answer.json()["declarations"]
+    (pairing,) = [c for c in declarations["claims"] if c["bom-ref"].endswith(":CIS-4.1")]
+    assert pairing["predicate"].endswith("version 2: not_applicable")
+    (entry,) = [
+        m for m in declarations["attestations"][0]["map"] if m["requirement"].endswith("CIS-4.1")
+    ]
+    assert entry["claims"] == entry["counterClaims"] == []

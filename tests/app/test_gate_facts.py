@@ -1,20 +1,24 @@
 """A gate answer, and above all its signed VSA, is about the facts the service holds: the asset's
 latest stored scan under the stored policy's own text, named by configuration, never by what the
 caller sends (a backdated BOM, a Host header) or by a row changed behind the service's back.
-Every test runs on SQLite and PostgreSQL."""
+Every test runs on SQLite and PostgreSQL,
+but the one of SQLite's write lock taken before the first read."""
 
 from __future__ import annotations
 
 import base64
 import json
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
+from sqlalchemy import event, text
 
+from app.domain import gate as gate_module
 from app.main import create_app
 from app.settings import Settings
 from scanner.policy.bom_facts import facts_from_bom
@@ -592,3 +596,107 @@ def test_a_scan_pruned_before_its_gate_is_not_found(
     answer = gate(service, service.token("gate", "report:write"), policy="prod", bom=bom)
     assert answer.status_code == 404, answer.text
     assert "the ingested report's asset is gone" in answer.text
+
+
+# ------------------------------------------------------------------ one writer at a time
+
+
+@pytest.fixture
+def sqlite_service(sqlite_url: str) -> Iterator[Service]:
+    """The SQLite backend's app alone (its write lock is the database's, not a row's)."""
+    settings = Settings(database_url=sqlite_url, environment="test", dashboard_cache_seconds=0)
+    app = create_app(settings)
+    with TestClient(app) as client:
+        service = Service(client, app.state.db, sqlite_url, settings)
+        service.truncate()
+        yield service
+
+
+def _other_writer(service: Service, asset_id: int) -> str:
+    """Another writer of the asset, which does not wait: what it was told."""
+    if service.backend == "sqlite":
+        path = service.url.removeprefix("sqlite:///")
+        conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("UPDATE asset SET name = name WHERE id = ?", (asset_id,))
+            conn.execute("ROLLBACK")
+            return "got in"
+        except sqlite3.OperationalError as e:
+            return str(e)
+        finally:
+            conn.close()
+    url = service.url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute("SET lock_timeout = '100ms'")
+        try:
+            with pg.transaction(force_rollback=True):
+                pg.execute("UPDATE asset SET name = name WHERE id = %s", (asset_id,))
+            return "got in"
+        except psycopg.errors.LockNotAvailable:
+            return "database is locked"
+
+
+def test_a_writer_of_the_asset_waits_while_the_gate_decides(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between reading a BOM's asset and recording its decision, no report or prune of that
+    asset gets in (SQLite's write lock; PostgreSQL's lock on the asset's row), so the decision
+    is on the asset's latest scan as it is committed."""
+    told: list[str] = []
+    require_latest = gate_module._require_latest
+
+    def deciding(session: Any, asset: Any, scan: Any) -> None:
+        told.append(_other_writer(service, asset.id))
+        require_latest(session, asset, scan)
+
+    monkeypatch.setattr(gate_module, "_require_latest", deciding)
+    put_policy(service, LAX)
+    bom = image_bom("reg.example/n/w:1", timestamp=_now(1))
+    answer = gate(service, service.token("gate", "report:write"), policy="prod", bom=bom)
+    assert answer.status_code == 200, answer.text
+    assert told == ["database is locked"]
+
+
+@pytest.mark.parametrize("step", ["image", "ingest"])
+def test_no_other_writer_gets_in_once_the_gate_has_read(
+    sqlite_service: Service, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """SQLite: the gate by digest and the ingest of a gated BOM take the write lock when their
+    transaction begins, before their first read; a writer committing after that read would
+    make their own write fail ("database is locked": their snapshot is stale)."""
+    service = sqlite_service
+    put_policy(service, LAX)
+    token = service.token("gate", "report:write")
+    bom = image_bom("reg.example/n/r:1", timestamp=_now(1))
+    if step == "image":
+        assert gate(service, token, policy="prod", bom=bom).status_code == 200
+    told: list[str] = []
+    if step == "image":
+        read = gate_module._image
+
+        def reading(session: Any, digest: str) -> Any:
+            asset, scan = read(session, digest)
+            told.append(_other_writer(service, asset.id))
+            return asset, scan
+
+        monkeypatch.setattr(gate_module, "_image", reading)
+    else:
+        ingest = gate_module.ingest
+
+        def ingesting(*args: Any, **kwargs: Any) -> Any:
+            def first(*_: Any) -> None:  # after the transaction's first statement, a read
+                if not told:
+                    told.append(_other_writer(service, 0))
+
+            event.listen(service.db.engine, "after_cursor_execute", first)
+            try:
+                return ingest(*args, **kwargs)
+            finally:
+                event.remove(service.db.engine, "after_cursor_execute", first)
+
+        monkeypatch.setattr(gate_module, "ingest", ingesting)
+    body = {"image": digest(bom)} if step == "image" else {"bom": bom}
+    answer = gate(service, token, policy="prod", **body)
+    assert answer.status_code == 200, answer.text
+    assert told == ["database is locked"]
