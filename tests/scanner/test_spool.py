@@ -387,3 +387,13 @@ def test_a_retry_after_in_the_past_is_forgotten(tmp_path: Path) -> None:
     spool.set_wait_until(T0)
     spool.set_wait_until(-1.0)
     assert not (tmp_path / ".retry-after").exists() and spool.wait_until() == 0.0
+
+
+@pytest.mark.parametrize("fmt", ["Cyclone", "BOM", "CycloneDX ", "cyclonedx", "SPDX"])
+def test_only_bomformat_cyclonedx_is_spooled_as_a_cyclonedx_bom(fmt: str) -> None:
+    """Formats sorting before and after `CycloneDX`, and its name in other case, are refused."""
+    report = json.dumps({"bomFormat": fmt, "specVersion": "1.6"}).encode()
+    with pytest.raises(UsageError, match="neither a CycloneDX BOM"):
+        check_report(report)
+    with pytest.raises(UsageError, match="neither a CycloneDX BOM"):
+        check_report(json.dumps([{"bomFormat": "CycloneDX"}]).encode())  # no object

@@ -197,3 +197,20 @@ def test_only_the_cyclonedx_format_is_read(bom_format: str) -> None:
     doc["bomFormat"] = bom_format
     with pytest.raises(BomError, match='no "bomFormat": "CycloneDX"'):
         facts_from_bom(json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize(("pad", "told"), [(0, "SPDX tag-value: not UTF-8"), (1, "not a JSON")])
+def test_an_spdx_tag_value_bom_is_told_by_its_first_4096_bytes(pad: int, told: str) -> None:
+    """A first tag `SPDXVersion:` ending at byte 4096 makes a tag-value document, one a byte
+    later does not (then it is read as JSON); a tag-value document must be UTF-8 throughout."""
+    head = "SPDXVersion:"
+    comment = "#" + "x" * (4096 - 2 - len(head) + pad) + "\n"
+    raw = (comment + head + " SPDX-2.3\n").encode() + b"\xff"
+    assert len(comment) + len(head) == 4096 + pad
+    with pytest.raises(BomError, match=told):
+        facts_from_bom(raw)
+
+
+def test_an_spdx_document_refused_is_no_bom() -> None:
+    with pytest.raises(BomError, match="^SPDX spdxVersion: "):
+        facts_from_bom(b'{"spdxVersion": "SPDX-2.1"}')

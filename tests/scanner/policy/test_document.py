@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -103,7 +104,9 @@ def test_scan_age_is_a_number_the_date_arithmetic_can_hold(value: str) -> None:
 @given(st.floats() | st.integers(-(10**40), 10**40))
 def test_every_scan_age_a_policy_accepts_can_be_judged(value: float) -> None:
     try:
-        loaded = load_policy(f"{HEAD}rules: {{scan_age: {{max_hours: {value!r}}}}}\n".encode())
+        # as YAML writes the number: `1e-05` (repr) is a string to YAML 1.1, `1.0e-05` a float
+        number = yaml.safe_dump(value).removesuffix("...\n").strip()
+        loaded = load_policy(f"{HEAD}rules: {{scan_age: {{max_hours: {number}}}}}\n".encode())
     except PolicyError:
         assert not 0 < value <= MAX_SCAN_AGE_HOURS
         return
