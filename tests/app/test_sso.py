@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from app.clock import utcnow
 from app.main import create_app
@@ -332,6 +332,39 @@ def test_signing_in_again_rotates_the_session_id(site: Site) -> None:
         assert first != second
         client.cookies.set("gpuprov_user", first)
         assert client.get(f"{site.url}/assets").status_code == 303
+
+
+@pytest.mark.parametrize(
+    ("ending", "ended", "said"),
+    [
+        ("outlived", "session-expired", "a session lasts"),
+        ("deleted", "session-ended", "signed out, or replaced"),
+        ("no role", "access-removed", "no longer give you a role"),
+    ],
+)
+def test_an_ended_sign_in_lands_on_the_login_page_with_the_reason(
+    site: Site, ending: str, ended: str, said: str
+) -> None:
+    with site.browser() as client:
+        assert site.sign_in(client, "dave").status_code == 303
+        assert client.get(f"{site.url}/assets").status_code == 200
+        id_hash = hashlib.sha256(client.cookies["gpuprov_user"].encode()).hexdigest()
+        user = site.user("dave")
+        assert user is not None
+        with site.app.state.db.transaction() as session:
+            if ending == "outlived":
+                past = utcnow() - timedelta(seconds=1)
+                rows = update(WebSession).where(WebSession.id_hash == id_hash)
+                session.execute(rows.values(expires_at=past))
+            elif ending == "deleted":
+                session.execute(delete(WebSession).where(WebSession.id_hash == id_hash))
+            else:
+                session.execute(update(AppUser).where(AppUser.id == user.id).values(role=None))
+        answer = client.get(f"{site.url}/assets")
+        assert answer.status_code == 303
+        assert answer.headers["location"] == f"/login?next=%2Fassets&ended={ended}"
+        page = client.get(f"{site.url}{answer.headers['location']}")
+        assert page.status_code == 200 and said in page.text
 
 
 # -- hostile answers from a fake provider --------------------------------------------------
