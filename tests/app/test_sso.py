@@ -286,6 +286,9 @@ def test_logout_is_a_csrf_protected_post_that_deletes_the_session(site: Site) ->
         answer = client.post(f"{site.url}/logout", data={"csrf_token": match.group(1)})
         # RP-initiated logout: the page sends the browser on to the provider's end_session
         assert answer.status_code == 200
+        # the cookie is deleted with the attributes it was set with
+        [deletion] = [c for c in answer.headers.get_list("set-cookie") if "gpuprov_user=" in c]
+        assert "Max-Age=0" in deletion and "HttpOnly" in deletion and "SameSite=lax" in deletion
         end = re.search(r'content="0;url=([^"]+)"', answer.text)
         assert end is not None
         params = authorization_params(end.group(1).replace("&amp;", "&"))
