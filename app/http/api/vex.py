@@ -1,0 +1,99 @@
+"""VEX (docs/vex.md): ``GET /api/v1/assets/{id}/vex`` writes one asset's advisory findings as
+OpenVEX v0.2.0 or CycloneDX 1.6 VEX; ``POST /api/v1/vex`` (admin) reads an OpenVEX or
+CycloneDX VEX document and answers what importing it would record (a dry run only: recording
+analyses is not wired yet)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from app.domain import vex
+from app.errors import AppError
+from app.http.body import read_limited
+from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep
+from app.http.params import IdPath
+from app.http.schemas import error_responses
+from scanner import __version__
+
+router = APIRouter(tags=["advisories"])
+
+VEX_TYPES = ("application/json", "application/vnd.cyclonedx+json")
+
+
+@router.get(
+    "/assets/{asset_id}/vex",
+    responses={
+        200: {"content": {media: {} for media in vex.MEDIA_TYPES.values()}},
+        **error_responses(
+            (404, "no such asset, never matched, or (OpenVEX) no finding to state"),
+        ),
+    },
+    summary="The asset's advisory findings as a VEX document",
+)
+def get_asset_vex(
+    _: InventoryReader,
+    session: SessionDep,
+    settings: SettingsDep,
+    asset_id: IdPath,
+    format: Annotated[
+        Literal["openvex", "cyclonedx"],
+        Query(description="openvex: OpenVEX v0.2.0; cyclonedx: CycloneDX 1.6 VEX"),
+    ] = "openvex",
+) -> Response:
+    """One statement per finding (CVE, product found): status, justification or action, and
+    how it was determined; the same stored facts give the same document."""
+    text = vex.asset_vex(
+        session,
+        asset_id,
+        format,
+        author=settings.vex_author,
+        tooling=f"gpuprov {__version__}",
+    )
+    suffix = "openvex.json" if format == "openvex" else "cdx.json"
+    return Response(
+        text,
+        media_type=vex.MEDIA_TYPES[format],
+        headers={"Content-Disposition": f'attachment; filename="asset-{asset_id}.{suffix}"'},
+    )
+
+
+async def _vex_body(request: Request, settings: SettingsDep, _: Admin) -> AsyncIterator[bytes]:
+    # read once the caller is known to be an admin, never past the configured limit
+    raw = await read_limited(request, settings.max_vex_bytes, VEX_TYPES, "a VEX document")
+    if not raw:
+        raise AppError("the request body is empty; send one OpenVEX or CycloneDX VEX document", 422)
+    yield raw
+
+
+VexBody = Annotated[bytes, Depends(_vex_body, scope="function")]
+
+
+@router.post(
+    "/vex",
+    responses=error_responses(
+        (413, "larger than GPUPROV_MAX_VEX_BYTES"),
+        (415, "not a JSON media type"),
+        (422, "not OpenVEX v0.2.0 / CycloneDX VEX, or refused (reason in details)"),
+        (501, "dry_run=false: recording analyses is not wired yet"),
+    ),
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}
+    },
+    summary="Read a VEX document: what importing it would record (dry run)",
+)
+def post_vex(
+    _: Admin,
+    raw: VexBody,
+    settings: SettingsDep,
+    dry_run: Annotated[bool, Query(description="only true is served today")] = True,
+) -> dict[str, Any]:
+    """The document's statements, read and checked; nothing is recorded."""
+    if not dry_run:
+        raise AppError(
+            "recording VEX statements as analyses is not available yet; send dry_run=true", 501
+        )
+    return vex.dry_run(raw, max_bytes=settings.max_vex_bytes)
