@@ -90,9 +90,7 @@ def _info(session: Session, cves: list[str]) -> dict[str, VulnInfo]:
     return {cve: info for cve, (_, info) in best.items()}
 
 
-def asset_vex(
-    session: Session, asset_id: int, fmt: VexFormat, *, author: str, tooling: str
-) -> str:
+def asset_vex(session: Session, asset_id: int, fmt: VexFormat, *, author: str, tooling: str) -> str:
     """The VEX document of one asset's findings; 404 for an unknown asset, or for an OpenVEX
     document with nothing to state (OpenVEX needs a statement)."""
     asset = session.get(Asset, asset_id)

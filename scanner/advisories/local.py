@@ -89,9 +89,7 @@ def asset_facts(result: ScanResult) -> AssetFacts:
         for p in result.products
     ]
     families = {
-        (lib.ident.family, None)
-        for lib in result.libraries
-        if lib.ident.family in TOOLKIT_FAMILIES
+        (lib.ident.family, None) for lib in result.libraries if lib.ident.family in TOOLKIT_FAMILIES
     }
     return AssetFacts(
         products=tuple(sorted(products, key=repr)), libraries=tuple(sorted(families, key=repr))
@@ -130,8 +128,10 @@ def vuln_info(feed: LocalFeed, cves: Sequence[str]) -> dict[str, VulnInfo]:
                 continue
             scores = [s for s in vuln.scores if s.base_score is not None]
             top = max(scores, key=lambda s: s.base_score or 0.0, default=None)
-            rank = (top.base_score if top and top.base_score is not None else -1.0,
-                    adv.updated or adv.published or "")
+            rank = (
+                top.base_score if top and top.base_score is not None else -1.0,
+                adv.updated or adv.published or "",
+            )
             info = VulnInfo(
                 title=vuln.title or adv.title,
                 bulletin=adv.tracking_id,

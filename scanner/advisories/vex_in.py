@@ -166,7 +166,9 @@ def _time(value: Any, where: str) -> str:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise VexRefused("invalid", f"{where}: {text[:64]!r} is not an RFC 3339 date-time") from None
+        raise VexRefused(
+            "invalid", f"{where}: {text[:64]!r} is not an RFC 3339 date-time"
+        ) from None
     if when.tzinfo is None:
         raise VexRefused("invalid", f"{where}: {text[:64]!r} has no time zone")
     return when.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -254,7 +256,9 @@ def _openvex(doc: dict[str, Any], max_statements: int) -> VexDocument:
             ref = _openvex_ref(prod, f"{where}.products[{j}]")
             subs = prod.get("subcomponents") or [None]
             for k, sub in enumerate(subs):
-                part = _openvex_ref(sub, f"{where}.products[{j}].subcomponents[{k}]") if sub else None
+                part = (
+                    _openvex_ref(sub, f"{where}.products[{j}].subcomponents[{k}]") if sub else None
+                )
                 out.append(
                     VexStatement(
                         cve=str(cve),
@@ -491,9 +495,7 @@ def _cdx_target(
             return ProductRef(iri=ref, purl=ref), None
         if ref.startswith("urn:cdx:"):
             return ProductRef(iri=ref), None
-        raise VexRefused(
-            "invalid", f"{where}.ref: {ref[:100]!r} names no component of this BOM"
-        )
+        raise VexRefused("invalid", f"{where}.ref: {ref[:100]!r} names no component of this BOM")
     found = _cdx_ref(comp, where)
     if isinstance(subject, dict) and comp is not subject:
         return _cdx_ref(subject, "metadata.component"), found

@@ -115,7 +115,9 @@ def _notes(f: Finding, info: VulnInfo) -> str:
     """How the status was determined (OpenVEX ``status_notes``, CycloneDX ``analysis.detail``)."""
     what = f.product + (f" ({f.component})" if f.component else "")
     bulletin = f" of bulletin {info.bulletin}" if info.bulletin else ""
-    parts = [f"gpuprov matched {what} {f.installed or '(version unknown)'} against the feed{bulletin}"]
+    parts = [
+        f"gpuprov matched {what} {f.installed or '(version unknown)'} against the feed{bulletin}"
+    ]
     if f.affected_text:
         parts.append(f"affected: {f.affected_text}")
     if f.fixed_in:
@@ -355,7 +357,9 @@ def build_cyclonedx(
         vulnerabilities=vulns,
     )
     bom.register_dependency(asset, list(parts.values()))
-    text = str(make_outputter(bom, OutputFormat.JSON, SchemaVersion.V1_6).output_as_string(indent=2))
+    text = str(
+        make_outputter(bom, OutputFormat.JSON, SchemaVersion.V1_6).output_as_string(indent=2)
+    )
     doc = json.loads(text)
     doc.pop("serialNumber", None)
     serial = digest_id(hashlib.sha256(canonical(doc).encode()).hexdigest())

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import jsonschema_rs
 import msgspec
 import pytest
 
@@ -72,9 +71,7 @@ def _neutral(data: bytes) -> list[Any]:
     """The statements read back, without what only says which format they came from."""
     return sorted(
         (
-            msgspec.structs.replace(
-                s, format="openvex", source_state="", source_justification=None
-            )
+            msgspec.structs.replace(s, format="openvex", source_state="", source_justification=None)
             for s in read_vex(data).statements
         ),
         key=repr,
@@ -115,7 +112,8 @@ def test_vex_of_real_assets_is_valid_and_states_the_findings(
     (product,) = cuobjdump["products"]
     digest = product["hashes"]["sha-256"]
     assert len(digest) == 64
-    assert product["@id"] == f"pkg:oci/toolkit@sha256:{digest}?tag=toolkit"
+    assert product["@id"].startswith("pkg:oci/") and f"@sha256:{digest}?" in product["@id"]
+    assert "tag=toolkit" in product["@id"] and product["identifiers"]["purl"] == product["@id"]
     (sub,) = product["subcomponents"]
     assert sub["@id"] == "pkg:generic/nvidia/cuobjdump@11.8.86"
     assert sub["identifiers"]["cpe23"] == "cpe:2.3:a:nvidia:cuda_toolkit:11.8.0:*:*:*:*:*:*:*"
@@ -176,10 +174,9 @@ def test_vex_refusals_and_the_author(
     assert cdx.status_code == 200 and validate_json(cdx.text) is None
     assert "vulnerabilities" not in json.loads(cdx.text)
     assert _get(service, reader, 999_999, "openvex").status_code == 404
-    assert _get(service, reader, ids["host"], "spdx").status_code == 422
-    assert (
-        service.client.get(f"/api/v1/assets/{ids['host']}/vex").status_code == 401
-    )  # no token
+    bad = _get(service, reader, ids["host"], "spdx")
+    assert bad.status_code == 400 and "format" in bad.text
+    assert service.client.get(f"/api/v1/assets/{ids['host']}/vex").status_code == 401  # no token
     # the configured author is the document's, and a new author is a new document
     before = _get(service, reader, ids["host"], "openvex").json()
     monkeypatch.setattr(service.settings, "vex_author", "Example Corp PSIRT")

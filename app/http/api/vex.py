@@ -13,15 +13,37 @@ from fastapi.responses import Response
 
 from app.domain import vex
 from app.errors import AppError
-from app.http.body import read_limited
+from app.http.body import check_limited, ingest_slot, read_limited
 from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep
 from app.http.params import IdPath
 from app.http.schemas import error_responses
+from app.http.schemas_advisories import VexDryRunOut
 from scanner import __version__
 
 router = APIRouter(tags=["advisories"])
 
 VEX_TYPES = ("application/json", "application/vnd.cyclonedx+json")
+#: the request body the API document shows: a one-statement OpenVEX document
+EXAMPLE: dict[str, Any] = {
+    "@context": "https://openvex.dev/ns/v0.2.0",
+    "@id": "urn:uuid:2f4c3b1e-0f7a-5d2b-9c1e-6a8b7d5e4f30",
+    "author": "Example Corp PSIRT",
+    "timestamp": "2026-01-15T00:00:00Z",
+    "version": 1,
+    "statements": [
+        {
+            "vulnerability": {"name": "CVE-2023-0193"},
+            "products": [
+                {
+                    "@id": "pkg:oci/train@sha256:" + "ab" * 32,
+                    "subcomponents": [{"@id": "pkg:generic/nvidia/cuobjdump@11.8.86"}],
+                }
+            ],
+            "status": "not_affected",
+            "justification": "vulnerable_code_not_in_execute_path",
+        }
+    ],
+}
 
 
 @router.get(
@@ -61,12 +83,20 @@ def get_asset_vex(
     )
 
 
-async def _vex_body(request: Request, settings: SettingsDep, _: Admin) -> AsyncIterator[bytes]:
-    # read once the caller is known to be an admin, never past the configured limit
-    raw = await read_limited(request, settings.max_vex_bytes, VEX_TYPES, "a VEX document")
-    if not raw:
-        raise AppError("the request body is empty; send one OpenVEX or CycloneDX VEX document", 422)
-    yield raw
+async def _vex_body(
+    request: Request, settings: SettingsDep, principal: Admin
+) -> AsyncIterator[bytes]:
+    # megabytes and a schema check: read once the caller is known to be an admin, in an ingest
+    # slot, never past the configured limit
+    what = "a VEX document"
+    check_limited(request, settings.max_vex_bytes, VEX_TYPES, what)
+    with ingest_slot(request, principal, settings):
+        raw = await read_limited(request, settings.max_vex_bytes, VEX_TYPES, what)
+        if not raw:
+            raise AppError(
+                "the request body is empty; send one OpenVEX or CycloneDX VEX document", 422
+            )
+        yield raw
 
 
 VexBody = Annotated[bytes, Depends(_vex_body, scope="function")]
@@ -74,9 +104,11 @@ VexBody = Annotated[bytes, Depends(_vex_body, scope="function")]
 
 @router.post(
     "/vex",
+    response_model=VexDryRunOut,
     responses=error_responses(
         (413, "larger than GPUPROV_MAX_VEX_BYTES"),
         (415, "not a JSON media type"),
+        (503, "every ingest slot is taken (GPUPROV_MAX_CONCURRENT_INGESTS)"),
         (422, "not OpenVEX v0.2.0 / CycloneDX VEX, or refused (reason in details)"),
         (501, "dry_run=false: recording analyses is not wired yet"),
     ),

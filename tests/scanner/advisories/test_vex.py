@@ -48,7 +48,10 @@ IMAGE = VexSubject(
 WHEN = datetime(2025, 10, 9, 12, 0, tzinfo=UTC)
 INFO = {
     "CVE-2023-0193": VulnInfo(
-        title="cuobjdump heap overflow", bulletin="5446", publisher="NVIDIA", severity="MEDIUM",
+        title="cuobjdump heap overflow",
+        bulletin="5446",
+        publisher="NVIDIA",
+        severity="MEDIUM",
         cvss=5.5,
     )
 }
@@ -91,7 +94,9 @@ def _tool(cve: str, status: str, **kw: Any) -> Finding:
 #: one finding of every status, and every justification the matcher or a CSAF flag gives
 FINDINGS = [
     _tool("CVE-2023-0193", "affected", affected_text="All versions prior to 12.1", fixed_in="12.1"),
-    _tool("CVE-2024-0072", "affected", review="12.4 GA has no status", affected_text="prior to 12.4"),
+    _tool(
+        "CVE-2024-0072", "affected", review="12.4 GA has no status", affected_text="prior to 12.4"
+    ),
     _tool("CVE-2025-0001", "affected", conditions_unevaluated=("cdi_mode",)),
     _tool("CVE-2022-34667", "fixed", fixed_in="11.8", affected_text="prior to 11.8"),
     _tool("CVE-2025-0002", "under_investigation"),
@@ -257,8 +262,9 @@ def test_out_then_in_gives_the_statements_written() -> None:
     assert openvex.format == "openvex" and cdx.format == "cyclonedx"
     assert _neutral(openvex) == _neutral(cdx)
     got = {(s.cve, s.state, s.justification) for s in openvex.statements}
-    assert got == {(f.cve, f.status, f.justification if f.status == "not_affected" else None)
-                   for f in FINDINGS}
+    assert got == {
+        (f.cve, f.status, f.justification if f.status == "not_affected" else None) for f in FINDINGS
+    }
     for s in openvex.statements:
         assert s.author == "gpuprov" and s.timestamp == "2025-10-09T12:00:00Z"
         assert s.product.purl == IMAGE.purl and s.product.sha256 == "cd" * 32
@@ -284,23 +290,37 @@ def _foreign_cdx(**analysis: Any) -> dict[str, Any]:
         "components": [
             {"type": "library", "name": "nvjpeg", "bom-ref": "c1", "purl": "pkg:pypi/x@1"}
         ],
-        "vulnerabilities": [
-            {"id": "CVE-2025-1", "analysis": analysis, "affects": [{"ref": "c1"}]}
-        ],
+        "vulnerabilities": [{"id": "CVE-2025-1", "analysis": analysis, "affects": [{"ref": "c1"}]}],
     }
 
 
 @pytest.mark.parametrize(
     ("analysis", "state", "justification", "impact"),
     [
-        ({"state": "not_affected", "justification": "code_not_present"}, "not_affected",
-         "vulnerable_code_not_present", None),
-        ({"state": "not_affected", "justification": "requires_dependency"}, "not_affected",
-         "component_not_present", None),
-        ({"state": "not_affected", "justification": "protected_at_runtime"}, "not_affected",
-         "inline_mitigations_already_exist", None),
-        ({"state": "false_positive", "detail": "scanner misread"}, "not_affected", None,
-         "false positive (CycloneDX analysis state false_positive)"),
+        (
+            {"state": "not_affected", "justification": "code_not_present"},
+            "not_affected",
+            "vulnerable_code_not_present",
+            None,
+        ),
+        (
+            {"state": "not_affected", "justification": "requires_dependency"},
+            "not_affected",
+            "component_not_present",
+            None,
+        ),
+        (
+            {"state": "not_affected", "justification": "protected_at_runtime"},
+            "not_affected",
+            "inline_mitigations_already_exist",
+            None,
+        ),
+        (
+            {"state": "false_positive", "detail": "scanner misread"},
+            "not_affected",
+            None,
+            "false positive (CycloneDX analysis state false_positive)",
+        ),
         ({"state": "resolved_with_pedigree"}, "fixed", None, None),
         ({"state": "exploitable", "response": ["will_not_fix"]}, "affected", None, None),
         ({"state": "in_triage"}, "under_investigation", None, None),
@@ -355,30 +375,54 @@ ST = ["statements", 0]
     ("data", "reason", "message"),
     [
         (b"", "not_json", "not JSON"),
-        (b"{\"a\": \"\xc3\x28\"}", "not_json", "not UTF-8"),
+        (b'{"a": "\xc3\x28"}', "not_json", "not UTF-8"),
         (b'{"a": 1, "a": 2}', "not_json", "appears twice"),
         (b'{"a": NaN}', "not_json", "NaN is not a JSON number"),
         (b"[]", "unknown_format", "neither OpenVEX"),
         (b"[" * 40 + b"]" * 40, "too_deep", "deeper than 32"),
-        (_openvex_with(_set(["@context"], "https://openvex.dev/ns")), "not_openvex",
-         "gpuprov reads OpenVEX v0.2.0"),
-        (_openvex_with(_set([*ST, "status"], "exploitable")), "unknown_status",
-         "'exploitable' is not an OpenVEX status"),
-        (_openvex_with(_set([*ST, "justification"], "code_not_present")),
-         "unknown_justification", "'code_not_present' is not an OpenVEX justification"),
-        (_openvex_with(_set([*ST, "action_statement"], _DELETE)), "not_openvex",
-         "not valid OpenVEX v0.2.0: /statements/0"),
-        (_openvex_with(_set(["author"], _DELETE)), "not_openvex", "\"author\" is a required"),
+        (
+            _openvex_with(_set(["@context"], "https://openvex.dev/ns")),
+            "not_openvex",
+            "gpuprov reads OpenVEX v0.2.0",
+        ),
+        (
+            _openvex_with(_set([*ST, "status"], "exploitable")),
+            "unknown_status",
+            "'exploitable' is not an OpenVEX status",
+        ),
+        (
+            _openvex_with(_set([*ST, "justification"], "code_not_present")),
+            "unknown_justification",
+            "'code_not_present' is not an OpenVEX justification",
+        ),
+        (
+            _openvex_with(_set([*ST, "action_statement"], _DELETE)),
+            "not_openvex",
+            "not valid OpenVEX v0.2.0: /statements/0",
+        ),
+        (_openvex_with(_set(["author"], _DELETE)), "not_openvex", '"author" is a required'),
         (_openvex_with(_set([*ST, "products"], [])), "invalid", "statements[0]: names no product"),
-        (_openvex_with(_set([*ST, "products", 0, "hashes", "sha-256"], "xyz")), "invalid",
-         "hashes.sha-256: not a SHA-256 digest"),
-        (_openvex_with(_set(["timestamp"], "yesterday")), "invalid",
-         "'yesterday' is not an RFC 3339 date-time"),
+        (
+            _openvex_with(_set([*ST, "products", 0, "hashes", "sha-256"], "xyz")),
+            "invalid",
+            "hashes.sha-256: not a SHA-256 digest",
+        ),
+        (
+            _openvex_with(_set(["timestamp"], "yesterday")),
+            "invalid",
+            "'yesterday' is not an RFC 3339 date-time",
+        ),
         (_openvex_with(_set(["timestamp"], "2025-01-01T00:00:00")), "invalid", "no time zone"),
-        (_openvex_with(_set([*ST, "vulnerability", "name"], "C" * 300)), "invalid",
-         "longer than 256 characters"),
-        (_openvex_with(_set([*ST, "status_notes"], "n" * 70_000)), "too_large",
-         "status_notes: 70000 characters"),
+        (
+            _openvex_with(_set([*ST, "vulnerability", "name"], "C" * 300)),
+            "invalid",
+            "longer than 256 characters",
+        ),
+        (
+            _openvex_with(_set([*ST, "status_notes"], "n" * 70_000)),
+            "too_large",
+            "status_notes: 70000 characters",
+        ),
     ],
 )
 def test_malformed_documents_are_refused_by_name(data: bytes, reason: str, message: str) -> None:
@@ -411,15 +455,27 @@ V = ["vulnerabilities", 0]
     ("data", "reason", "message"),
     [
         (_cdx_with(_set(["specVersion"], "1.2")), "not_cyclonedx", "specVersion '1.2'"),
-        (_cdx_with(_set([*V, "analysis", "state"], "bogus")), "unknown_status",
-         "'bogus' is not a CycloneDX analysis state"),
-        (_cdx_with(_set([*V, "analysis", "justification"], "bogus")), "unknown_justification",
-         "'bogus' is not a CycloneDX justification"),
-        (_cdx_with(_set([*V, "analysis", "state"], _DELETE)), "invalid",
-         "vulnerabilities[0].analysis.state: missing"),
+        (
+            _cdx_with(_set([*V, "analysis", "state"], "bogus")),
+            "unknown_status",
+            "'bogus' is not a CycloneDX analysis state",
+        ),
+        (
+            _cdx_with(_set([*V, "analysis", "justification"], "bogus")),
+            "unknown_justification",
+            "'bogus' is not a CycloneDX justification",
+        ),
+        (
+            _cdx_with(_set([*V, "analysis", "state"], _DELETE)),
+            "invalid",
+            "vulnerabilities[0].analysis.state: missing",
+        ),
         (_cdx_with(_set(["vulnerabilities"], [])), "invalid", "no vulnerabilities"),
-        (_cdx_with(_set([*V, "affects"], [{"ref": "nowhere"}])), "invalid",
-         "'nowhere' names no component of this BOM"),
+        (
+            _cdx_with(_set([*V, "affects"], [{"ref": "nowhere"}])),
+            "invalid",
+            "'nowhere' names no component of this BOM",
+        ),
         (_cdx_with(_set([*V, "id"], 5)), "not_cyclonedx", "not valid CycloneDX 1.6"),
         (_cdx_with(_set(["metadata", "timestamp"], _DELETE)), "invalid", "no time"),
         (_cdx_with(_set([*V, "id"], _DELETE)), "invalid", "vulnerabilities[0].id: missing"),
@@ -443,8 +499,9 @@ def test_not_affected_without_a_reason_is_refused() -> None:
 
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=10), children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=10), children, max_size=4)
+    ),
     max_leaves=20,
 )
 _SEEDS = [_openvex(FINDINGS), json.loads(_cdx(FINDINGS))]
