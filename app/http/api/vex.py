@@ -109,8 +109,8 @@ VexBody = Annotated[bytes, Depends(_vex_body, scope="function")]
         (413, "larger than GPUPROV_MAX_VEX_BYTES"),
         (415, "not a JSON media type"),
         (503, "every ingest slot is taken (GPUPROV_MAX_CONCURRENT_INGESTS)"),
-        (422, "not OpenVEX v0.2.0 / CycloneDX VEX, or refused (reason in details)"),
-        (501, "dry_run=false: recording analyses is not wired yet"),
+        (400, "dry_run other than true (recording is not wired yet)"),
+        (422, "not OpenVEX v0.2.0 / CycloneDX VEX, or refused (the reason in details)"),
     ),
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}
@@ -121,11 +121,11 @@ def post_vex(
     _: Admin,
     raw: VexBody,
     settings: SettingsDep,
-    dry_run: Annotated[bool, Query(description="only true is served today")] = True,
+    dry_run: Annotated[
+        Literal["true"],
+        Query(description="true: answer what would be recorded (the only mode served today)"),
+    ] = "true",
 ) -> dict[str, Any]:
-    """The document's statements, read and checked; nothing is recorded."""
-    if not dry_run:
-        raise AppError(
-            "recording VEX statements as analyses is not available yet; send dry_run=true", 501
-        )
+    """The document's statements, read and checked; nothing is recorded (recording analyses
+    is not wired yet: ``dry_run=false`` is refused with 400)."""
     return vex.dry_run(raw, max_bytes=settings.max_vex_bytes)
