@@ -409,13 +409,17 @@ def _cyclonedx(data: bytes, doc: dict[str, Any], max_statements: int) -> VexDocu
     )
 
 
-def _cdx_schema_error(data: bytes, spec: str) -> str | None:
+@cache
+def _cdx_validator(spec: str) -> Any:
     from cyclonedx.schema import SchemaVersion
     from cyclonedx.validation.json import JsonStrictValidator
 
-    version = SchemaVersion.from_version(spec)
+    return JsonStrictValidator(SchemaVersion.from_version(spec))
+
+
+def _cdx_schema_error(data: bytes, spec: str) -> str | None:
     try:
-        error = JsonStrictValidator(version).validate_str(data.decode("utf-8"))
+        error = _cdx_validator(spec).validate_str(data.decode("utf-8"))
     except Exception as e:  # the library's own failure on a hostile document: refused, not raised
         return f"the CycloneDX validator could not check it ({type(e).__name__})"
     return None if error is None else str(error)[:500]
