@@ -106,9 +106,20 @@ def _part(f: Finding) -> _Part | None:
         prefix, cpe = row.purl, (named or (None,))[0]
     except KeyError:  # a key a newer scanner wrote: still named, by the generic form
         prefix, cpe = f"pkg:generic/nvidia/{quote(key, safe='')}", None
-    purl = f"{prefix}@{quote(version, safe='+')}" if version else prefix
+    purl = _canonical(f"{prefix}@{quote(version, safe='+')}" if version else prefix)
     sha = ev.get("sha256")
     return _Part(purl, cpe, sha if isinstance(sha, str) and len(sha) == 64 else None)
+
+
+def _canonical(purl: str) -> str:
+    """The purl as packageurl writes it (the CycloneDX writer's form), so both documents name a
+    product with the same string."""
+    from packageurl import PackageURL
+
+    try:
+        return str(PackageURL.from_string(purl).to_string())
+    except ValueError:
+        return purl
 
 
 def _notes(f: Finding, info: VulnInfo) -> str:
@@ -294,11 +305,14 @@ def build_cyclonedx(
         if part is not None:
             ref = part.purl
             if part.purl not in parts and part.purl != subject.iri:
-                purl = PackageURL.from_string(part.purl)
+                try:
+                    purl: PackageURL | None = PackageURL.from_string(part.purl)
+                except ValueError:  # named by its reference alone rather than not at all
+                    purl = None
                 parts[part.purl] = Component(
                     type=ComponentType.APPLICATION,
-                    name=purl.name,
-                    version=purl.version,
+                    name=purl.name if purl else part.purl,
+                    version=purl.version if purl else None,
                     bom_ref=part.purl,
                     purl=purl,
                     cpe=part.cpe,

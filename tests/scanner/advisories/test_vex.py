@@ -122,6 +122,22 @@ FINDINGS = [
         inferred=True,
         evidence={"product": "driver", "version": "535.129.03", "branch": "R535"},
     ),
+    Finding(
+        cve="CVE-2025-23266",
+        status="affected",
+        product="container-toolkit",
+        installed="1.17.3",
+        conditions_unevaluated=("cdi_mode",),
+        evidence={"product": "container-toolkit", "version": "1.17.3"},
+    ),
+    # a product key a newer scanner wrote, with a version no purl writes as it is
+    Finding(
+        cve="CVE-2026-0002",
+        status="under_investigation",
+        product="future-thing",
+        installed="2.0 beta/1",
+        evidence={"product": "future-thing", "version": "2.0 beta/1"},
+    ),
 ]
 
 
@@ -186,6 +202,10 @@ def test_openvex_states_every_status_as_the_spec_requires() -> None:
     assert by["CVE-2025-0002"]["status"] == "under_investigation"
     for i, j in enumerate(OPENVEX_JUSTIFICATIONS):
         assert by[f"CVE-2025-10{i}"]["justification"] == j
+    (toolkit,) = by["CVE-2025-23266"]["products"][0]["subcomponents"]
+    assert toolkit["@id"] == "pkg:golang/github.com/NVIDIA/nvidia-container-toolkit@1.17.3"
+    (future,) = by["CVE-2026-0002"]["products"][0]["subcomponents"]
+    assert future["@id"] == "pkg:generic/nvidia/future-thing@2.0%20beta/1"  # packageurl's form
     missing = by["CVE-2024-0123"]
     assert missing["justification"] == "component_not_present"
     assert "subcomponents" not in missing["products"][0]  # nothing of nvdisasm is there
