@@ -171,6 +171,14 @@ def test_cuobjdump_cve_on_a_cudart_only_image_is_component_not_present() -> None
     assert f.evidence["toolkit_libraries"] == ["cublas 11.11.3.6", "cudart 11.8.89"]
 
 
+def test_library_families_without_versions_are_named_alone() -> None:
+    """The service passes a toolkit library's family alone (its version decides nothing): the
+    evidence names it, with no "?" that would read as a version the scan missed."""
+    families = AssetFacts(libraries=(("cudart", None), ("nvjpeg", None)))
+    f = _one("2023/5446", "CVE-2023-0193", families)
+    assert f.evidence["toolkit_libraries"] == ["cudart", "nvjpeg"]
+
+
 def test_a_toolkit_without_the_component_is_component_not_present() -> None:
     f = _one("2024/5577", "CVE-2024-0123", _toolkit_image(cuobjdump=True))  # nvdisasm
     assert (f.status, f.justification, f.component) == (
