@@ -317,8 +317,8 @@ def _every_r535_linux_fix_is_honoured(statuses: Callable[[str, str], Any]) -> No
     versions prior to X" for GeForce, NVIDIA RTX/Quadro/NVS or Tesla): each host is affected
     exactly when its version is below X, else fixed."""
     fixes = _r535_fixes()
-    # 2023/5468 (535.54.03) through 2025/5703 (535.274.02): 16 CVEs in the shared bulletins
-    assert len(fixes) >= 15 and fixes["CVE-2025-23280"] == "535.274.02", fixes
+    # 2023/5468 (535.54.03) through 2025/5703 (535.274.02): 20 CVEs in the shared bulletins
+    assert len(fixes) == 20 and fixes["CVE-2025-23280"] == "535.274.02", fixes
     wrong = []
     for host, version in (("gpu-535-261", "535.261.03"), ("gpu-535-309", "535.309.01")):
         for cve, fix in sorted(fixes.items()):
