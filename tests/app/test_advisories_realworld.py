@@ -40,7 +40,9 @@ from scanner.model import Integrity, ScanResult
 from scanner.pipeline import ScanOptions, run_scan
 from tests.app.conftest import Service, auth
 from tests.fixtures import debian as deb
+from tests.fixtures import images as im
 from tests.fixtures import packages as pk
+from tests.scanner import scenarios as sc
 from tests.scanner.advisories.documents import PSIRT
 from tests.scanner.test_realworld import CACHE, SITE, _pip
 
@@ -209,6 +211,22 @@ def test_products_the_bulletins_name(scanned: dict[str, Scanned]) -> None:
         e.source == "Cuda compilation tools, release 11.8, V11.8.86"
         for e in tools["cuobjdump"].evidence
     )
+
+
+def test_runtime_root_as_an_image(scanned: dict[str, Scanned], tmp_path: Path) -> None:
+    """The runtime root as an OCI image (two layers: the OS, then the packages): the same
+    products and libraries as the host scan, nvJPEG still of CUDA 11.8.0."""
+    root = scanned["cuda-runtime-118"].root
+    base = im.Layer(sc.members_of(root, lambda p: p.startswith("/etc")), compression="gzip")
+    rest = im.Layer(sc.members_of(root, lambda p: not p.startswith("/etc")), compression="zstd")
+    target = im.write_image(tmp_path, im.Image([base, rest]), "oci", tag="runtime")
+    result = run_scan(target, ScanOptions(use_cache=False))
+    assert _products(result) == _products(scanned["cuda-runtime-118"].result)
+    host = {
+        (lib.ref.path, lib.digests.sha256) for lib in scanned["cuda-runtime-118"].result.libraries
+    }
+    assert {(lib.ref.path, lib.digests.sha256) for lib in result.libraries} == host
+    assert all(lib.integrity is Integrity.VERIFIED for lib in result.libraries)
 
 
 def _scan_table(root: Path) -> str:
