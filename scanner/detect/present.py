@@ -73,11 +73,13 @@ def find_products(
     tools: Sequence[tuple[FileRef, tuple[str, ...], FileFacts, Package | None]],
     libraries: Sequence[GpuLibrary],
     node: NodeFacts | None = None,
+    build_lines: Mapping[str, str] | None = None,
 ) -> tuple[Product, ...]:
     """The products present: toolkit releases, tool binaries, product libraries, packages that
     are products, the node's driver.
 
-    ``tools``: each tool binary as (file, aliases, facts, owner package).
+    ``tools``: each tool binary as (file, aliases, facts, owner package). ``build_lines``: the
+    toolkit release line a library's build paths name (`ElfFacts.toolkit_line`), by path.
     """
     out: list[Product] = []
     releases = _toolkit_releases(toolkits, packages)
@@ -111,7 +113,8 @@ def find_products(
     for lib in libraries:
         key = _LIBRARY_PRODUCTS.get(lib.ident.family)
         if key is not None:
-            out.append(_library_product(key, lib, toolkits, exact))
+            line = (build_lines or {}).get(lib.ref.path)
+            out.append(_library_product(key, lib, toolkits, exact, line))
     out.extend(_package_products(packages))
     driver = node.driver if node is not None else None
     if driver is not None and driver.version:
@@ -380,10 +383,19 @@ def _library_product(
     lib: GpuLibrary,
     toolkits: Sequence[ToolkitVersion],
     exact: Mapping[str, str],
+    build_line: str | None = None,
 ) -> Product:
     row = product_row(key)
     tk = _toolkit_of(lib.ref.path, toolkits)
     version = lib.ident.version
+    release = exact.get(tk.root) if tk is not None else _debian_release(lib.owner)
+    evidence = tuple(ev for ev in lib.ident.evidence if ev.field is EvidenceField.VERSION)
+    line = None
+    if release is None and build_line is not None:
+        # no install or package names the release: the build tree's line is what is known
+        line = build_line
+        src = f"{lib.ref.path}: build paths of toolkit r{build_line} (release line only)"
+        evidence += (_ev(build_line, EvidenceMethod.BINARY_ANALYSIS, src, Confidence.LOW),)
     return Product(
         key=row.key,
         name=row.name,
@@ -393,9 +405,10 @@ def _library_product(
         paths=(lib.ref.path,),
         sha256=lib.digests.sha256,
         owner=lib.owner.purl if lib.owner else None,
-        toolkit=exact.get(tk.root) if tk is not None else _debian_release(lib.owner),
+        toolkit=release,
+        line=line,
         layer=lib.ref.layer,
-        evidence=tuple(ev for ev in lib.ident.evidence if ev.field is EvidenceField.VERSION),
+        evidence=evidence,
     )
 
 

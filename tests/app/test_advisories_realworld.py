@@ -10,7 +10,10 @@ downloaded once, SHA-256 checked against Debian's index) and from NVIDIA's cuDNN
 - ``cuda-toolkit-118``: libcudart11.0, libnvjpeg11 (nvJPEG 11.9.0.86) and nvidia-cuda-toolkit
   11.8.89~11.8.0-5~deb12u1 (nvcc, ptxas, cuobjdump, nvdisasm, compute-sanitizer);
 - ``cuda-runtime-118``: libcudart11.0 + libnvjpeg11 only (no tool binary);
-- ``cudnn-only``: the nvidia-cudnn-cu11 9.8.0.87 wheel (cuDNN 9.8.0).
+- ``cudnn-only``: the nvidia-cudnn-cu11 9.8.0.87 wheel (cuDNN 9.8.0);
+- ``nvjpeg-copy``: the real libnvjpeg.so.11.9.0.86 copied as ``/opt/app/lib/libnvjpeg.so.11``,
+  owned by nothing (how applications bundle it): no version of its own, its build paths
+  name toolkit r11.8.
 
 Each root is scanned (`run_scan`), pushed, the 131 shared bulletins are imported, and each
 asset's status for specific CVEs is compared with what the bulletins say for those exact
@@ -116,6 +119,13 @@ def scanned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Scanned]:
     assert done.returncode == 0, done.stderr
     _identify(cudnn, "cudnn-only", 15)
     roots["cudnn-only"] = cudnn
+    copy = base / "nvjpeg-copy"
+    pk.write_os_release(copy, "debian", "12")
+    (copy / "opt/app/lib").mkdir(parents=True)
+    real = roots["cuda-runtime-118"] / MULTIARCH[1:] / "libnvjpeg.so.11.9.0.86"
+    (copy / "opt/app/lib/libnvjpeg.so.11").write_bytes(real.read_bytes())
+    _identify(copy, "nvjpeg-copy", 14)
+    roots["nvjpeg-copy"] = copy
     out = {}
     for name, root in roots.items():
         result = run_scan(str(root), ScanOptions(use_cache=False))
@@ -163,8 +173,9 @@ def test_real_packages_scan_as_installed(scanned: dict[str, Scanned]) -> None:
     for name, item in scanned.items():
         libs = item.result.libraries
         assert libs, name
+        want = Integrity.UNOWNED if name == "nvjpeg-copy" else Integrity.VERIFIED
         for lib in libs:
-            assert lib.integrity is Integrity.VERIFIED, (name, lib.ref.path, lib.integrity_reason)
+            assert lib.integrity is want, (name, lib.ref.path, lib.integrity_reason)
     driver = {lib.ident.family: lib for lib in scanned["gpu-535-261"].result.libraries}
     assert driver["libcuda"].ref.path == f"{DRIVER_DIR}/libcuda.so.535.261.03"
     assert driver["libcuda"].ident.version == "535.261.03"
@@ -203,6 +214,8 @@ def test_products_the_bulletins_name(scanned: dict[str, Scanned]) -> None:
         "nvjpeg": ("11.9.0.86", "11.8.0", None)
     }
     assert scanned["cudnn-only"].result.products == ()
+    (copy,) = scanned["nvjpeg-copy"].result.products
+    assert (copy.key, copy.version, copy.toolkit, copy.line) == ("nvjpeg", None, None, "11.8")
     tools = {p.key: p for p in scanned["cuda-toolkit-118"].result.products}
     # Debian's /usr/bin/nvcc is a launcher script for the real binary: one nvcc
     assert tools["nvcc"].paths == ("/usr/lib/nvidia-cuda-toolkit/bin/nvcc", "/usr/bin/nvcc")
@@ -461,6 +474,22 @@ def _runtime_root_is_component_aware(statuses: Callable[[str, str], Any]) -> Non
     assert {i["product"] for i in [*items, *toolkit]} == {"cuda-toolkit"}
 
 
+def _nvjpeg_copy_is_judged_on_its_line(statuses: Callable[[str, str], Any]) -> None:
+    """The unowned copy: CVE-2025-23273 ("prior to CUDA Toolkit 13.0") and CVE-2025-23272
+    ("prior to CUDA Toolkit 12.9 Update 1") hold for every 11.8 update: affected, decided
+    without review; a cuobjdump CVE (CVE-2023-0193): component_not_present."""
+    for cve in ("CVE-2025-23273", "CVE-2025-23272"):
+        f = _one(statuses("nvjpeg-copy", cve))
+        assert (f["status"], f["installed"], f["review"]) == (
+            "affected",
+            "11.8 (update unknown)",
+            None,
+        )
+        assert f["evidence"]["paths"] == ["/opt/app/lib/libnvjpeg.so.11"]
+    f = _one(statuses("nvjpeg-copy", "CVE-2023-0193"))
+    assert (f["status"], f["justification"]) == ("not_affected", "component_not_present")
+
+
 def _cudnn_only_root_has_no_finding(statuses: Callable[[str, str], Any]) -> None:
     """No bulletin names cuDNN: NVIDIA's real cuDNN 9.8.0 libraries get no finding at all, and
     the answer names the feed consulted."""
@@ -477,4 +506,5 @@ def test_statuses_match_the_bulletins(statuses: Callable[[str, str], Any]) -> No
     _hosts_carry_only_driver_findings(statuses)
     _toolkit_statuses_match_the_bulletins(statuses)
     _runtime_root_is_component_aware(statuses)
+    _nvjpeg_copy_is_judged_on_its_line(statuses)
     _cudnn_only_root_has_no_finding(statuses)

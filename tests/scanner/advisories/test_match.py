@@ -243,6 +243,23 @@ def test_nvjpeg_of_a_toolkit_is_judged_by_the_toolkit_statement() -> None:
     )
 
 
+def test_nvjpeg_known_by_its_build_line_is_judged_on_the_line() -> None:
+    """An unowned libnvjpeg.so.11 whose build paths name toolkit r11.8: every 11.8 update is
+    prior to 13.0 (CVE-2025-23273) and to 12.9 Update 1 (CVE-2025-23272): affected, decided."""
+    asset = AssetFacts(products=(Installed("nvjpeg", None, line="11.8"),))
+    for cve in ("CVE-2025-23273", "CVE-2025-23272"):
+        f = _one("2025/5661", cve, asset)
+        assert (f.status, f.component, f.installed, f.review) == (
+            "affected",
+            "nvjpeg",
+            "11.8 (update unknown)",
+            None,
+        )
+    # without the line, the same copy goes to review (affected until a person decides)
+    f = _one("2025/5661", "CVE-2025-23273", AssetFacts(products=(Installed("nvjpeg", None),)))
+    assert f.status == "affected" and f.review is not None
+
+
 # -- the Container Toolkit: conditions --------------------------------------------------------
 
 

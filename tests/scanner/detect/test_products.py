@@ -204,6 +204,54 @@ def test_debian_parts_of_the_toolkit_belong_to_its_release(tmp_path: Path) -> No
     assert "cuda-toolkit" not in {p.key for p in result.products}
 
 
+_NVJPEG_SOURCE = "/dvs/p4/build/sw/rel/gpgpu/toolkit/r{}/nvJPEG/branches/main/source/JpegParser.cpp"
+
+
+def test_nvjpeg_build_paths_give_the_release_line(tmp_path: Path) -> None:
+    """A libnvjpeg.so.11 copied by its SONAME, owned by nothing: the version is unknown, but
+    its build paths name the toolkit tree ("toolkit/r11.8/nvJPEG/...", as in the real
+    libnvjpeg.so.11.9.0.86 of CUDA 11.8). Two trees named say nothing; a known release wins."""
+    root = tmp_path / "root"
+    elf.build_cuda_library(
+        root / "opt/a",
+        "nvjpeg",
+        "11.9.0.86",
+        filename="libnvjpeg.so.11",
+        strings=[_NVJPEG_SOURCE.format("11.8"), _NVJPEG_SOURCE.format("11.8") + ".h"],
+    )
+    elf.build_cuda_library(
+        root / "opt/b",
+        "nvjpeg",
+        "12.0.0.1",
+        filename="libnvjpeg.so.12",
+        strings=[_NVJPEG_SOURCE.format("12.0"), _NVJPEG_SOURCE.format("12.1")],
+    )
+    result = run_scan(str(root), ScanOptions(use_cache=False))
+    got = {p.paths[0]: p for p in result.products if p.key == "nvjpeg"}
+    a, b = got["/opt/a/libnvjpeg.so.11"], got["/opt/b/libnvjpeg.so.12"]
+    assert (a.version, a.toolkit, a.line) == (None, None, "11.8")
+    assert any("toolkit r11.8" in e.source for e in a.evidence)
+    assert (b.version, b.line) == (None, None)
+    doc = json.loads(to_json(result))
+    props = [
+        (p["name"], p["value"])
+        for c in doc["components"]
+        if c["bom-ref"].startswith("product:nvjpeg")
+        for p in c.get("properties", [])
+    ]
+    assert ("gpuprov:product:release-line", "11.8") in props
+    # under a toolkit install its release is known: the line is not kept
+    tk = _toolkit_root(tmp_path / "tk")
+    elf.build_cuda_library(
+        tk / TK[1:] / "lib64",
+        "nvjpeg",
+        "12.3.1.117",
+        strings=[_NVJPEG_SOURCE.format("12.4")],
+    )
+    nvjpeg = _by_key(run_scan(str(tk), ScanOptions(use_cache=False)))["nvjpeg"]
+    assert (nvjpeg.toolkit, nvjpeg.line) == ("12.4.1", None)
+
+
 def test_debian_version_form_without_source_field(tmp_path: Path) -> None:
     """A package named nvidia-cuda-toolkit states its release by its version alone."""
     root = tmp_path / "root"
