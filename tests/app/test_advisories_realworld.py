@@ -38,7 +38,7 @@ from typer.testing import CliRunner
 from app.cli_advisories import import_paths
 from gpuprov.cli import app as cli
 from scanner.advisories.document import DEFAULT_MAX_BYTES
-from scanner.bom.cyclonedx import to_json
+from scanner.bom.cyclonedx import to_json, validate_json
 from scanner.model import Integrity, ScanResult
 from scanner.pipeline import ScanOptions, run_scan
 from tests.app.conftest import Service, auth
@@ -176,6 +176,7 @@ def test_real_packages_scan_as_installed(scanned: dict[str, Scanned]) -> None:
         want = Integrity.UNOWNED if name == "nvjpeg-copy" else Integrity.VERIFIED
         for lib in libs:
             assert lib.integrity is want, (name, lib.ref.path, lib.integrity_reason)
+        assert validate_json(item.bom.decode()) is None, name
     driver = {lib.ident.family: lib for lib in scanned["gpu-535-261"].result.libraries}
     assert driver["libcuda"].ref.path == f"{DRIVER_DIR}/libcuda.so.535.261.03"
     assert driver["libcuda"].ident.version == "535.261.03"
