@@ -213,3 +213,18 @@ def test_a_form_is_bounded_whatever_the_request_limit() -> None:
         refused.value.status == 413
         and "larger than the limit of 1048576 bytes" in refused.value.message
     )
+
+
+def test_a_session_outlived_its_lifetime_from_its_expiry_on() -> None:
+    """`outlived` tells the login page why: a session of ours at or past its expiry, never a
+    forged, foreign or malformed cookie."""
+    signer = Signer(KEY)
+    cookie = signer.sign("session", {"t": 1, "b": HASH, "i": NOW - 10, "e": NOW, "c": "x"})
+    assert signer.outlived(cookie, NOW + 1)
+    assert signer.outlived(cookie, NOW)  # expiry is exclusive: at `e` the session is over
+    assert not signer.outlived(cookie, NOW - 1)
+    assert not signer.outlived(None, NOW + 1)
+    assert not signer.outlived(cookie + "A", NOW + 1)  # forged
+    assert not signer.outlived(signer.sign("login", {"e": NOW}), NOW + 1)  # another purpose
+    for malformed in ({"t": 1}, {"e": "soon"}, {"e": None}, {"e": [NOW]}):
+        assert not signer.outlived(signer.sign("session", malformed), NOW + 1), malformed
