@@ -34,7 +34,7 @@ from scanner.errors import ScannerError
 from scanner.model import AssetKind
 from scanner.policy import rules
 from scanner.policy.controls import ControlsCatalog, default_catalog
-from scanner.policy.document import LoadedPolicy, PromotionPolicy
+from scanner.policy.document import RULE_IDS, LoadedPolicy, PromotionPolicy
 from scanner.policy.drivers import default_drivers
 from scanner.policy.evaluate import Evaluation, RuleResult, control_status, decide, evaluate
 from scanner.policy.facts import AssetFacts
@@ -52,7 +52,7 @@ def _slsa_level(policy: PromotionPolicy) -> int | None:
 def cited_controls(policy: PromotionPolicy, catalog: ControlsCatalog) -> list[str]:
     """The controls the policy's rules cite, in rule order."""
     out: dict[str, None] = {}
-    for rule_id in rules.RULES:
+    for rule_id in RULE_IDS:
         if getattr(policy.rules, rule_id) is not None:
             out.update(dict.fromkeys(catalog.for_rule(rule_id, _slsa_level(policy))))
     return list(out)
