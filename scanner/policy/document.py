@@ -180,15 +180,16 @@ def _expiry(value: object) -> datetime:
     """An expiry: a date (the ignore stops applying at 00:00 UTC that day) or a date and time
     with its time zone; a time without a zone is refused rather than guessed."""
     if isinstance(value, str):
+        text = value
         try:
             value = (
-                date.fromisoformat(value)
-                if len(value) == 10
-                else datetime.fromisoformat(value.replace("Z", "+00:00"))
+                date.fromisoformat(text)
+                if len(text) == 10
+                else datetime.fromisoformat(text.replace("Z", "+00:00"))
             )
         except ValueError:
             raise ValueError(
-                f"{value[:40]!r} is not a date (2027-01-31) or a date and time with its time "
+                f"{text[:40]!r} is not a date (2027-01-31) or a date and time with its time "
                 "zone (2027-01-31T12:00:00Z)"
             ) from None
     if isinstance(value, datetime):
