@@ -35,6 +35,7 @@ POLICY_TABLES = ("compliance_control", "compliance_asset", "gate_decision", "pro
 #: filled by advisory imports, never by a report
 ADVISORY_TABLES = ("advisory_product_status", "advisory_vulnerability", "advisory_document")
 TABLES = (
+    "advisory_analysis",
     *ADVISORY_TABLES,
     *POLICY_TABLES,
     *PROVENANCE_TABLES,

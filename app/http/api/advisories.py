@@ -181,6 +181,7 @@ FindingStatus = Annotated[
 def get_advisory_affected(
     _: InventoryReader,
     session: SessionDep,
+    settings: SettingsDep,
     cve: Annotated[str, Path(min_length=1, max_length=64, description="the CVE id")],
     status: FindingStatus = None,
     limit: Limit = 100,
@@ -189,7 +190,13 @@ def get_advisory_affected(
     """The assets this CVE was matched on, with the files and versions found and the answer
     (affected, not_affected with a justification, fixed, under_investigation)."""
     return vulnerabilities.advisory_affected(
-        session, cve, status=status, limit=limit, offset=offset
+        session,
+        cve,
+        status=status,
+        limit=limit,
+        offset=offset,
+        trusted=settings.trusted_authors,
+        now=utcnow(),
     )
 
 
@@ -201,13 +208,20 @@ def get_advisory_affected(
 def get_asset_vulnerabilities(
     _: InventoryReader,
     session: SessionDep,
+    settings: SettingsDep,
     asset_id: IdPath,
     status: FindingStatus = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
     """The advisories matched on one asset: per CVE and product found, the answer with its
-    evidence, and the feed (imported when) it was matched against."""
+    evidence and the analysis in force, and the feed (imported when) it was matched against."""
     return vulnerabilities.asset_vulnerabilities(
-        session, asset_id, status=status, limit=limit, offset=offset
+        session,
+        asset_id,
+        status=status,
+        limit=limit,
+        offset=offset,
+        trusted=settings.trusted_authors,
+        now=utcnow(),
     )
