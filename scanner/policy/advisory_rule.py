@@ -129,15 +129,16 @@ def advisories(rule: D.AdvisoriesRule, ctx: Context) -> Outcome:
         return Outcome(
             Status.FAIL,
             f"{_count(failing, 'known vulnerability')} at or above "
-            f"{rule.min_severity.value} affect the asset: {_named(failing)}"
+            f"{rule.min_severity.value} {_verb(failing, 'affects', 'affect')} the asset: "
+            f"{_named(failing)}"
             + (f"; {len(pending)} more under investigation by the vendor" if pending else "")
             + tail,
             evidence=_ev(evidence),
         )
     if pending:
         return _missing(
-            f"{_count(pending, 'vulnerability')} at or above "
-            f"{rule.min_severity.value} are under investigation by the vendor (not known to be "
+            f"{_count(pending, 'vulnerability')} at or above {rule.min_severity.value} "
+            f"{_verb(pending, 'is', 'are')} under investigation by the vendor (not known to be "
             f"safe): {_named(pending)}" + tail,
             evidence,
         )
@@ -152,6 +153,10 @@ def advisories(rule: D.AdvisoriesRule, ctx: Context) -> Outcome:
 def _count(findings: list[VulnerabilityFact], noun: str) -> str:
     many = noun.removesuffix("vulnerability") + "vulnerabilities"
     return counted(len({f.cve for f in findings}), noun, many)
+
+
+def _verb(findings: list[VulnerabilityFact], one: str, many: str) -> str:
+    return one if len({f.cve for f in findings}) == 1 else many
 
 
 def _ev(evidence: dict[str, str | None]) -> tuple[tuple[str, str], ...]:
