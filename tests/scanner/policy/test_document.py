@@ -47,7 +47,7 @@ rules:
   parity:       {label: env, baseline: staging, target: prod, action: warn}
   advisories:
     min_severity: high
-    ignore: [{cve: CVE-2023-0193, reason: "cuobjdump is never run in production", expires: 2027-06-30}]
+    ignore: [{cve: CVE-2023-0193, reason: "cuobjdump never runs", expires: 2027-06-30}]
     require_fix_available: false
     max_feed_age_hours: 168
 """

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from gpuprov.cli import app as cli_app
@@ -29,9 +28,7 @@ LIB = "usr/lib/x86_64-linux-gnu"
 
 
 @pytest.fixture(autouse=True)
-def _need_psirt(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _need_psirt(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     if not PSIRT.is_dir():
         pytest.fail("../shared/fixtures/nvidia-psirt is absent: these tests need its bulletins")
     monkeypatch.setenv("GPUPROV_CACHE_DIR", str(tmp_path_factory.mktemp("gpuprov-cache")))
@@ -212,9 +209,7 @@ def test_a_feed_older_than_its_limit_is_a_missing_input(
     assert "more than max_feed_age_hours 48: import the feed again" in result["message"]
 
 
-def test_a_document_that_cannot_be_read_is_an_error(
-    boms: dict[str, Path], tmp_path: Path
-) -> None:
+def test_a_document_that_cannot_be_read_is_an_error(boms: dict[str, Path], tmp_path: Path) -> None:
     feed = tmp_path / "feed"
     shutil.copytree(PSIRT / "2023/5446", feed)
     (feed / "broken.json").write_text("{not json")
