@@ -115,7 +115,8 @@ class AnalysisOut(BaseModel):
     cve: str
     asset_id: int | None = Field(description="the asset it is about (null: a selector's)")
     selector: dict[str, str] | None = Field(
-        description="the labels (every one) an asset must carry for it to apply"
+        description="the labels (every one) an asset must carry for it to apply",
+        examples=[{"env": "prod", "team": "ml"}],
     )
     state: str = Field(description=_STATES)
     justification: str | None = Field(description=_JUSTIFICATIONS)
