@@ -44,9 +44,7 @@ class AnalysisIn(BaseModel):
     asset_id: int | None = Field(default=None, ge=1, le=MAX_BIGINT)
     selector: dict[Annotated[str, Field(max_length=128)], Annotated[str, Field(max_length=256)]] | (
         None
-    ) = Field(
-        default=None, max_length=analyses.MAX_SELECTOR_LABELS, examples=[{"env": "prod"}]
-    )
+    ) = Field(default=None, max_length=analyses.MAX_SELECTOR_LABELS, examples=[{"env": "prod"}])
     state: Literal["not_affected", "affected", "fixed", "under_investigation"]
     justification: (
         Literal[
