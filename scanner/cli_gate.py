@@ -251,7 +251,7 @@ def _with_feed(
     paths, said out loud: the advisories rule then fails for want of a feed."""
     from msgspec.structs import replace
 
-    from scanner.advisories.offline import advisory_facts, products_of_bom, read_feed
+    from scanner.policy.advisory_feed import advisory_facts, products_of_bom, read_feed
     from scanner.policy.bom_facts import reading
 
     if policy.rules.advisories is None:
