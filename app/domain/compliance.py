@@ -286,6 +286,18 @@ def reevaluate_after_facts_change(
     return [(row.name, row.version) for row in rows]
 
 
+def reevaluate_after_advisories_change(
+    session: Session, now: datetime, trusted: Collection[str] = frozenset()
+) -> list[tuple[str, int]]:
+    """The advisory findings or a trusted analysis changed (a feed import, an analysis stored
+    or withdrawn): when a stored policy has an ``advisories`` rule, as
+    `reevaluate_after_facts_change` (the pairs returned are for `reevaluate_pending_all`)."""
+    rows = policy_repo.current_all(session)
+    if not any((p := _usable(r)) is not None and p.policy.rules.advisories for r in rows):
+        return []
+    return reevaluate_after_facts_change(session, now, trusted)
+
+
 def reevaluate_pending_all(db: Database, pending: list[tuple[str, int]], now: datetime) -> int:
     """`reevaluate_pending` for each (policy name, version); returns the assets evaluated."""
     return sum(reevaluate_pending(db, name, version, now) for name, version in pending)

@@ -119,21 +119,45 @@ def test_the_gate_decides_from_the_stored_findings(
     assert smuggled.status_code == 422
 
 
-def test_compliance_shows_the_rules_controls(
-    service: Service, post_report: Callable[..., Any], hosts: dict[str, dict[str, Any]]
-) -> None:
-    _import(service, PSIRT / "2025/5703")
-    for bom in hosts.values():
-        assert post_report(json.dumps(bom).encode()).status_code in (200, 201)
-    assert put_policy(service, POLICY).json()["compliance_evaluated"] == 2
-    reader = auth(service.token("inventory:read"))
+def _ra01(service: Service, reader: dict[str, str]) -> tuple[int, int]:
     summary = service.client.get("/api/v1/compliance?policy=prod", headers=reader)
     assert summary.status_code == 200, summary.text
     counts = {c["id"]: c for c in summary.json()["controls"]}
     assert set(counts) == {"ID.RA-01", "ID.RA-08", "PR.PS-02", "CIS-7.5", "CIS-7.7"}
-    ra01 = counts["ID.RA-01"]
-    assert (ra01["pass"], ra01["fail"]) == (1, 1)
-    assert ra01["title"] == "Vulnerabilities in assets are identified, validated, and recorded"
+    assert counts["ID.RA-01"]["title"] == (
+        "Vulnerabilities in assets are identified, validated, and recorded"
+    )
+    return counts["ID.RA-01"]["pass"], counts["ID.RA-01"]["fail"]
+
+
+def test_compliance_shows_the_rules_controls(
+    service: Service,
+    trusting: TestClient,
+    post_report: Callable[..., Any],
+    hosts: dict[str, dict[str, Any]],
+) -> None:
+    for bom in hosts.values():
+        assert post_report(json.dumps(bom).encode()).status_code in (200, 201)
+    assert put_policy(service, POLICY).json()["compliance_evaluated"] == 2
+    reader = auth(service.token("inventory:read"))
+    assert _ra01(service, reader) == (0, 2)  # no feed yet: a missing input on both
+    _import(service, PSIRT / "2025/5703")  # compliance follows the feed
+    assert _ra01(service, reader) == (1, 1)
+    # ... and a trusted author's analyses, not an untrusted one's
+    old = _asset_id(service, "gpu-old")
+    for author in ("mallory", "alice"):
+        headers = auth(service.token("admin", name=author))
+        for cve in sorted(HIGH_CVES):
+            body = {"cve": cve, "asset_id": old, "state": "fixed", "detail": "patched in place"}
+            answer = trusting.post("/api/v1/analyses", json=body, headers=headers)
+            assert answer.status_code == 201, answer.text
+        assert _ra01(service, reader) == ((1, 1) if author == "mallory" else (2, 0))
+    (last,) = trusting.get(
+        "/api/v1/analyses", params={"cve": "CVE-2025-23282", "limit": 1}, headers=reader
+    ).json()["items"]
+    alice = auth(service.token("admin", name="alice"))
+    assert trusting.delete(f"/api/v1/analyses/{last['id']}", headers=alice).status_code == 200
+    assert _ra01(service, reader) == (1, 1)
     detail = service.client.get(
         "/api/v1/compliance/controls/ID.RA-01", params={"policy": "prod"}, headers=reader
     )

@@ -6,13 +6,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Depends, Path, Query, Request, Response
 
 from app.clock import utcnow
-from app.domain import advisories, audit, vulnerabilities
+from app.domain import advisories, audit, compliance, vulnerabilities
 from app.errors import AppError
 from app.http.body import check_limited, ingest_slot, read_limited
-from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
+from app.http.deps import (
+    Admin,
+    DatabaseDep,
+    InventoryReader,
+    SessionDep,
+    SettingsDep,
+    WriteSessionDep,
+)
 from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import error_responses
 from app.http.schemas_advisories import (
@@ -93,6 +100,8 @@ def post_advisory(
     raw: AdvisoryBody,
     session: WriteSessionDep,
     settings: SettingsDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
     response: Response,
 ) -> dict[str, Any]:
     """Read the document as the CLI does and store it under the revision rules; its source is
@@ -107,8 +116,14 @@ def post_advisory(
         now=utcnow(),
     )
     if result.changed:
-        # the fleet's findings follow the feed in the same transaction
+        # the fleet's findings follow the feed in the same transaction, and the compliance of
+        # the policies gating on them (on a large fleet, after the answer)
         vulnerabilities.rematch(session, utcnow())
+        pending = compliance.reevaluate_after_advisories_change(
+            session, utcnow(), settings.trusted_authors
+        )
+        if pending:
+            background.add_task(compliance.reevaluate_pending_all, db, pending, utcnow())
         audit.record_advisory(
             session,
             principal.actor,

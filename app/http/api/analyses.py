@@ -7,15 +7,22 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Response
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from app.clock import utcnow
-from app.domain import analyses
+from app.domain import analyses, compliance
 from app.errors import AppError
 from app.http.body import read_limited
 from app.http.bodylimit import SMALL_BODY_BYTES
-from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
+from app.http.deps import (
+    Admin,
+    DatabaseDep,
+    InventoryReader,
+    SessionDep,
+    SettingsDep,
+    WriteSessionDep,
+)
 from app.http.errors import validation_failure
 from app.http.params import MAX_BIGINT, IdPath, Limit, Offset
 from app.http.schemas import error_responses
@@ -73,6 +80,23 @@ async def _analysis_request(request: Request, _: Admin) -> AnalysisIn:
         raise validation_failure(e.errors(), ("body",)) from None
 
 
+def _compliance(
+    session: WriteSessionDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
+    document: dict[str, Any],
+) -> None:
+    """A trusted author's analysis changes what the advisories rule sees: fleet compliance
+    follows (on a large fleet, after the answer)."""
+    trusted = db.settings.trusted_authors
+    if document["author"] not in trusted:
+        return
+    now = utcnow()
+    pending = compliance.reevaluate_after_advisories_change(session, now, trusted)
+    if pending:
+        background.add_task(compliance.reevaluate_pending_all, db, pending, now)
+
+
 @router.post(
     "/analyses",
     status_code=201,
@@ -96,6 +120,8 @@ def post_analysis(
     body: Annotated[AnalysisIn, Depends(_analysis_request)],
     session: WriteSessionDep,
     settings: SettingsDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
     response: Response,
 ) -> dict[str, Any]:
     """Store an analysis authored by the caller, audited. A not_affected analysis needs a
@@ -116,6 +142,7 @@ def post_analysis(
         now=utcnow(),
     )
     response.headers["Location"] = f"/api/v1/analyses/{document['id']}"
+    _compliance(session, db, background, document)
     return {**document, "trusted": document["author"] in settings.trusted_authors}
 
 
@@ -156,9 +183,15 @@ def get_analysis(
     responses=error_responses((404, "no such analysis")),
 )
 def delete_analysis(
-    principal: Admin, session: WriteSessionDep, settings: SettingsDep, analysis_id: IdPath
+    principal: Admin,
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
+    analysis_id: IdPath,
 ) -> dict[str, Any]:
     """Withdraw an analysis (answered with it), audited: the finding shows the matcher's
     answer again from the next request on."""
     document = analyses.delete_analysis(session, analysis_id, principal.actor, utcnow())
+    _compliance(session, db, background, document)
     return {**document, "trusted": document["author"] in settings.trusted_authors}
