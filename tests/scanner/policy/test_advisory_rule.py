@@ -81,7 +81,7 @@ def test_findings_matched_against_an_older_feed_are_a_missing_input() -> None:
     assert ev(out)["feed_documents"] == "131"
 
 
-@pytest.mark.parametrize("hours", [2.0, 2.01, 1.99])
+@pytest.mark.parametrize("hours", [2.0, 2.01, 1.99, 1.9995])
 def test_a_feed_older_than_its_limit_is_a_missing_input(hours: float) -> None:
     # the feed is exactly 2 h old: the limit is exceeded only strictly
     out = run({**HIGH, "max_feed_age_hours": hours}, feed())
@@ -418,3 +418,48 @@ def test_a_yaml_date_is_an_expiry_at_midnight_utc() -> None:
     naive = text.replace(b"2027-01-31", b"2027-01-31 06:00:00")
     with pytest.raises(D.PolicyError, match="give the expiry's time zone"):
         D.load_policy(naive)
+
+
+# -- what the mutation run asked for ------------------------------------------------------------
+
+
+def _fresh(text: str) -> str:
+    """``text`` as a new str object: statuses read from a database or JSON are not the
+    interned literals of the code, so an identity test would miss them."""
+    return "".join(list(text))
+
+
+def test_statuses_are_compared_by_value_not_identity() -> None:
+    literal = "affected"
+    affected = v("CVE-2025-1", status=_fresh(literal))
+    assert affected.status == literal and affected.status is not literal
+    assert run(HIGH, feed(affected)).status is Status.FAIL
+    pending = v("CVE-2025-2", status=_fresh("under_investigation"))
+    assert run(HIGH, feed(pending)).missing_input
+    cleared = v(
+        "CVE-2025-3", status=_fresh("affected"), analysis_state=_fresh("fixed"), analysis_author="a"
+    )
+    assert ev(run(HIGH, feed(cleared)))["analysed"] == "CVE-2025-3: fixed by a"
+
+
+def test_only_an_affected_finding_cleared_by_an_analysis_is_listed_as_analysed() -> None:
+    plain = run(HIGH, feed(v("CVE-2025-1")))
+    assert "analysed" not in ev(plain)
+    confirmed = v("CVE-2025-2", status="not_affected", analysis_state="fixed", analysis_author="a")
+    assert "analysed" not in ev(run(HIGH, feed(confirmed)))
+
+
+@pytest.mark.parametrize(
+    ("count", "tail"),
+    [(5, "CVE-2025-5 (high, driver)"), (8, " and 3 more"), (11, " and 6 more")],
+)
+def test_five_cves_are_named_then_the_rest_counted(count: int, tail: str) -> None:
+    out = run(HIGH, feed(*(v(f"CVE-2025-{n}") for n in range(1, count + 1))))
+    assert out.message.endswith(tail), out.message
+
+
+@pytest.mark.parametrize(("limit", "fails"), [(2.4, True), (2.6, False), (2.4995, True)])
+def test_the_feed_age_is_in_hours_with_their_fractions(limit: float, fails: bool) -> None:
+    # a feed 2.5 h old: 9000 s / 3600
+    out = run({**HIGH, "max_feed_age_hours": limit}, feed(feed_at=NOW - timedelta(hours=2.5)))
+    assert (out.status is Status.FAIL) is fails
