@@ -43,7 +43,9 @@ _EXAMPLE: dict[str, Any] = {
 
 class AnalysisIn(BaseModel):
     """An analysis of one CVE for one asset (``asset_id``) or for the assets carrying every
-    label of ``selector``; the author is the caller."""
+    label of ``selector`` (exactly one of the two); the author is the caller. A not_affected
+    analysis needs a justification or a detail, a fixed one a detail; a justification goes
+    with not_affected only; an expiry lies in the future."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_EXAMPLE]})
 
