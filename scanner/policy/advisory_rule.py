@@ -112,7 +112,14 @@ def advisories(rule: D.AdvisoriesRule, ctx: Context) -> Outcome:
         "ignored": _cves(waived) or None,
         "ignores_expired": ",".join(sorted(expired)) or None,
         "analysed": (
-            "; ".join(sorted({f"{f.cve}: {f.effective} by {f.analysis_author}" for f in cleared}))
+            "; ".join(
+                sorted(
+                    {
+                        f"{f.cve}: {f.effective} by {f.analysis_author} ({f.analysis_reason})"
+                        for f in cleared
+                    }
+                )
+            )
             or None
         ),
         "affected_without_fix": _cves(unfixed) or None,

@@ -216,7 +216,10 @@ def test_trusted_and_untrusted_analyses(
     assert {(a["author"], a["trusted"]) for a in shown.values()} == {("alice", True)}
     answer = _gate(trusting, ci, hosts["old"])
     assert answer["decision"] == "allow", _rule(answer)
-    assert "CVE-2025-23280: not_affected by alice" in _rule(answer)["evidence"]["analysed"]
+    assert (
+        "CVE-2025-23280: not_affected by alice (vulnerable_code_not_in_execute_path)"
+        in _rule(answer)["evidence"]["analysed"]
+    )
     # the shared app trusts nobody: the same analyses change nothing there
     assert _gate(service.client, ci, hosts["old"])["decision"] == "deny"
 

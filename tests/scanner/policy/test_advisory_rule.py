@@ -253,10 +253,17 @@ def test_an_ignore_of_another_cve_changes_nothing() -> None:
 
 @pytest.mark.parametrize("state", ["not_affected", "fixed"])
 def test_a_trusted_analysis_clears_an_affected_finding(state: str) -> None:
-    found = v("CVE-2025-1", analysis_state=state, analysis_author="sec@example.com")
+    found = v(
+        "CVE-2025-1",
+        analysis_state=state,
+        analysis_author="sec@example.com",
+        analysis_reason="component_not_present",
+    )
     out = run(HIGH, feed(found))
     assert out.status is Status.PASS
-    assert ev(out)["analysed"] == f"CVE-2025-1: {state} by sec@example.com"
+    assert ev(out)["analysed"] == (
+        f"CVE-2025-1: {state} by sec@example.com (component_not_present)"
+    )
 
 
 def test_a_trusted_analysis_can_make_a_finding_affected() -> None:
@@ -437,9 +444,13 @@ def test_statuses_are_compared_by_value_not_identity() -> None:
     pending = v("CVE-2025-2", status=_fresh("under_investigation"))
     assert run(HIGH, feed(pending)).missing_input
     cleared = v(
-        "CVE-2025-3", status=_fresh("affected"), analysis_state=_fresh("fixed"), analysis_author="a"
+        "CVE-2025-3",
+        status=_fresh("affected"),
+        analysis_state=_fresh("fixed"),
+        analysis_author="a",
+        analysis_reason="rebuilt",
     )
-    assert ev(run(HIGH, feed(cleared)))["analysed"] == "CVE-2025-3: fixed by a"
+    assert ev(run(HIGH, feed(cleared)))["analysed"] == "CVE-2025-3: fixed by a (rebuilt)"
 
 
 def test_only_an_affected_finding_cleared_by_an_analysis_is_listed_as_analysed() -> None:
