@@ -181,11 +181,17 @@ def _rematch(db: Database, summary: ImportSummary) -> None:
     from sqlalchemy.exc import SQLAlchemyError
 
     from app.clock import utcnow
+    from app.domain import compliance
     from app.domain.vulnerabilities import rematch
 
     try:
         with db.transaction(write=True) as session:
             done = rematch(session, utcnow())
+            # the compliance of the policies gating on the findings follows them
+            trusted = db.settings.trusted_authors
+            pending = compliance.reevaluate_after_advisories_change(session, utcnow(), trusted)
+        if pending:
+            compliance.reevaluate_pending_all(db, pending, utcnow())
     except SQLAlchemyError as e:
         first = (str(e).splitlines() or [type(e).__name__])[0]
         summary.refused.append({"path": "(matching)", "error": f"not matched: {first}"})

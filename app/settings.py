@@ -109,6 +109,10 @@ class Settings(BaseSettings):
     public_url: str | None = None
     #: the VSA's ``verifier.id``: what admission controllers pin (``gpuprov verify --verifier-id``)
     vsa_verifier_id: str = Field(default="https://gpuprov.dev/gate", min_length=1, max_length=512)
+    #: authors whose advisory analyses change what the gate sees (comma-separated, exact: a
+    #: token's name, a person's email, a VEX document's author); analyses by others are shown
+    #: but decide nothing. Empty (the default): no analysis changes a decision (docs/advisories.md)
+    vex_trusted_authors: str = Field(default="", max_length=8192)
     #: proxies whose ``X-Forwarded-For``/``-Proto`` headers are believed: IP addresses or CIDR
     #: ranges, comma-separated. Empty (the default): none; the connection's peer is the client
     forwarded_allow_ips: str = ""
@@ -267,6 +271,11 @@ class Settings(BaseSettings):
         if self.max_concurrent_ingests_per_token is not None:
             return self.max_concurrent_ingests_per_token
         return max(1, self.max_concurrent_ingests // 2)
+
+    @property
+    def trusted_authors(self) -> frozenset[str]:
+        """The authors of ``vex_trusted_authors``."""
+        return frozenset(a.strip() for a in self.vex_trusted_authors.split(",") if a.strip())
 
     @property
     def is_sqlite(self) -> bool:

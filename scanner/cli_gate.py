@@ -24,6 +24,7 @@ from scanner.errors import ScannerError
 
 if TYPE_CHECKING:  # the policy modules load only when the command runs
     from scanner.policy.controls import ControlsCatalog
+    from scanner.policy.document import PromotionPolicy
     from scanner.policy.evaluate import Evaluation
     from scanner.policy.facts import AssetFacts
 
@@ -174,6 +175,14 @@ def gate(
     vsa_out: Annotated[
         Path | None, typer.Option("--vsa-out", help="Where to write the signed VSA (DSSE).")
     ] = None,
+    advisories: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--advisories",
+            help="Advisory documents (CSAF 2.0, OSV, CVE Records) or a directory of them, as "
+            "for `gpuprov advisories import` (repeatable): the advisories rule's feed.",
+        ),
+    ] = None,
 ) -> None:
     """Decide whether TARGET (scanned with any `gpuprov scan` option) or --bom FILE may be
     promoted under --policy-file, or ask the service under its stored --policy NAME.
@@ -197,7 +206,12 @@ def gate(
     if oidc_audience and not oidc:
         raise fail("--oidc-audience applies with --oidc", EXIT_ERROR)
     if policy is not None:
-        local = {"--baseline": bool(baseline), "--vsa-key": vsa_key, "--policy-uri": policy_uri}
+        local = {
+            "--baseline": bool(baseline),
+            "--vsa-key": vsa_key,
+            "--policy-uri": policy_uri,
+            "--advisories": bool(advisories),
+        }
         given = [name for name, value in local.items() if value]
         if given:
             raise fail(
@@ -215,7 +229,43 @@ def gate(
             "--server and --token-file apply to --policy NAME, or to the scan's --push",
             EXIT_ERROR,
         )
-    _local(ctx, policy_file, bom, fmt, output, baseline, policy_uri, vsa_key, vsa_out, push)
+    _local(
+        ctx,
+        policy_file,
+        bom,
+        fmt,
+        output,
+        baseline,
+        policy_uri,
+        vsa_key,
+        vsa_out,
+        push,
+        advisories or [],
+    )
+
+
+def _with_feed(
+    facts: AssetFacts, raw: bytes, policy: PromotionPolicy, paths: list[Path]
+) -> AssetFacts:
+    """The facts with the advisory findings of the feed under ``paths``, matched here; without
+    paths, said out loud: the advisories rule then fails for want of a feed."""
+    from msgspec.structs import replace
+
+    from scanner.policy.advisory_feed import advisory_facts, products_of_bom, read_feed
+    from scanner.policy.bom_facts import reading
+
+    if policy.rules.advisories is None:
+        if paths:
+            say("the policy has no advisories rule: --advisories is not used")
+        return facts
+    if not paths:
+        # scanner never reads the service's database (GPUPROV_DATABASE_URL): a feed is files
+        say("the advisories rule has no feed (give --advisories PATH): it fails as a missing input")
+        return facts
+    feed = read_feed(paths)
+    doc, _ = reading(raw)
+    asset = products_of_bom(doc, [f.family for f in facts.files])
+    return replace(facts, advisories=advisory_facts(asset, feed))
 
 
 def _local(
@@ -229,6 +279,7 @@ def _local(
     vsa_key: Path | None,
     vsa_out: Path | None,
     push: list[str],
+    advisories: list[Path],
 ) -> None:
     """Scan (or read the BOM) and evaluate the policy file here; ``push``: the --server and
     --token-file the gate took, for the scan's --push."""
@@ -252,7 +303,7 @@ def _local(
     try:
         loaded = load_policy(_read(policy_file, "policy"))
         raw = _read(bom, "BOM") if bom is not None else _scan_to_bom(ctx, [*scan_args, *push])
-        facts = facts_from_bom(raw)
+        facts = _with_feed(facts_from_bom(raw), raw, loaded.policy, advisories)
         rule = loaded.policy.rules.parity
         fleet = None
         if baseline and rule is not None:

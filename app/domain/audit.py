@@ -26,6 +26,8 @@ ACTIONS = (
     "catalog.import",
     "policy.put",
     "advisory.import",
+    "analysis.put",
+    "analysis.delete",
     "ci_trust.put",
     "ci_trust.delete",
     # a stored document found altered behind the service's back (app/domain/stored.py)

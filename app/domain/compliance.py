@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,7 +34,7 @@ from scanner.errors import ScannerError
 from scanner.model import AssetKind
 from scanner.policy import rules
 from scanner.policy.controls import ControlsCatalog, default_catalog
-from scanner.policy.document import LoadedPolicy, PromotionPolicy
+from scanner.policy.document import RULE_IDS, LoadedPolicy, PromotionPolicy
 from scanner.policy.drivers import default_drivers
 from scanner.policy.evaluate import Evaluation, RuleResult, control_status, decide, evaluate
 from scanner.policy.facts import AssetFacts
@@ -52,7 +52,7 @@ def _slsa_level(policy: PromotionPolicy) -> int | None:
 def cited_controls(policy: PromotionPolicy, catalog: ControlsCatalog) -> list[str]:
     """The controls the policy's rules cite, in rule order."""
     out: dict[str, None] = {}
-    for rule_id in rules.RULES:
+    for rule_id in RULE_IDS:
         if getattr(policy.rules, rule_id) is not None:
             out.update(dict.fromkeys(catalog.for_rule(rule_id, _slsa_level(policy))))
     return list(out)
@@ -117,17 +117,24 @@ def _evaluate_batch(
     baseline: FleetBaseline | None,
     catalog: ControlsCatalog,
     now: datetime,
+    trusted: Collection[str] = frozenset(),
 ) -> int:
     scan_ids = [a.latest_scan_id for a in assets if a.latest_scan_id is not None]
     scans = gate_repo.scans_by_id(session, scan_ids)
     files = gate_repo.library_facts_of(session, scan_ids)
     asset_rows: list[dict[str, Any]] = []
     control_rows: list[dict[str, Any]] = []
+    all_facts = {
+        asset.id: gate.facts_of(asset, scan, files[scan.id])
+        for asset in assets
+        if (scan := scans.get(asset.latest_scan_id or 0)) is not None
+    }
+    all_facts = gate.with_advisories(session, loaded.policy, all_facts, now, trusted)
     for asset in assets:
         scan = scans.get(asset.latest_scan_id or 0)
         if scan is None:
             continue
-        facts = gate.facts_of(asset, scan, files[scan.id])
+        facts = all_facts[asset.id]
         evaluation = evaluate(facts, loaded.policy, catalog, now=now, baseline=baseline)
         a, c = _rows(
             row.name, row.version, asset, scan.id, facts, evaluation, loaded.policy, catalog, now
@@ -139,16 +146,22 @@ def _evaluate_batch(
     return len(asset_rows)
 
 
-def reevaluate_policy(session: Session, row: PromotionPolicyVersion, now: datetime) -> int:
+def reevaluate_policy(
+    session: Session,
+    row: PromotionPolicyVersion,
+    now: datetime,
+    trusted: Collection[str] = frozenset(),
+) -> int:
     """Evaluate every asset's latest scan under a newly stored policy version (replacing the
-    stored compliance of that policy); returns how many assets were evaluated."""
+    stored compliance of that policy); returns how many assets were evaluated. ``trusted``: the
+    authors whose analyses count (GPUPROV_VEX_TRUSTED_AUTHORS)."""
     loaded = policies.loaded_of(row)
     catalog = default_catalog()
     baseline = gate.fleet_baseline(session, loaded.policy)
     repo.clear(session, row.name)
     evaluated = 0
     for batch in repo.assets_with_scans(session):
-        evaluated += _evaluate_batch(session, batch, row, loaded, baseline, catalog, now)
+        evaluated += _evaluate_batch(session, batch, row, loaded, baseline, catalog, now, trusted)
     return evaluated
 
 
@@ -160,14 +173,19 @@ SYNC_ASSETS = 1000
 PENDING_BATCH = 200
 
 
-def reevaluate_on_store(session: Session, row: PromotionPolicyVersion, now: datetime) -> int | None:
+def reevaluate_on_store(
+    session: Session,
+    row: PromotionPolicyVersion,
+    now: datetime,
+    trusted: Collection[str] = frozenset(),
+) -> int | None:
     """Re-evaluate a small fleet under a just stored policy version in the same transaction
     (returns the assets evaluated); for a larger one, return None: the caller runs
     `reevaluate_pending` once the version is committed, and until it ends the reads count
     the assets still evaluated under an older version as outdated, never as current."""
     if repo.scanned_asset_count(session) > SYNC_ASSETS:
         return None
-    return reevaluate_policy(session, row, now)
+    return reevaluate_policy(session, row, now, trusted)
 
 
 def reevaluate_pending(
@@ -194,7 +212,9 @@ def reevaluate_pending(
                     return evaluated
                 loaded = policies.loaded_of(row)
                 baseline = gate.fleet_baseline(session, loaded.policy)
-                evaluated += _evaluate_batch(session, batch, row, loaded, baseline, catalog, now)
+                evaluated += _evaluate_batch(
+                    session, batch, row, loaded, baseline, catalog, now, db.settings.trusted_authors
+                )
                 after = batch[-1].id
         return evaluated
     except StoredDocumentAltered as e:
@@ -246,7 +266,9 @@ def resume_pending(db: Database, now: datetime, stop: threading.Event) -> int:
     return evaluated
 
 
-def reevaluate_after_facts_change(session: Session, now: datetime) -> list[tuple[str, int]]:
+def reevaluate_after_facts_change(
+    session: Session, now: datetime, trusted: Collection[str] = frozenset()
+) -> list[tuple[str, int]]:
     """The facts under every stored evaluation changed (a trust policy or catalog change
     re-evaluated provenance verdicts): a small fleet is evaluated again in this transaction
     (returns []); on a larger one every stored evaluation is forgotten, so the reads count the
@@ -257,11 +279,23 @@ def reevaluate_after_facts_change(session: Session, now: datetime) -> list[tuple
     if repo.scanned_asset_count(session) <= SYNC_ASSETS:
         for row in rows:
             if _usable(row) is not None:
-                reevaluate_policy(session, row, now)
+                reevaluate_policy(session, row, now, trusted)
         return []
     for row in rows:
         repo.clear(session, row.name)
     return [(row.name, row.version) for row in rows]
+
+
+def reevaluate_after_advisories_change(
+    session: Session, now: datetime, trusted: Collection[str] = frozenset()
+) -> list[tuple[str, int]]:
+    """The advisory findings or a trusted analysis changed (a feed import, an analysis stored
+    or withdrawn): when a stored policy has an ``advisories`` rule, as
+    `reevaluate_after_facts_change` (the pairs returned are for `reevaluate_pending_all`)."""
+    rows = policy_repo.current_all(session)
+    if not any((p := _usable(r)) is not None and p.policy.rules.advisories for r in rows):
+        return []
+    return reevaluate_after_facts_change(session, now, trusted)
 
 
 def reevaluate_pending_all(db: Database, pending: list[tuple[str, int]], now: datetime) -> int:
@@ -269,7 +303,9 @@ def reevaluate_pending_all(db: Database, pending: list[tuple[str, int]], now: da
     return sum(reevaluate_pending(db, name, version, now) for name, version in pending)
 
 
-def evaluate_asset(session: Session, asset_id: int, now: datetime) -> int:
+def evaluate_asset(
+    session: Session, asset_id: int, now: datetime, trusted: Collection[str] = frozenset()
+) -> int:
     """Evaluate one asset's latest scan under every stored policy; returns the policies."""
     # never interleaved with a policy change; two reports of one asset one after the other
     policy_repo.lock(session, exclusive=False)
@@ -289,7 +325,7 @@ def evaluate_asset(session: Session, asset_id: int, now: datetime) -> int:
         if loaded is None:
             continue
         baseline = gate.fleet_baseline(session, loaded.policy)
-        _evaluate_batch(session, [asset], row, loaded, baseline, catalog, now)
+        _evaluate_batch(session, [asset], row, loaded, baseline, catalog, now, trusted)
         count += 1
     return count
 
@@ -313,7 +349,7 @@ def after_ingest(db: Database, asset_id: int, now: datetime) -> None:
             if not policy_repo.any_stored(conn):
                 return  # the common case before policies exist: no write transaction
         with db.transaction(write=True) as session:
-            evaluate_asset(session, asset_id, now)
+            evaluate_asset(session, asset_id, now, db.settings.trusted_authors)
     except (SQLAlchemyError, ScannerError) as e:
         log.warning("compliance of asset %s not updated: %s", asset_id, type(e).__name__)
 

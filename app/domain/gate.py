@@ -14,15 +14,16 @@ import gzip
 import json
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from msgspec.structs import replace
 from sqlalchemy.orm import Session
 
-from app.domain import policies
+from app.domain import policies, vulnerabilities
 from app.domain.ingest import RawReport, ingest
 from app.domain.provenance import CatalogCache
 from app.domain.report_parser import ReportLimits, parse_report
@@ -123,6 +124,21 @@ def fleet_baseline(session: Session, policy: PromotionPolicy) -> FleetBaseline |
     return baseline_of(rule.label, rule.baseline, [*assets, *empty])
 
 
+def with_advisories(
+    session: Session,
+    policy: PromotionPolicy,
+    facts: dict[int, AssetFacts],
+    now: datetime,
+    trusted: Collection[str],
+) -> dict[int, AssetFacts]:
+    """The assets' facts with their stored advisory findings, when the policy has an
+    ``advisories`` rule (read only then: most policies have none)."""
+    if policy.rules.advisories is None or not facts:
+        return facts
+    found = vulnerabilities.advisory_facts(session, list(facts), now, trusted)
+    return {i: replace(f, advisories=found.get(i)) for i, f in facts.items()}
+
+
 def evaluate_stored(
     session: Session,
     asset: Asset,
@@ -132,10 +148,15 @@ def evaluate_stored(
     *,
     catalog: ControlsCatalog | None = None,
     baseline: FleetBaseline | None = None,
+    trusted: Collection[str] = frozenset(),
 ) -> tuple[AssetFacts, Evaluation]:
-    """Evaluate one stored scan under a policy."""
+    """Evaluate one stored scan under a policy (``trusted``: the authors whose analyses count,
+    GPUPROV_VEX_TRUSTED_AUTHORS)."""
     artifacts = repo.artifacts_of(session, [scan.id])[scan.id]
     facts = facts_of(asset, scan, artifacts)
+    if scan.id == asset.latest_scan_id:
+        # the stored findings are the latest scan's; an older scan is judged with no feed
+        facts = with_advisories(session, loaded.policy, {asset.id: facts}, now, trusted)[asset.id]
     if baseline is None:
         baseline = fleet_baseline(session, loaded.policy)
     evaluation = evaluate(
@@ -202,12 +223,13 @@ def gate_scan(
     scan: Scan,
     now: datetime,
     signing: VsaSigning | None = None,
+    trusted: Collection[str] = frozenset(),
 ) -> dict[str, Any]:
     """Decide on one stored scan under the current version of a policy, record the decision,
     and answer the gate JSON (with a signed VSA on allow when the service has a key)."""
     row = policies.stored(session, policy_name)
     loaded = policies.loaded_of(row)
-    facts, evaluation = evaluate_stored(session, asset, scan, loaded, now)
+    facts, evaluation = evaluate_stored(session, asset, scan, loaded, now, trusted=trusted)
     answer = decision_json(evaluation, loaded.ref(), facts.subject())
     record = repo.add_decision(
         session,
@@ -259,7 +281,9 @@ def gate_image(
     with db.transaction(write=True) as session:
         policies.stored(session, policy_name)  # an unknown policy is the first thing to name
         asset, scan = _image(session, digest)
-        return gate_scan(session, principal, policy_name, asset, scan, now, signing)
+        return gate_scan(
+            session, principal, policy_name, asset, scan, now, signing, db.settings.trusted_authors
+        )
 
 
 def gate_bom(
@@ -294,7 +318,9 @@ def gate_bom(
         if asset is None or scan is None:
             raise NotFound("the ingested report's asset is gone")  # deleted concurrently
         _require_latest(session, asset, scan)
-        return gate_scan(session, principal, policy_name, asset, scan, now, signing)
+        return gate_scan(
+            session, principal, policy_name, asset, scan, now, signing, db.settings.trusted_authors
+        )
 
 
 def _require_latest(session: Session, asset: Asset, scan: Scan) -> None:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.clock import utcnow
+from app.domain import analyses
 from app.errors import NotFound
 from app.storage.repositories import advisories as adv_repo
 from app.storage.repositories import vulnerabilities as repo
@@ -33,6 +35,7 @@ from scanner.advisories.match import (
     matching_data,
     product_key,
 )
+from scanner.policy.facts import AdvisoryFacts, VulnerabilityFact
 
 #: the advisory statuses an asset's answer may have, in the API's filter
 STATUSES = ("affected", "not_affected", "fixed", "under_investigation")
@@ -268,7 +271,9 @@ def _feed(session: Session, asset_id: int | None) -> dict[str, Any]:
     }
 
 
-def _item(f: AdvisoryFinding, facts: Mapping[str, Any]) -> dict[str, Any]:
+def _item(
+    f: AdvisoryFinding, facts: Mapping[str, Any], applied: analyses.Applied | None = None
+) -> dict[str, Any]:
     return {
         "cve": f.cve,
         "bulletin": facts.get("bulletin"),
@@ -285,21 +290,33 @@ def _item(f: AdvisoryFinding, facts: Mapping[str, Any]) -> dict[str, Any]:
         "inferred": f.inferred,
         "conditions_unevaluated": list(f.conditions_unevaluated or ()),
         "evidence": dict(f.evidence or {}),
+        # the triage decision in force (a trusted author's first): shown whoever wrote it;
+        # only a trusted one changes the gate
+        "analysis": applied.as_dict() if applied is not None else None,
     }
 
 
 def asset_vulnerabilities(
-    session: Session, asset_id: int, *, status: str | None, limit: int, offset: int
+    session: Session,
+    asset_id: int,
+    *,
+    status: str | None,
+    limit: int,
+    offset: int,
+    trusted: Collection[str] = frozenset(),
+    now: datetime | None = None,
 ) -> dict[str, Any]:
-    """A page of one asset's findings, with the feed they were matched against."""
+    """A page of one asset's findings with the analysis in force for each, and the feed they
+    were matched against."""
     from app.storage.tables import Asset
 
     if session.get(Asset, asset_id) is None:
         raise NotFound(f"no asset {asset_id}")
     rows, total = repo.findings_of(session, asset_id, status, limit, offset)
     facts = _facts_by_cve(session, [r.cve for r in rows])
+    applied = analyses.applied(session, [asset_id], now or utcnow(), trusted)
     return {
-        "items": [_item(r, facts.get(r.cve, {})) for r in rows],
+        "items": [_item(r, facts.get(r.cve, {}), applied.get((asset_id, r.cve))) for r in rows],
         "total": total,
         "limit": limit,
         "offset": offset,
@@ -308,19 +325,28 @@ def asset_vulnerabilities(
 
 
 def advisory_affected(
-    session: Session, cve: str, *, status: str | None, limit: int, offset: int
+    session: Session,
+    cve: str,
+    *,
+    status: str | None,
+    limit: int,
+    offset: int,
+    trusted: Collection[str] = frozenset(),
+    now: datetime | None = None,
 ) -> dict[str, Any]:
-    """A page of the assets one CVE was matched on: each with its files and versions."""
+    """A page of the assets one CVE was matched on: each with its files and versions and the
+    analysis in force."""
     if not adv_repo.by_cves(session, [cve]):
         raise NotFound(f"no advisory names {cve}")
     rows, total = repo.affected_by_cve(session, cve, status, limit, offset)
     facts = _facts_by_cve(session, [cve]).get(cve, {})
+    applied = analyses.applied(session, [a.id for _, a in rows], now or utcnow(), trusted)
     return {
         "cve": cve,
         "items": [
             {
                 "asset": {"id": a.id, "kind": a.kind, "name": a.name},
-                **_item(f, facts),
+                **_item(f, facts, applied.get((a.id, cve))),
                 "files": list((f.evidence or {}).get("paths") or []),
             }
             for f, a in rows
@@ -335,3 +361,62 @@ def advisory_affected(
 def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
     """Per CVE, how many assets an ``affected`` finding names."""
     return repo.affected_counts(session, cves)
+
+
+# -- the gate's input ---------------------------------------------------------------------------
+
+
+def advisory_facts(
+    session: Session, asset_ids: Sequence[int], now: datetime, trusted: Collection[str]
+) -> dict[int, AdvisoryFacts]:
+    """Per asset: its stored findings with the trusted analysis in force for each, and the
+    stored feed (its newest import) they must have been matched against: the ``advisories``
+    rule's input, from stored facts only."""
+    feed_at, documents = repo.feed_state(session)
+    stacks = repo.stacks_of(session, asset_ids)
+    rows = repo.findings_of_stacks(session, sorted({s.key for s in stacks.values()}))
+    by_stack: dict[str, list[AdvisoryFinding]] = defaultdict(list)
+    for row in rows:
+        by_stack[row.stack].append(row)
+    severity = _facts_by_cve(session, [r.cve for r in rows])
+    applied = {
+        k: a for k, a in analyses.applied(session, asset_ids, now, trusted).items() if a.trusted
+    }
+    out: dict[int, AdvisoryFacts] = {}
+    for asset_id in asset_ids:
+        stack = stacks.get(asset_id)
+        stale = None
+        if stack is None:
+            stale = "the asset's findings were never matched against the advisory feed"
+        elif stack.feed_imported_at != feed_at or stack.feed_documents != documents:
+            stale = (
+                f"the asset's findings were matched against the feed of "
+                f"{_iso(stack.feed_imported_at)} ({stack.feed_documents} documents), not the "
+                f"feed stored now ({_iso(feed_at)}, {documents} documents)"
+            )
+        found = []
+        for f in by_stack.get(stack.key, []) if stack is not None else []:
+            a = applied.get((asset_id, f.cve))
+            found.append(
+                VulnerabilityFact(
+                    cve=f.cve,
+                    status=f.status,
+                    severity=severity.get(f.cve, {}).get("severity"),
+                    product=f.product,
+                    component=f.component,
+                    installed=f.installed,
+                    fix_available=f.fixed_in is not None,
+                    review=f.review,
+                    analysis_state=a.row.state if a else None,
+                    analysis_author=a.row.author if a else None,
+                    analysis_reason=(a.row.justification or a.row.detail) if a else None,
+                )
+            )
+        out[asset_id] = AdvisoryFacts(
+            feed_at=feed_at,
+            documents=documents,
+            source="the service's stored feed",
+            findings=tuple(found),
+            stale=stale,
+        )
+    return out

@@ -103,6 +103,38 @@ class FeedOut(BaseModel):
     )
 
 
+_STATES = "not_affected, affected, fixed or under_investigation (OpenVEX v0.2.0)"
+_JUSTIFICATIONS = (
+    "component_not_present, vulnerable_code_not_present, vulnerable_code_not_in_execute_path, "
+    "vulnerable_code_cannot_be_controlled_by_adversary or inline_mitigations_already_exist"
+)
+
+
+class AnalysisOut(BaseModel):
+    id: int
+    cve: str
+    asset_id: int | None = Field(description="the asset it is about (null: a selector's)")
+    selector: dict[str, str] | None = Field(
+        description="the labels (every one) an asset must carry for it to apply",
+        examples=[{"env": "prod", "team": "ml"}],
+    )
+    state: str = Field(description=_STATES)
+    justification: str | None = Field(description=_JUSTIFICATIONS)
+    detail: str | None = Field(description="why, in words (impact or action statement)")
+    expires: str | None = Field(description="when it stops applying (null: until withdrawn)")
+    author: str = Field(description="who wrote it: the authenticated caller, or a VEX's author")
+    source: str = Field(description="where it came from: api, web, vex:...")
+    created_at: str
+    trusted: bool = Field(
+        description="its author is on GPUPROV_VEX_TRUSTED_AUTHORS: it changes what the gate "
+        "sees (otherwise it is shown only)"
+    )
+
+
+class AnalysisPage(Page):
+    items: list[AnalysisOut]
+
+
 class VulnerabilityOut(BaseModel):
     cve: str
     bulletin: str | None = Field(description="the bulletin of its top score")
@@ -132,6 +164,11 @@ class VulnerabilityOut(BaseModel):
                 "range": ["vers:generic/<535.274.02"],
             }
         ],
+    )
+    analysis: AnalysisOut | None = Field(
+        default=None,
+        description="the analysis in force for this CVE on the asset (a trusted author's "
+        "first); null: none",
     )
 
 

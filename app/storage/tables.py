@@ -871,3 +871,33 @@ class AssetAdvisoryMatch(Base):
         BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
     )
     stack: Mapped[str] = mapped_column(String(64), ForeignKey("advisory_stack.key"))
+
+
+class AdvisoryAnalysis(Base):
+    """A person's (or an imported VEX statement's) analysis of one CVE on one asset, or on the
+    assets a label selector names: an OpenVEX status with its justification, detail and expiry,
+    who wrote it and from where (docs/advisories.md, "Triage")."""
+
+    __tablename__ = "advisory_analysis"
+    __table_args__ = (Index(None, "cve", "asset_id"), Index(None, "asset_id"))
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    cve: Mapped[str] = mapped_column(String(64))
+    #: the one asset it is about; None: the assets ``selector`` names
+    asset_id: Mapped[int | None] = mapped_column(BigId, ForeignKey("asset.id", ondelete="CASCADE"))
+    #: label -> value, every one of which an asset must carry; None: ``asset_id``'s asset
+    selector: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    #: not_affected, affected, fixed or under_investigation (OpenVEX v0.2.0)
+    state: Mapped[str] = mapped_column(String(24))
+    #: an OpenVEX justification (not_affected)
+    justification: Mapped[str | None] = mapped_column(String(64))
+    #: why, in words (OpenVEX's impact or action statement)
+    detail: Mapped[str | None] = mapped_column(Text)
+    #: when it stops applying; None: until withdrawn
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: the authenticated principal that wrote it (a token's name, a person's email) or the
+    #: author a VEX document names; never a request body's own claim
+    author: Mapped[str] = mapped_column(String(256))
+    #: where it came from: ``api``, ``web``, ``vex:openvex:<document id>``...
+    source: Mapped[str] = mapped_column(String(512))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -8,12 +8,15 @@ the one version rule of scanner/versions.py, so evaluation never meets a bad one
 from __future__ import annotations
 
 import hashlib
+import re
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -154,6 +157,94 @@ class ParityRule(_Rule):
     target: str = Field(min_length=1)
 
 
+class Severity(StrEnum):
+    """A CVSS qualitative severity rating (CVSS v3.1 specification, section 5), lowest first."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+
+#: a CVE id (CVE-2025-23280) or another advisory id a feed uses (GHSA-..., an OSV id)
+_ADVISORY_ID = re.compile(r"[A-Z][A-Z0-9]{1,15}-[A-Za-z0-9][A-Za-z0-9._:-]{0,62}")
+
+
+def _check_advisory_id(value: str) -> str:
+    if not _ADVISORY_ID.fullmatch(value):
+        raise ValueError(f"{value[:80]!r} is not an advisory id (like CVE-2025-23280)")
+    return value
+
+
+def _expiry(value: object) -> datetime:
+    """An expiry: a date (the ignore stops applying at 00:00 UTC that day) or a date and time
+    with its time zone; a time without a zone is refused rather than guessed."""
+    if isinstance(value, str):
+        text = value
+        try:
+            value = (
+                date.fromisoformat(text)
+                if len(text) == 10
+                else datetime.fromisoformat(text.replace("Z", "+00:00"))
+            )
+        except ValueError:
+            raise ValueError(
+                f"{text[:40]!r} is not a date (2027-01-31) or a date and time with its time "
+                "zone (2027-01-31T12:00:00Z)"
+            ) from None
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError("give the expiry's time zone (2027-01-31T12:00:00Z), or a date")
+        return value.astimezone(UTC)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    raise ValueError("must be a date (2027-01-31) or a date and time with its time zone")
+
+
+AdvisoryId = Annotated[str, Field(max_length=64), AfterValidator(_check_advisory_id)]
+Expiry = Annotated[datetime, BeforeValidator(_expiry)]
+
+
+class AdvisoryIgnore(BaseModel):
+    """An accepted risk: one advisory left out of the rule, with why and until when."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cve: AdvisoryId
+    reason: str = Field(min_length=1, max_length=1024)
+    expires: Expiry
+
+    @field_validator("reason")
+    @classmethod
+    def _named(cls, reason: str) -> str:
+        if not reason.strip():
+            raise ValueError("name the reason the risk is accepted (not only spaces)")
+        return reason
+
+
+class AdvisoriesRule(_Rule):
+    """Known vulnerabilities (scanner/policy/advisory_rule.py, docs/policy.md)."""
+
+    min_severity: Severity
+    ignore: list[AdvisoryIgnore] = Field(default_factory=list, max_length=1000)
+    # strict: a boolean, never "yes" or 1
+    require_fix_available: bool = Field(default=False, strict=True)
+    #: None: the feed's age is not checked
+    max_feed_age_hours: float | None = Field(
+        default=None, gt=0, le=MAX_SCAN_AGE_HOURS, allow_inf_nan=False, strict=True
+    )
+
+    @field_validator("ignore")
+    @classmethod
+    def _once(cls, ignore: list[AdvisoryIgnore]) -> list[AdvisoryIgnore]:
+        seen: set[str] = set()
+        for entry in ignore:
+            if entry.cve in seen:
+                raise ValueError(f"{entry.cve} is ignored twice: keep one entry")
+            seen.add(entry.cve)
+        return ignore
+
+
 class Rules(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -170,6 +261,7 @@ class Rules(BaseModel):
     slsa: SlsaRule | None = None
     scan_age: ScanAgeRule | None = None
     parity: ParityRule | None = None
+    advisories: AdvisoriesRule | None = None
 
 
 #: Rule ids in evaluation and report order (the field order of `Rules`).

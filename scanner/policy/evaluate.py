@@ -6,18 +6,26 @@ failing rule's action is deny, warn when only warn rules fail, else allow.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from msgspec import Struct
 
+from scanner.policy import advisory_rule
 from scanner.policy.controls import ControlsCatalog, default_catalog
 from scanner.policy.document import RULE_IDS, Action, PromotionPolicy
 from scanner.policy.drivers import DriverTable, default_drivers
 from scanner.policy.facts import AssetFacts
-from scanner.policy.rules import RULES, Context, FleetBaseline, Status
+from scanner.policy.rules import RULES, Context, FleetBaseline, Outcome, Status
+
+#: Rule id -> its function, for every id of RULE_IDS: rules.py's, and the rules kept in modules
+#: of their own
+RULE_FUNCTIONS: dict[str, Callable[[Any, Context], Outcome]] = {
+    **RULES,
+    "advisories": advisory_rule.advisories,
+}
 
 
 class Decision(StrEnum):
@@ -92,7 +100,7 @@ def evaluate(
         settings = getattr(policy.rules, rule_id)
         if settings is None:
             continue
-        outcome = RULES[rule_id](settings, ctx)
+        outcome = RULE_FUNCTIONS[rule_id](settings, ctx)
         cited = catalog.for_rule(rule_id, slsa_rule.min_level if slsa_rule else None)
         results.append(
             RuleResult(

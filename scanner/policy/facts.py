@@ -64,6 +64,47 @@ class ImageTrustFacts(Struct, frozen=True):
     rejected: tuple[str, ...] = ()
 
 
+class VulnerabilityFact(Struct, frozen=True):
+    """One advisory finding of the asset (the matcher's answer per CVE and product found), with
+    the trusted analysis in force for it, if any (docs/advisories.md, "Triage")."""
+
+    cve: str
+    #: the matcher's answer: affected, not_affected, fixed or under_investigation
+    status: str
+    #: LOW, MEDIUM, HIGH or CRITICAL (the CVE's highest score); None: the feed gives none
+    severity: str | None
+    product: str
+    component: str | None = None
+    installed: str | None = None
+    #: the vendor names a fixed version (or a vendor fix) for it
+    fix_available: bool = False
+    #: why a person must decide (an affected answer that is not a proof)
+    review: str | None = None
+    #: the state of a trusted author's analysis in force (replaces ``status`` for the gate)
+    analysis_state: str | None = None
+    analysis_author: str | None = None
+    analysis_reason: str | None = None
+
+    @property
+    def effective(self) -> str:
+        """The status the gate judges: a trusted analysis's state, else the matcher's."""
+        return self.analysis_state or self.status
+
+
+class AdvisoryFacts(Struct, frozen=True):
+    """The asset's advisory findings and the feed they were matched against. An asset whose
+    facts carry no ``AdvisoryFacts`` was matched against no feed at all."""
+
+    #: when the feed was last imported (service) or written (files read by ``gate``)
+    feed_at: datetime | None
+    documents: int
+    #: where the feed came from: "database", or the paths given to ``--advisories``
+    source: str
+    findings: tuple[VulnerabilityFact, ...] = ()
+    #: why the findings do not speak for the feed as it is now (matched against an older one)
+    stale: str | None = None
+
+
 class AssetFacts(Struct, frozen=True):
     kind: AssetKind
     name: str
@@ -83,6 +124,8 @@ class AssetFacts(Struct, frozen=True):
     #: the scan looked at live processes (``--runtime``); what it could not read
     runtime: bool = False
     runtime_unreadable: tuple[str, ...] = ()  # one message per thing not read
+    #: the advisory findings (``gate --advisories``, the service's stored feed); None: no feed
+    advisories: AdvisoryFacts | None = None
 
     def label(self, key: str) -> str | None:
         return dict(self.labels).get(key)

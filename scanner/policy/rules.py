@@ -650,7 +650,8 @@ def parity(rule: D.ParityRule, ctx: Context) -> Outcome:
     return _pass(f"every GPU library version also runs in {rule.label}={rule.baseline}")
 
 
-#: Rule id -> its function (every id of scanner.policy.document.RULE_IDS).
+#: Rule id -> its function (every id of scanner.policy.document.RULE_IDS but those kept in a
+#: module of their own: scanner.policy.evaluate.RULE_FUNCTIONS holds them all).
 RULES: dict[str, Callable[[Any, Context], Outcome]] = {
     "integrity": integrity,
     "ownership": ownership,

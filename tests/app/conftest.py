@@ -32,8 +32,13 @@ PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeo
 PROVENANCE_TABLES = ("catalog_entry", "reference_catalog", "trust_policy")
 #: filled by policy changes, gate decisions and the compliance they trigger
 POLICY_TABLES = ("compliance_control", "compliance_asset", "gate_decision", "promotion_policy")
-#: filled by advisory imports, never by a report
-ADVISORY_TABLES = ("advisory_product_status", "advisory_vulnerability", "advisory_document")
+#: filled by advisory imports and analyses, never by a report
+ADVISORY_TABLES = (
+    "advisory_analysis",
+    "advisory_product_status",
+    "advisory_vulnerability",
+    "advisory_document",
+)
 TABLES = (
     *ADVISORY_TABLES,
     *POLICY_TABLES,

@@ -109,10 +109,29 @@ class Walk:
             assert row is not None
             return row.id
 
+    def _analysis_id(self) -> int:
+        from app.domain.analyses import record_analysis
+
+        with self.service.db.transaction(write=True) as session:
+            stored = record_analysis(
+                session,
+                cve="CVE-2026-0001",
+                asset_id=self.asset_id,
+                state="affected",
+                author="walk",
+                source="test",
+            )
+        return int(stored["id"])
+
     def request(self, method: str, path: str, token: str | None) -> Any:
         headers = auth(token) if token else {}
         client = self.service.client
         path = path.replace("{asset_id}", str(self.asset_id))
+        if "{analysis_id}" in path:  # each method finds one (DELETE removes it)
+            path = path.replace("{analysis_id}", str(self._analysis_id()))
+        if (method, path) == ("post", "/api/v1/analyses"):
+            body = {"cve": "CVE-2026-0001", "asset_id": self.asset_id, "state": "affected"}
+            return client.post(path, json=body, headers=headers)
         if "{token_id}" in path:
             path = path.replace("{token_id}", str(self._token_id()))
         if (method, path) == ("post", "/api/v1/reports"):

@@ -76,3 +76,9 @@ def test_the_dashboard_default_policy(
     monkeypatch.setenv("GPUPROV_DEFAULT_POLICY", "p" * 129)
     with pytest.raises(ValidationError, match="default_policy"):
         Settings()
+
+
+def test_trusted_authors_are_a_comma_separated_list() -> None:
+    assert Settings().trusted_authors == frozenset()
+    listed = Settings(vex_trusted_authors=" alice, ,security@example.com,alice ")
+    assert listed.trusted_authors == {"alice", "security@example.com"}

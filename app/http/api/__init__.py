@@ -4,6 +4,7 @@ from fastapi import APIRouter
 
 from app.http.api import (
     advisories,
+    analyses,
     assets,
     ci_trust,
     compliance,
@@ -28,3 +29,4 @@ router.include_router(compliance.router)
 router.include_router(ci_trust.router)
 router.include_router(advisories.router)
 router.include_router(vex.router)
+router.include_router(analyses.router)

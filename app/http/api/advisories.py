@@ -6,13 +6,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, BackgroundTasks, Depends, Path, Query, Request, Response
 
 from app.clock import utcnow
-from app.domain import advisories, audit, vulnerabilities
+from app.domain import advisories, audit, compliance, vulnerabilities
 from app.errors import AppError
 from app.http.body import check_limited, ingest_slot, read_limited
-from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep, WriteSessionDep
+from app.http.deps import (
+    Admin,
+    DatabaseDep,
+    InventoryReader,
+    SessionDep,
+    SettingsDep,
+    WriteSessionDep,
+)
 from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import error_responses
 from app.http.schemas_advisories import (
@@ -93,6 +100,8 @@ def post_advisory(
     raw: AdvisoryBody,
     session: WriteSessionDep,
     settings: SettingsDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
     response: Response,
 ) -> dict[str, Any]:
     """Read the document as the CLI does and store it under the revision rules; its source is
@@ -107,8 +116,14 @@ def post_advisory(
         now=utcnow(),
     )
     if result.changed:
-        # the fleet's findings follow the feed in the same transaction
+        # the fleet's findings follow the feed in the same transaction, and the compliance of
+        # the policies gating on them (on a large fleet, after the answer)
         vulnerabilities.rematch(session, utcnow())
+        pending = compliance.reevaluate_after_advisories_change(
+            session, utcnow(), settings.trusted_authors
+        )
+        if pending:
+            background.add_task(compliance.reevaluate_pending_all, db, pending, utcnow())
         audit.record_advisory(
             session,
             principal.actor,
@@ -181,6 +196,7 @@ FindingStatus = Annotated[
 def get_advisory_affected(
     _: InventoryReader,
     session: SessionDep,
+    settings: SettingsDep,
     cve: Annotated[str, Path(min_length=1, max_length=64, description="the CVE id")],
     status: FindingStatus = None,
     limit: Limit = 100,
@@ -189,7 +205,13 @@ def get_advisory_affected(
     """The assets this CVE was matched on, with the files and versions found and the answer
     (affected, not_affected with a justification, fixed, under_investigation)."""
     return vulnerabilities.advisory_affected(
-        session, cve, status=status, limit=limit, offset=offset
+        session,
+        cve,
+        status=status,
+        limit=limit,
+        offset=offset,
+        trusted=settings.trusted_authors,
+        now=utcnow(),
     )
 
 
@@ -201,13 +223,20 @@ def get_advisory_affected(
 def get_asset_vulnerabilities(
     _: InventoryReader,
     session: SessionDep,
+    settings: SettingsDep,
     asset_id: IdPath,
     status: FindingStatus = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
     """The advisories matched on one asset: per CVE and product found, the answer with its
-    evidence, and the feed (imported when) it was matched against."""
+    evidence and the analysis in force, and the feed (imported when) it was matched against."""
     return vulnerabilities.asset_vulnerabilities(
-        session, asset_id, status=status, limit=limit, offset=offset
+        session,
+        asset_id,
+        status=status,
+        limit=limit,
+        offset=offset,
+        trusted=settings.trusted_authors,
+        now=utcnow(),
     )

@@ -96,7 +96,8 @@ def put_policy(
     row, created = policies.put_policy(session, name, document, principal, now)
     if created:
         audit.record_policy(session, principal.actor, row.name, row.version, row.content_sha256)
-    evaluated = compliance.reevaluate_on_store(session, row, now) if created else None
+    trusted = db.settings.trusted_authors
+    evaluated = compliance.reevaluate_on_store(session, row, now, trusted) if created else None
     pending = created and evaluated is None
     if pending:  # runs once the version is committed and the answer sent
         background.add_task(compliance.reevaluate_pending, db, row.name, row.version, now)

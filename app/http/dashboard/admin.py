@@ -104,7 +104,8 @@ async def store_policy(
             },
             status=e.status,
         )
-    evaluated = compliance.reevaluate_on_store(session, row, now) if created else None
+    trusted = db.settings.trusted_authors
+    evaluated = compliance.reevaluate_on_store(session, row, now, trusted) if created else None
     if created and evaluated is None:
         background.add_task(compliance.reevaluate_pending, db, row.name, row.version, now)
     message = (

@@ -261,3 +261,26 @@ def vulnerability_facts(session: Session, cves: Sequence[str]) -> Sequence[tuple
         select(Vuln, Doc).join(Doc, Doc.id == Vuln.document_id).where(Vuln.cve.in_(cves))
     ).all()
     return [(v, d) for v, d in rows]
+
+
+def stacks_of(session: Session, asset_ids: Sequence[int]) -> dict[int, Stack]:
+    """The stack each of these assets holds (absent: never matched), with its feed."""
+    out: dict[int, Stack] = {}
+    for chunk in _chunks(list(asset_ids)):
+        for asset_id, stack in session.execute(
+            select(Match.asset_id, Stack)
+            .join(Stack, Stack.key == Match.stack)
+            .where(Match.asset_id.in_(chunk))
+        ):
+            out[int(asset_id)] = stack
+    return out
+
+
+def findings_of_stacks(session: Session, keys: Sequence[str]) -> Sequence[Finding]:
+    """Every finding of these stacks."""
+    out: list[Finding] = []
+    for i in range(0, len(keys), _CHUNK):
+        out += session.scalars(
+            select(Finding).where(Finding.stack.in_(keys[i : i + _CHUNK])).order_by(Finding.id)
+        ).all()
+    return out

@@ -48,6 +48,7 @@ README_NAMES = {
     "slsa": "SLSA level",
     "scan_age": "scan age",
     "parity": "parity",
+    "advisories": "advisories",
 }
 
 

@@ -45,6 +45,11 @@ rules:
   slsa:         {min_level: 2}
   scan_age:     {max_hours: 24}
   parity:       {label: env, baseline: staging, target: prod, action: warn}
+  advisories:
+    min_severity: high
+    ignore: [{cve: CVE-2023-0193, reason: "cuobjdump never runs", expires: 2027-06-30}]
+    require_fix_available: false
+    max_feed_age_hours: 168
 """
 
 

@@ -1,0 +1,194 @@
+"""The advisory feed read from files for ``gpuprov gate --advisories PATH`` (no database): the
+documents of the paths as ``gpuprov advisories import`` reads them, matched here against one
+BOM's products with the service's matcher (scanner/advisories/match.py), giving the
+``advisories`` rule's input (``scanner.policy.facts.AdvisoryFacts``).
+
+A document that cannot be read is an error, never skipped: a feed with a hole in it could hide
+the very vulnerability the gate is asked about. A ``.sha256`` that does not match is kept and
+named (NVIDIA publishes four such bulletins), as the import does by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from msgspec import Struct
+
+from scanner import vocabulary as V
+from scanner.advisories.document import DEFAULT_MAX_BYTES, Advisory, DocumentRefused
+from scanner.advisories.feed import check_digest, complement, find_documents, read_document
+from scanner.advisories.match import (
+    TOOLKIT_FAMILIES,
+    TOOLKIT_PARTS,
+    AssetFacts,
+    Installed,
+    StatusEntry,
+    match,
+    product_key,
+)
+from scanner.bom.foreign import first, properties, sha256_of, walk
+from scanner.errors import ScannerError
+from scanner.policy.facts import AdvisoryFacts, VulnerabilityFact
+
+_SEVERITIES = ("LOW", "MEDIUM", "HIGH", "CRITICAL")
+
+
+class FeedError(ScannerError):
+    """An advisory path that cannot be used as a feed; the message names the file and why."""
+
+
+class LocalFeed(Struct, frozen=True):
+    """The vulnerabilities of the documents under some paths."""
+
+    source: str
+    documents: int
+    #: the newest modification time of the files read (when the copy was last written)
+    written_at: datetime | None
+    #: CVE -> (its highest severity, every product status naming it)
+    vulnerabilities: dict[str, tuple[str | None, tuple[StatusEntry, ...]]]
+    digest_mismatches: tuple[str, ...] = ()
+
+
+def _severity(values: Iterable[str | None]) -> str | None:
+    ranked = [v.upper() for v in values if v and v.upper() in _SEVERITIES]
+    return max(ranked, key=_SEVERITIES.index) if ranked else None
+
+
+def _newest(advisories: Sequence[Advisory]) -> list[Advisory]:
+    # one revision per (publisher, document): the latest by its update time, then version
+    best: dict[tuple[str, str], Advisory] = {}
+    for adv in advisories:
+        key = (adv.publisher_namespace, adv.tracking_id)
+        cur = best.get(key)
+        if cur is None or (adv.updated or "", adv.version) > (cur.updated or "", cur.version):
+            best[key] = adv
+    return list(best.values())
+
+
+def read_feed(paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> LocalFeed:
+    """Every advisory document under ``paths`` (files or directories, NVIDIA's layout read as
+    bulletins: a CSAF document completed by the CVE Records beside it); raises FeedError."""
+    files = find_documents(paths)
+    read: list[tuple[Path, Advisory]] = []
+    mismatches: list[str] = []
+    newest = 0.0
+    for path in files:
+        try:
+            with path.open("rb") as f:
+                data = f.read(max_bytes + 1)
+            newest = max(newest, path.stat().st_mtime)
+        except OSError as e:
+            raise FeedError(f"advisories: cannot read {path}: {e.strerror or e}") from None
+        try:
+            advisory = read_document(data, max_bytes=max_bytes)
+        except DocumentRefused as e:
+            raise FeedError(f"advisories: {path}: {e}") from None
+        if check_digest(path, data) in ("mismatch", "unreadable"):
+            mismatches.append(str(path))
+        read.append((path, advisory))
+    by_dir: dict[Path, list[Advisory]] = {}
+    for path, adv in read:
+        by_dir.setdefault(path.parent, []).append(adv)
+    bulletins: list[Advisory] = []
+    for group in by_dir.values():
+        records = [a for a in group if a.format == "cve_record"]
+        has_csaf = any(a.format == "csaf" for a in group)
+        for adv in group:
+            if adv.format == "csaf":
+                bulletins.append(complement(adv, records))
+            elif not (has_csaf and adv.format == "cve_record"):
+                bulletins.append(adv)
+    bulletins = _newest(bulletins)
+    severities: dict[str, list[str | None]] = {}
+    statuses: dict[str, list[StatusEntry]] = {}
+    for adv in bulletins:
+        for vuln in adv.vulnerabilities:
+            severities.setdefault(vuln.id, []).extend(s.severity for s in vuln.scores)
+            for s in vuln.statuses:
+                severities[vuln.id].append(s.score.severity if s.score else None)
+                statuses.setdefault(vuln.id, []).append(
+                    StatusEntry(
+                        product=s.product,
+                        status=s.status,
+                        version_text=s.version_text,
+                        parsed=s.parsed,
+                        platform=s.platform,
+                        justification=s.justification,
+                    )
+                )
+    return LocalFeed(
+        source=", ".join(str(p) for p in paths),
+        documents=len(bulletins),
+        written_at=datetime.fromtimestamp(newest, UTC) if files else None,
+        vulnerabilities={
+            cve: (_severity(severities.get(cve, ())), tuple(statuses.get(cve, ())))
+            for cve in sorted(set(severities) | set(statuses))
+        },
+        digest_mismatches=tuple(mismatches),
+    )
+
+
+def products_of_bom(doc: Mapping[str, Any], families: Iterable[str]) -> AssetFacts:
+    """The matcher's inputs of a CycloneDX BOM: its product components (``gpuprov:product:key``)
+    and the CUDA Toolkit library families it holds, as the service's ingest reads them."""
+    products = []
+    for component, _ in walk(doc.get("components")):
+        props = properties(component)
+        key = first(props, V.PRODUCT_KEY)
+        if key is None:
+            continue
+        version = component.get("version")
+        products.append(
+            Installed(
+                key=key,
+                version=version if isinstance(version, str) and version else None,
+                toolkit=first(props, V.PRODUCT_TOOLKIT),
+                line=first(props, V.PRODUCT_LINE),
+                branch=first(props, V.DRIVER_BRANCH),
+                paths=tuple(props.get(V.PRODUCT_PATH, ())[:64]),
+                sha256=sha256_of(component),
+                owner=first(props, V.OWNER_PURL),
+            )
+        )
+    libraries = {(f, None) for f in families if f in TOOLKIT_FAMILIES}
+    return AssetFacts(
+        products=tuple(sorted(products, key=repr)), libraries=tuple(sorted(libraries, key=repr))
+    )
+
+
+def advisory_facts(asset: AssetFacts, feed: LocalFeed) -> AdvisoryFacts:
+    """The ``advisories`` rule's input: every finding of the feed on this asset (no analysis:
+    analyses live in the service)."""
+    # the product keys whose statements may concern the asset (the service's _wanted_keys)
+    keys = {p.key for p in asset.products}
+    if keys & TOOLKIT_PARTS or asset.libraries:
+        keys.add("cuda-toolkit")
+    found: list[VulnerabilityFact] = []
+    for cve, (severity, entries) in feed.vulnerabilities.items():
+        if not {product_key(e.product) for e in entries} & keys:
+            continue  # names nothing the asset holds: the matcher would answer nothing
+        for f in match(cve, entries, asset):
+            found.append(
+                VulnerabilityFact(
+                    cve=f.cve,
+                    status=f.status,
+                    severity=severity,
+                    product=f.product,
+                    component=f.component,
+                    installed=f.installed,
+                    fix_available=f.fixed_in is not None,
+                    review=f.review,
+                )
+            )
+    mismatched = f"; {len(feed.digest_mismatches)} not matching their .sha256" * bool(
+        feed.digest_mismatches
+    )
+    return AdvisoryFacts(
+        feed_at=feed.written_at,
+        documents=feed.documents,
+        source=f"files {feed.source}{mismatched}",
+        findings=tuple(found),
+    )
