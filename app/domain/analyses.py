@@ -1,9 +1,9 @@
 """Advisory analyses (triage): a person's or an imported VEX statement's decision on one CVE for
 one asset or for the assets a label selector names, in OpenVEX v0.2.0's vocabulary.
 
-Every analysis records its author (the authenticated principal, or the author a VEX document
-names: never a request body's own claim) and its source, and every write is audited. An analysis
-never hides an ``affected`` finding without a named reason: ``not_affected`` needs a
+Every analysis records its author (the authenticated principal who wrote or imported it: never
+a request body's or a VEX document's own claim) and its source, and every write is audited. An
+analysis never hides an ``affected`` finding without a named reason: ``not_affected`` needs a
 justification or a detail, ``fixed`` a detail. An expired analysis stops applying. Only the
 analyses of the authors on ``GPUPROV_VEX_TRUSTED_AUTHORS`` change what the gate sees; the others
 are shown, marked untrusted (docs/advisories.md, "Triage").
@@ -141,6 +141,34 @@ def _check(
         raise InvalidAnalysis("author", "must be 1 to 256 characters")
     if not source.strip() or len(source) > 512:
         raise InvalidAnalysis("source", "must be 1 to 512 characters")
+
+
+def check_analysis(
+    *,
+    cve: str,
+    state: str,
+    author: str,
+    source: str,
+    now: datetime,
+    asset_id: int | None = None,
+    selector: Mapping[str, str] | None = None,
+    justification: str | None = None,
+    detail: str | None = None,
+    expires: datetime | None = None,
+) -> None:
+    """What `record_analysis` checks, storing nothing (a dry run): InvalidAnalysis (422)."""
+    _check(
+        cve=cve,
+        asset_id=asset_id,
+        selector=selector,
+        state=state,
+        justification=justification,
+        detail=detail,
+        expires=expires,
+        author=author,
+        source=source,
+        now=now,
+    )
 
 
 def record_analysis(

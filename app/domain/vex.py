@@ -9,16 +9,24 @@ feed's import, so the same facts give the same document (and the same id).
 
 from __future__ import annotations
 
+import hashlib
+import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import unquote
 
+from packageurl import PackageURL
 from sqlalchemy.orm import Session
 
+from app.domain import analyses
+from app.domain.audit import Actor
 from app.errors import AppError, NotFound
+from app.storage.repositories import analyses as analyses_repo
 from app.storage.repositories import vulnerabilities as repo
 from app.storage.tables import AdvisoryFinding, Asset
 from scanner.advisories.match import Finding
-from scanner.advisories.vex_in import VexRefused, read_vex
+from scanner.advisories.vex_in import VexRefused, VexStatement, read_vex
 from scanner.advisories.vex_out import (
     VexSubject,
     VulnInfo,
@@ -124,23 +132,149 @@ def _newest(*times: datetime | None) -> datetime:
     return max(known) if known else times[-1]  # type: ignore[return-value]
 
 
-def dry_run(data: bytes, *, max_bytes: int) -> dict[str, Any]:
-    """What importing a VEX document would record: its statements, read and checked; a
-    malformed one is a 422 naming why. Records nothing."""
+#: the outcome of one statement of an imported document
+RECORDED, WOULD_RECORD, UNMATCHED = "recorded", "would record", "unmatched"
+
+
+def import_vex(
+    session: Session,
+    data: bytes,
+    *,
+    max_bytes: int,
+    dry_run: bool,
+    author: str,
+    actor: Actor,
+    now: datetime,
+) -> dict[str, Any]:
+    """Read an OpenVEX or CycloneDX VEX document and record each statement as an analysis of
+    every stored asset it names (``dry_run``: only say what would be recorded). The author is
+    the importing principal, never the document's own claim (which goes into the source): an
+    author on GPUPROV_VEX_TRUSTED_AUTHORS is someone the service authenticated. A document
+    refused, or one statement refused by the analyses' rules, records nothing (422)."""
     try:
         doc = read_vex(data, max_bytes=max_bytes)
     except VexRefused as e:
         status = 413 if e.reason == "too_large" else 422
         raise AppError(str(e), status, details=[{"reason": e.reason}]) from None
+    named = doc.id or f"sha256:{hashlib.sha256(data).hexdigest()}"
+    source = f"{doc.format} VEX {named}" + (f" by {doc.author}" if doc.author else "")
+    targets = _targets(session, doc.statements)
+    recorded = 0
+    items: list[dict[str, Any]] = []
+    for index, (statement, assets) in enumerate(zip(doc.statements, targets, strict=True)):
+        outcome = UNMATCHED if not assets else WOULD_RECORD if dry_run else RECORDED
+        for asset_id in assets:
+            try:
+                if dry_run:
+                    analyses.check_analysis(
+                        **_analysis(statement, asset_id, named),
+                        author=author,
+                        source=source[:512],
+                        now=now,
+                    )
+                else:
+                    analyses.record_analysis(
+                        session,
+                        **_analysis(statement, asset_id, named),
+                        author=author,
+                        source=source[:512],
+                        actor=actor,
+                        now=now,
+                    )
+                    recorded += 1
+            except analyses.InvalidAnalysis as e:
+                raise AppError(
+                    f"statement {index} ({statement.cve}) cannot be recorded: {e}", 422
+                ) from None
+        items.append({**_statement(statement), "assets": assets, "outcome": outcome})
     return {
-        "dry_run": True,
-        "recorded": False,
+        "dry_run": dry_run,
+        "recorded": recorded,
         "format": doc.format,
         "id": doc.id,
         "author": doc.author,
         "timestamp": doc.timestamp,
-        "statements": [_statement(s) for s in doc.statements],
+        "statements": items,
     }
+
+
+def _analysis(statement: VexStatement, asset_id: int, document: str) -> dict[str, Any]:
+    """The analysis one statement makes for one asset (its words, not the service's)."""
+    said = [
+        f"{label}: {text}"
+        for label, text in (
+            ("impact", statement.impact),
+            ("action", statement.action),
+            ("notes", statement.detail),
+        )
+        if text
+    ]
+    detail = "; ".join(said) or None
+    if statement.state == "fixed" and detail is None:
+        # the document itself is what says the fix is in: name it
+        detail = f"fixed, as VEX document {document} states"
+    return {
+        "cve": statement.cve,
+        "asset_id": asset_id,
+        "state": statement.state,
+        "justification": statement.justification,
+        "detail": detail[: analyses.MAX_DETAIL] if detail else None,
+    }
+
+
+def _targets(session: Session, statements: Sequence[VexStatement]) -> list[list[int]]:
+    """Per statement, the stored assets it names: the asset itself (an image by its manifest
+    digest or ``pkg:oci`` purl, a host by ``urn:gpuprov:host:<machine id>`` as
+    ``GET /assets/{id}/vex`` writes them), else the assets holding the product (component) by
+    its SHA-256."""
+    images: dict[int, str] = {}
+    hosts: dict[int, str] = {}
+    hashes: dict[int, list[str]] = {}
+    for i, s in enumerate(statements):
+        digest = _image_digest(s.product)
+        host = _host_id(s.product)
+        if digest is not None:
+            images[i] = digest
+        elif host is not None:
+            hosts[i] = host
+        else:
+            hashes[i] = [p.sha256 for p in (s.component, s.product) if p and p.sha256]
+    by_digest = analyses_repo.assets_by_identity(session, "image", list(images.values()))
+    by_host = analyses_repo.assets_by_identity(
+        session, "host", [h for v in hosts.values() for h in (v, f"name:{v}")]
+    )
+    holding = analyses_repo.assets_with_product(session, [h for v in hashes.values() for h in v])
+    out: list[list[int]] = []
+    for i in range(len(statements)):
+        if i in images:
+            found = [by_digest[images[i]]] if images[i] in by_digest else []
+        elif i in hosts:
+            ids = {by_host[k] for k in (hosts[i], f"name:{hosts[i]}") if k in by_host}
+            found = sorted(ids)
+        else:
+            found = sorted({a for h in hashes[i] for a in holding.get(h, [])})
+        out.append(found)
+    return out
+
+
+def _image_digest(product: Any) -> str | None:
+    if product.sha256 and (product.purl or product.iri or "").startswith("pkg:oci/"):
+        return f"sha256:{product.sha256}"
+    purl = product.purl or (product.iri if (product.iri or "").startswith("pkg:oci/") else None)
+    if purl is None:
+        return None
+    try:
+        parsed = PackageURL.from_string(purl)
+    except ValueError:
+        return None
+    version = parsed.version or ""
+    return version if re.fullmatch(r"sha256:[0-9a-f]{64}", version) else None
+
+
+def _host_id(product: Any) -> str | None:
+    iri = product.iri or ""
+    prefix = "urn:gpuprov:host:"
+    return unquote(iri[len(prefix) :]) or None if iri.startswith(prefix) else None
 
 
 def _statement(s: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -217,11 +217,18 @@ class VexStatementOut(BaseModel):
     source_justification: str | None
 
 
-class VexDryRunOut(BaseModel):
+class VexImportStatementOut(VexStatementOut):
+    assets: list[int] = Field(description="the stored assets the statement names")
+    outcome: Literal["recorded", "would record", "unmatched"] = Field(
+        description="unmatched: it names no stored asset, and nothing is recorded for it"
+    )
+
+
+class VexImportOut(BaseModel):
     dry_run: bool
-    recorded: bool = Field(description="always false: recording is not wired yet")
+    recorded: int = Field(description="analyses stored (0 on a dry run)")
     format: str = Field(description="openvex or cyclonedx")
     id: str | None
     author: str | None
     timestamp: str | None
-    statements: list[VexStatementOut]
+    statements: list[VexImportStatementOut]

@@ -185,40 +185,101 @@ def test_vex_refusals_and_the_author(
     assert openvex_errors(after) == []
 
 
-def test_post_vex_is_a_dry_run_for_admins(
+def test_post_vex_records_analyses_of_the_assets_it_names(
     service: Service, post_report: Callable[..., Any], tmp_path: Path
 ) -> None:
     ids = _fleet(service, post_report, tmp_path)
     reader = service.token("inventory:read")
-    admin = service.token("admin")
+    admin = service.token("admin", name="triage-admin")
     doc = _get(service, reader, ids["toolkit"], "openvex").content
     stored = (service.stored(), service.count("audit_event"))
     headers = auth(admin, **{"Content-Type": "application/json"})
-    answer = service.client.post("/api/v1/vex", content=doc, headers=headers)
-    assert answer.status_code == 200, answer.text
-    body = answer.json()
-    assert body["dry_run"] is True and body["recorded"] is False
+    # a dry run: what would be recorded, for which assets; nothing stored
+    preview = service.client.post(
+        "/api/v1/vex", content=doc, headers=headers, params={"dry_run": "true"}
+    )
+    assert preview.status_code == 200, preview.text
+    body = preview.json()
+    assert body["dry_run"] is True and body["recorded"] == 0
     assert body["format"] == "openvex" and body["author"] == "gpuprov"
     assert len(body["statements"]) == len(json.loads(doc)["statements"])
     (st,) = [s for s in body["statements"] if s["cve"] == "CVE-2023-0193"]
-    assert st["state"] == "affected"
+    assert st["state"] == "affected" and st["assets"] == [ids["toolkit"]]
+    assert st["outcome"] == "would record"
     assert st["component"]["purl"] == "pkg:generic/nvidia/cuobjdump@11.8.86"
     cdx = _get(service, reader, ids["toolkit"], "cyclonedx").content
     cdx_headers = auth(admin, **{"Content-Type": "application/vnd.cyclonedx+json"})
-    answer = service.client.post("/api/v1/vex", content=cdx, headers=cdx_headers)
+    answer = service.client.post(
+        "/api/v1/vex", content=cdx, headers=cdx_headers, params={"dry_run": "true"}
+    )
     assert answer.status_code == 200 and answer.json()["format"] == "cyclonedx"
-    # nothing was recorded
+    assert {tuple(s["assets"]) for s in answer.json()["statements"]} == {(ids["toolkit"],)}
     assert (service.stored(), service.count("audit_event")) == stored
+
+    # another author's VEX: cuobjdump is never run in this image; a host nobody scanned
+    subject = json.loads(doc)["statements"][0]["products"][0]
+    theirs = {
+        "@context": "https://openvex.dev/ns/v0.2.0",
+        "@id": "https://example.com/vex/2026-001",
+        "author": "Example Corp PSIRT",
+        "timestamp": "2026-01-15T00:00:00Z",
+        "version": 1,
+        "statements": [
+            {
+                "vulnerability": {"name": "CVE-2023-0193"},
+                "products": [
+                    {"@id": subject["@id"], "identifiers": subject.get("identifiers", {})}
+                ],
+                "status": "not_affected",
+                "justification": "vulnerable_code_not_in_execute_path",
+                "impact_statement": "the image never runs cuobjdump",
+            },
+            {
+                "vulnerability": {"name": "CVE-2023-0193"},
+                "products": [{"@id": "urn:gpuprov:host:never-scanned"}],
+                "status": "fixed",
+            },
+        ],
+    }
+    answer = service.client.post("/api/v1/vex", json=theirs, headers=auth(admin))
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["dry_run"] is False and body["recorded"] == 1
+    assert [s["outcome"] for s in body["statements"]] == ["recorded", "unmatched"]
+    assert service.count("audit_event") == stored[1] + 1
+    page = service.client.get(
+        f"/api/v1/assets/{ids['toolkit']}/vulnerabilities",
+        headers=auth(reader),
+        params={"limit": 1000},
+    ).json()
+    (finding,) = [i for i in page["items"] if i["cve"] == "CVE-2023-0193"]
+    analysis = finding["analysis"]
+    # the author is who imported it; the document's claim is only its source
+    assert analysis["author"] == "triage-admin" and analysis["trusted"] is False
+    assert analysis["source"] == (
+        "openvex VEX https://example.com/vex/2026-001 by Example Corp PSIRT"
+    )
+    assert analysis["state"] == "not_affected"
+    assert analysis["justification"] == "vulnerable_code_not_in_execute_path"
+    assert "never runs cuobjdump" in analysis["detail"]
+    assert finding["status"] == "affected"  # the matcher's own status is never rewritten
+
+    # all or nothing: a statement the analyses refuse records none of the document
+    theirs["statements"][1] = {
+        **theirs["statements"][0],
+        "vulnerability": {"name": "not an advisory id"},
+    }
+    before = service.count("advisory_analysis")
+    refused = service.client.post("/api/v1/vex", json=theirs, headers=auth(admin))
+    assert refused.status_code == 422, refused.text
+    assert "statement 1" in refused.json()["error"]["message"]
+    assert service.count("advisory_analysis") == before
 
     refused = service.client.post(
         "/api/v1/vex", content=doc.replace(b'"affected"', b'"exploitable"', 1), headers=headers
     )
     assert refused.status_code == 422
     assert "'exploitable' is not an OpenVEX status" in refused.json()["error"]["message"]
-    not_now = service.client.post(
-        "/api/v1/vex", content=doc, headers=headers, params={"dry_run": "false"}
-    )
-    assert not_now.status_code == 400 and "dry_run" in not_now.text
     forbidden = service.client.post(
         "/api/v1/vex", content=doc, headers=auth(reader, **{"Content-Type": "application/json"})
     )

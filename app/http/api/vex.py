@@ -1,23 +1,31 @@
 """VEX (docs/vex.md): ``GET /api/v1/assets/{id}/vex`` writes one asset's advisory findings as
 OpenVEX v0.2.0 or CycloneDX 1.6 VEX; ``POST /api/v1/vex`` (admin) reads an OpenVEX or
-CycloneDX VEX document and answers what importing it would record (a dry run only: recording
-analyses is not wired yet)."""
+CycloneDX VEX document and records its statements as analyses of the assets they name
+(``dry_run=true``: only what it would record)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request
 from fastapi.responses import Response
 
-from app.domain import vex
+from app.clock import utcnow
+from app.domain import compliance, vex
 from app.errors import AppError
 from app.http.body import check_limited, ingest_slot, read_limited
-from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep
+from app.http.deps import (
+    Admin,
+    DatabaseDep,
+    InventoryReader,
+    SessionDep,
+    SettingsDep,
+    WriteSessionDep,
+)
 from app.http.params import IdPath
 from app.http.schemas import error_responses
-from app.http.schemas_advisories import VexDryRunOut
+from app.http.schemas_advisories import VexImportOut
 from scanner import __version__
 
 router = APIRouter(tags=["advisories"])
@@ -104,28 +112,47 @@ VexBody = Annotated[bytes, Depends(_vex_body, scope="function")]
 
 @router.post(
     "/vex",
-    response_model=VexDryRunOut,
+    response_model=VexImportOut,
     responses=error_responses(
         (413, "larger than GPUPROV_MAX_VEX_BYTES"),
         (415, "not a JSON media type"),
         (503, "every ingest slot is taken (GPUPROV_MAX_CONCURRENT_INGESTS)"),
-        (400, "dry_run other than true (recording is not wired yet)"),
-        (422, "not OpenVEX v0.2.0 / CycloneDX VEX, or refused (the reason in details)"),
+        (422, "not OpenVEX v0.2.0 / CycloneDX VEX, or a statement refused (the reason said)"),
     ),
     openapi_extra={
         "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}
     },
-    summary="Read a VEX document: what importing it would record (dry run)",
+    summary="Import a VEX document as analyses of the assets it names",
 )
 def post_vex(
-    _: Admin,
+    principal: Admin,
     raw: VexBody,
     settings: SettingsDep,
+    session: WriteSessionDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
     dry_run: Annotated[
-        Literal["true"],
-        Query(description="true: answer what would be recorded (the only mode served today)"),
-    ] = "true",
+        bool, Query(description="true: answer what would be recorded, and record nothing")
+    ] = False,
 ) -> dict[str, Any]:
-    """The document's statements, read and checked; nothing is recorded (recording analyses
-    is not wired yet: ``dry_run=false`` is refused with 400)."""
-    return vex.dry_run(raw, max_bytes=settings.max_vex_bytes)
+    """Each statement becomes an analysis of every stored asset it names, authored by the
+    caller (the document's own author is kept in the source), audited; a statement that names
+    no stored asset is listed as unmatched. All or nothing: one refused statement records none."""
+    now = utcnow()
+    answer = vex.import_vex(
+        session,
+        raw,
+        max_bytes=settings.max_vex_bytes,
+        dry_run=dry_run,
+        author=principal.actor.name,
+        actor=principal.actor,
+        now=now,
+    )
+    if answer["recorded"] and principal.actor.name in settings.trusted_authors:
+        # a trusted author's analyses change what the advisories rule sees
+        pending = compliance.reevaluate_after_advisories_change(
+            session, now, settings.trusted_authors
+        )
+        if pending:
+            background.add_task(compliance.reevaluate_pending_all, db, pending, now)
+    return answer

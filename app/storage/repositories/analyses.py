@@ -9,7 +9,7 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from app.storage.tables import AdvisoryAnalysis as Analysis
-from app.storage.tables import Asset
+from app.storage.tables import Asset, AssetProduct
 
 _CHUNK = 500
 
@@ -74,4 +74,36 @@ def labels_of(session: Session, asset_ids: Sequence[int]) -> dict[int, dict[str,
             select(Asset.id, Asset.labels).where(Asset.id.in_(chunk))
         ):
             out[int(asset_id)] = dict(labels or {})
+    return out
+
+
+def assets_by_identity(session: Session, kind: str, identities: Sequence[str]) -> dict[str, int]:
+    """The ids of the assets of ``kind`` with these identities (a digest, a machine id), by
+    identity."""
+    out: dict[str, int] = {}
+    wanted = sorted(set(identities))
+    for i in range(0, len(wanted), _CHUNK):
+        chunk = wanted[i : i + _CHUNK]
+        query = select(Asset.identity, Asset.id).where(
+            Asset.kind == kind, Asset.identity.in_(chunk)
+        )
+        out.update({str(identity): int(asset_id) for identity, asset_id in session.execute(query)})
+    return out
+
+
+def assets_with_product(session: Session, sha256: Sequence[str]) -> dict[str, list[int]]:
+    """The assets whose latest scan holds a product (a toolkit tool, a driver library, ...)
+    with one of these SHA-256 digests (hex), by digest."""
+    out: dict[str, list[int]] = {}
+    wanted = sorted(set(sha256))
+    for i in range(0, len(wanted), _CHUNK):
+        chunk = wanted[i : i + _CHUNK]
+        query = (
+            select(AssetProduct.sha256, AssetProduct.asset_id)
+            .where(AssetProduct.sha256.in_(chunk))
+            .distinct()
+            .order_by(AssetProduct.asset_id)
+        )
+        for digest, asset_id in session.execute(query):
+            out.setdefault(str(digest), []).append(int(asset_id))
     return out
