@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.domain import policies
+from app.domain import notifications, policies
 from app.domain.ingest import RawReport, ingest
 from app.domain.provenance import CatalogCache
 from app.domain.report_parser import ReportLimits, parse_report
@@ -231,6 +231,8 @@ def gate_scan(
     )
     answer["decision_id"] = record.id
     answer["decided_at"] = now.isoformat()
+    if evaluation.decision is Decision.DENY:  # its webhook event, in the decision's transaction
+        notifications.gate_denied(session, now, answer, asset)
     answer["promotion_diff"] = promotion_diff(session, loaded.policy, asset, scan)
     if signing is not None and evaluation.decision is Decision.ALLOW:
         answer.update(_vsa(facts, loaded, signing, now))
