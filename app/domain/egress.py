@@ -98,10 +98,10 @@ def address_class(ip: IPAddress) -> str | None:
         return "unique local (fc00::/7)"
     if ip.is_multicast:
         return "multicast"
-    if ip.is_private:
-        return "private"
     if ip.is_reserved:
         return "reserved"
+    if ip.is_private:
+        return "private"
     if not ip.is_global:
         return "not globally routable"
     return None

@@ -34,7 +34,10 @@ PROVENANCE_TABLES = ("catalog_entry", "reference_catalog", "trust_policy")
 POLICY_TABLES = ("compliance_control", "compliance_asset", "gate_decision", "promotion_policy")
 #: filled by advisory imports, never by a report
 ADVISORY_TABLES = ("advisory_product_status", "advisory_vulnerability", "advisory_document")
+#: webhook endpoints and their outbox (tests/app/test_webhooks*.py)
+WEBHOOK_TABLES = ("webhook_delivery", "webhook_endpoint")
 TABLES = (
+    *WEBHOOK_TABLES,
     *ADVISORY_TABLES,
     *POLICY_TABLES,
     *PROVENANCE_TABLES,
@@ -134,6 +137,7 @@ class Service:
                 *POLICY_TABLES,
             )
             and t not in ADVISORY_TABLES
+            and t not in WEBHOOK_TABLES
         }
 
     def truncate(self) -> None:
@@ -149,12 +153,14 @@ class Service:
 @pytest.fixture(scope="session")
 def _service(database_url: str) -> Iterator[Service]:
     # dashboard_cache_seconds=0: each test sees the overview of its own data; a CI audience so
-    # CI trust rules can be stored (tests/app/test_ci_oidc.py makes an app with loopback issuers)
+    # CI trust rules can be stored (tests/app/test_ci_oidc.py makes an app with loopback issuers);
+    # no in-process webhook worker: the webhook tests run deliveries themselves, at their times
     settings = Settings(
         database_url=database_url,
         environment="test",
         dashboard_cache_seconds=0,
         ci_audience="gpuprov-test",
+        webhook_worker_seconds=0,
     )
     app = create_app(settings)
     with TestClient(app) as client:
