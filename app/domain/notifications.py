@@ -175,7 +175,7 @@ def gate_denied(session: Session, now: datetime, answer: Mapping[str, Any], asse
     data = {
         "decision_id": answer.get("decision_id"),
         "decision": "deny",
-        "policy": {"name": policy.get("name"), "version": policy.get("version")},
+        "policy": dict(policy),
         "subject": answer.get("subject"),
         "reasons": reasons[:MAX_ITEMS],
         "reason_count": len(reasons),

@@ -145,7 +145,8 @@ def _record(
     config: DeliveryConfig,
     rand: Callable[[], float],
     summary: RunSummary,
-) -> None:
+) -> bool:
+    """Store an attempt's outcome; whether it disabled the endpoint."""
     attempts = delivery.attempts + 1
     values: dict[str, object] = {
         "attempts": attempts,
@@ -165,7 +166,7 @@ def _record(
             repo.disable(session, endpoint.id, at, reason)
             log.warning("webhook %s disabled: %s", endpoint.name, reason)
             summary.disabled += 1
-            return
+            return True
         elif attempts >= config.max_attempts:
             values.update(status="dead")
             summary.dead += 1
@@ -183,6 +184,7 @@ def _record(
             values["next_attempt_at"] = at + timedelta(seconds=wait)
             summary.retrying += 1
         repo.update_delivery(session, delivery.id, values)
+    return False
 
 
 def run_once(
@@ -198,6 +200,7 @@ def run_once(
     """Deliver what is due now (at most ``limit`` attempts); first write the token.expiring
     events that are due. Each delivery is attempted at most once per run."""
     summary = RunSummary()
+    disabled: set[int] = set()
     with db.transaction(write=True) as session:
         summary.events += notifications.tokens_expiring(session, clock(), config.token_warning)
     while summary.attempted < limit and not (stop is not None and stop.is_set()):
@@ -206,16 +209,16 @@ def run_once(
             lease = now + timedelta(seconds=config.lease)
             batch = min(config.batch, limit - summary.attempted)
             claimed = repo.claim_due(session, now, lease, batch)
-            for delivery, endpoint in claimed:
-                session.expunge(delivery)
-                session.expunge(endpoint)
         if not claimed:
             break
         for delivery, endpoint in claimed:
+            if endpoint.id in disabled:  # a 410 earlier in this batch cancelled the rest
+                continue
             at = clock()
             answer = attempt(endpoint, delivery.message_id, delivery.body, at, config, resolver)
             summary.attempted += 1
-            _record(db, delivery, endpoint, answer, at, config, rand, summary)
+            if _record(db, delivery, endpoint, answer, at, config, rand, summary):
+                disabled.add(endpoint.id)
     return summary
 
 
@@ -224,7 +227,6 @@ def send_test(db: Database, name: str, config: DeliveryConfig, now: datetime) ->
     answer's status (or why there was none), never its body."""
     with db.transaction() as session:
         endpoint = endpoint_of(session, name)
-        session.expunge(endpoint)
     body = notifications.body_of(
         notifications.Event(
             TEST_EVENT,

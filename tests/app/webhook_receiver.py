@@ -86,7 +86,9 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             body = self.rfile.read(length)
             with receiver.lock:
                 receiver.received.append(
-                    Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                    Received(
+                        "POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                    )
                 )
             status = receiver.next_status()
             self.send_response(status)
