@@ -27,6 +27,7 @@ class WebhookFilter(BaseModel):
     labels: dict[str, str] = Field(
         default_factory=dict,
         max_length=MAX_FILTER_LABELS,
+        examples=[{"env": "prod"}],
         description="events about assets: only those carrying every one of these labels "
         "(other assets are left out of the event; none left: no event)",
     )
@@ -60,7 +61,10 @@ class WebhookOut(BaseModel):
     previous_secret_until: str | None = Field(
         description="after a rotation: until when the previous secret signs too"
     )
-    deliveries: dict[str, int] = Field(description="deliveries by status")
+    deliveries: dict[str, int] = Field(
+        description="deliveries by status",
+        examples=[{"pending": 1, "delivered": 40, "dead": 0, "cancelled": 0}],
+    )
 
 
 class NewWebhookOut(WebhookOut):
