@@ -201,10 +201,17 @@ def run_once(
     events that are due. Each delivery is attempted at most once per run."""
     summary = RunSummary()
     disabled: set[int] = set()
-    with db.transaction(write=True) as session:
-        summary.events += notifications.tokens_expiring(session, clock(), config.token_warning)
+    # reads first: an idle round never takes SQLite's write lock (ingests would wait on it)
+    with db.transaction() as session:
+        tokens_wanted = notifications.wanted(session, notifications.TOKEN_EXPIRING)
+    if tokens_wanted:
+        with db.transaction(write=True) as session:
+            summary.events += notifications.tokens_expiring(session, clock(), config.token_warning)
     while summary.attempted < limit and not (stop is not None and stop.is_set()):
         now = clock()
+        with db.transaction() as session:
+            if not repo.any_due(session, now):
+                break
         with db.transaction(write=True) as session:
             lease = now + timedelta(seconds=config.lease)
             batch = min(config.batch, limit - summary.attempted)

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete as sa_delete
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -62,6 +62,21 @@ def enqueue(session: Session, rows: Sequence[dict[str, Any]]) -> None:
         ),
         list(rows),
     )
+
+
+def any_due(session: Session, now: datetime) -> bool:
+    """Whether a delivery of an enabled endpoint is due (one index probe)."""
+    due = (
+        select(WebhookDelivery.id)
+        .join(WebhookEndpoint, WebhookEndpoint.id == WebhookDelivery.endpoint_id)
+        .where(
+            WebhookDelivery.status == PENDING,
+            WebhookDelivery.next_attempt_at <= now,
+            WebhookEndpoint.disabled_at.is_(None),
+        )
+        .limit(1)
+    )
+    return session.scalar(due) is not None
 
 
 def claim_due(
@@ -176,9 +191,3 @@ def tokens_expiring(session: Session, now: datetime, until: datetime) -> Sequenc
         )
         .order_by(ApiToken.expires_at, ApiToken.id)
     ).all()
-
-
-def add_deliveries(session: Session, rows: Sequence[dict[str, Any]]) -> None:
-    """Insert deliveries that cannot collide (a test message)."""
-    if rows:
-        session.execute(insert(WebhookDelivery), list(rows))
