@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic.json_schema import SkipJsonSchema
 
 from app.domain.notifications import EVENTS, SEVERITIES
 from app.domain.webhooks import DELIVERY_STATUSES, MAX_FILTER_LABELS, NAME_PATTERN
@@ -47,6 +48,16 @@ class WebhookIn(BaseModel):
     )
     events: list[EventName] = Field(min_length=1, max_length=len(EVENTS))
     filter: WebhookFilter = Field(default_factory=WebhookFilter)
+    #: never accepted (the service makes the secret); named so the refusal says why
+    secret: SkipJsonSchema[object] = Field(default=None, exclude=True)
+
+    @field_validator("secret", mode="before")
+    @classmethod
+    def _no_secret(cls, value: object) -> None:
+        raise ValueError(
+            "the service generates each endpoint's secret and returns it once, in the answer "
+            "to this request; leave it out"
+        )
 
 
 class WebhookOut(BaseModel):

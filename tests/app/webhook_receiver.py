@@ -1,6 +1,7 @@
 """A real webhook receiver for tests: ``http.server`` in a thread on loopback, over HTTPS with a
 private CA (its certificate names localhost, hooks.example.test, 127.0.0.1 and ::1), recording
-each request and answering from a script of statuses."""
+each request and answering from a script of statuses (TLS and IPv6: more than the plain-HTTP
+`tests.fixtures.loopback.LoopbackServer` serves; its quiet handler is shared)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from tests.fixtures.loopback import QuietHandler
 from tests.fixtures.registry import _cert, _pem_cert, _pem_key
 
 #: names the receiver's certificate is valid for
@@ -78,7 +79,7 @@ def tls_files(directory: Path) -> tuple[Path, Path, Path]:
 
 
 def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         protocol_version = "HTTP/1.1"
 
         def do_POST(self) -> None:  # noqa: N802 (http.server's name)
@@ -97,9 +98,6 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
             self.send_header("content-length", str(len(receiver.answer_body)))
             self.end_headers()
             self.wfile.write(receiver.answer_body)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
 
     return Handler
 

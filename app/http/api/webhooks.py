@@ -8,16 +8,13 @@ from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request
-from pydantic import ValidationError
 
 from app.clock import utcnow
 from app.domain import tokens, webhooks
 from app.domain.webhook_delivery import delivery_config, send_test
 from app.errors import AppError
-from app.http.body import read_limited
-from app.http.bodylimit import SMALL_BODY_BYTES
+from app.http.body import read_model
 from app.http.deps import Admin, DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
-from app.http.errors import validation_failure
 from app.http.params import Limit, Offset
 from app.http.schemas import error_responses
 from app.http.schemas_webhooks import (
@@ -28,7 +25,6 @@ from app.http.schemas_webhooks import (
     WebhookList,
     WebhookOut,
 )
-from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["webhooks"])
 
@@ -36,22 +32,7 @@ WebhookName = Annotated[str, Path(pattern=webhooks.NAME_PATTERN, description="th
 
 
 async def _webhook_request(request: Request, _: Admin) -> WebhookIn:
-    # read once the caller is known to be an admin, by the one strict JSON reader
-    raw = await read_limited(request, SMALL_BODY_BYTES, ("application/json",), "a webhook")
-    try:
-        document = load_json(raw)
-    except DocumentError as e:
-        raise AppError(f"the body is not acceptable JSON: {e}", 422) from None
-    if isinstance(document, dict) and "secret" in document:
-        message = (
-            "secret: the service generates each endpoint's secret and returns it once, in "
-            "this answer; leave it out"
-        )
-        raise AppError(message, 422, details=[{"pointer": "/body/secret", "message": message}])
-    try:
-        return WebhookIn.model_validate(document)
-    except ValidationError as e:
-        raise validation_failure(e.errors(), ("body",)) from None
+    return await read_model(request, WebhookIn, "a webhook")
 
 
 @router.post(
