@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from app.domain.notifications import EVENTS, SEVERITIES
@@ -25,7 +25,10 @@ class WebhookFilter(BaseModel):
         description="advisory.affected only: events of a CVE at or above this severity (one "
         "without a severity is sent)",
     )
-    labels: dict[str, str] = Field(
+    labels: dict[
+        Annotated[str, StringConstraints(min_length=1, max_length=128)],
+        Annotated[str, StringConstraints(max_length=256)],
+    ] = Field(
         default_factory=dict,
         max_length=MAX_FILTER_LABELS,
         examples=[{"env": "prod"}],

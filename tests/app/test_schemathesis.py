@@ -10,7 +10,8 @@ BOM, policy, trust policy, signed catalog or OSV advisory where the document say
 "YAML" or "a document";
 ``where-used`` with at least one filter; an ``audit`` window that does not end before it
 starts; a token expiry in the future (the format ``gpuprov-expiry``); a CI trust rule naming
-its provider's numeric ids. Each is said in the document's descriptions.
+its provider's numeric ids; a webhook URL the SSRF rules accept (a public HTTPS address). Each
+is said in the document's descriptions.
 
 Bounded: a few dozen examples per operation in all (``EXAMPLES``), so the whole run takes tens of
 seconds; hypothesis keeps no example database between runs, so each run is reproducible from
@@ -132,6 +133,14 @@ def _positive(case: schemathesis.Case) -> schemathesis.Case:
     elif (method, path) == ("post", "/api/v1/advisories"):
         # "one CSAF, OSV or CVE Record document": a valid OSV record, new each time
         case.body = advisory_documents.osv(id=f"GHSA-pos-{next(_SERIALS)}")
+        case.media_type = "application/json"
+    elif (method, path) == ("post", "/api/v1/webhooks"):
+        # a public HTTPS URL: the SSRF rules refuse internal addresses, which a pattern cannot say
+        case.body = {
+            "name": f"positive-{next(_SERIALS)}",
+            "url": "https://hooks.example.com/gpuprov",
+            "events": ["gate.denied"],
+        }
         case.media_type = "application/json"
     elif (method, path) == ("get", "/api/v1/where-used"):
         query = case.query if case.query is not None else {}

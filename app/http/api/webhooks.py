@@ -28,6 +28,8 @@ from app.http.schemas_webhooks import (
 
 router = APIRouter(tags=["webhooks"])
 
+#: a grace period: 0 (with or without a unit) or a duration as tokens take it
+GRACE_PATTERN = "^(?:0[smhdw]?|" + tokens.DURATION_PATTERN.removeprefix("^(?:")
 WebhookName = Annotated[str, Path(pattern=webhooks.NAME_PATTERN, description="the webhook's name")]
 
 
@@ -105,7 +107,7 @@ def rotate_webhook(
             max_length=16,
             description="how long the previous secret keeps signing too (`0s`, `15m`, `24h`, "
             "`7d`); default 24h",
-            json_schema_extra={"pattern": tokens.DURATION_PATTERN},
+            json_schema_extra={"pattern": GRACE_PATTERN},
         ),
     ] = None,
 ) -> dict[str, Any]:
@@ -117,7 +119,7 @@ def rotate_webhook(
 
 
 def _grace(text: str) -> timedelta:
-    if text.strip() in ("0", "0s", "0m", "0h", "0d"):
+    if text in ("0", "0s", "0m", "0h", "0d", "0w"):
         return timedelta(0)
     return tokens.parse_duration(text)
 
