@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from app.storage.repositories import fleet as fleet_repo
 from app.storage.repositories import vulnerabilities as vuln_repo
 from app.storage.repositories import webhooks as repo
-from app.storage.tables import Asset, WebhookEndpoint
+from app.storage.tables import Asset
 
 ADVISORY_AFFECTED = "advisory.affected"
 GATE_DENIED = "gate.denied"
@@ -78,9 +78,18 @@ def asset_ref(asset: Asset) -> dict[str, Any]:
     return {"id": asset.id, "kind": asset.kind, "name": asset.name, "labels": dict(asset.labels)}
 
 
-def subscribers(session: Session, event_type: str) -> list[WebhookEndpoint]:
-    """The enabled endpoints subscribed to ``event_type``."""
-    return [e for e in repo.enabled_endpoints(session) if event_type in (e.events or ())]
+#: where a session keeps the enabled endpoints it read (`subscribers`)
+_CACHE = "gpuprov.webhook_endpoints"
+
+
+def subscribers(session: Session, event_type: str) -> list[repo.EndpointRoute]:
+    """The enabled endpoints subscribed to ``event_type``. Read once per session (an ingest
+    asks for three event types): endpoints change by admin requests, never inside the
+    transaction of a change that emits events."""
+    routes = session.info.get(_CACHE)
+    if routes is None:
+        routes = session.info[_CACHE] = repo.enabled_routes(session)
+    return [r for r in routes if event_type in r.events]
 
 
 def wanted(session: Session, event_type: str) -> bool:
@@ -127,7 +136,7 @@ def emit(session: Session, event: Event, now: datetime) -> int:
     message_id = event.message_id or new_message_id()
     rows: list[dict[str, Any]] = []
     for endpoint in endpoints:
-        spec = endpoint.filter or {}
+        spec = endpoint.filter
         if not severity_passes(spec.get("min_severity"), event.severity):
             continue
         assets = event.assets

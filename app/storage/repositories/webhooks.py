@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,13 +28,23 @@ def endpoints(session: Session) -> Sequence[WebhookEndpoint]:
     return session.scalars(select(WebhookEndpoint).order_by(WebhookEndpoint.name)).all()
 
 
-def enabled_endpoints(session: Session) -> Sequence[WebhookEndpoint]:
-    """The endpoints deliveries are made to (not disabled), by id."""
-    return session.scalars(
-        select(WebhookEndpoint)
+@dataclass(frozen=True, slots=True)
+class EndpointRoute:
+    """What routing an event needs of an enabled endpoint."""
+
+    id: int
+    events: tuple[str, ...]
+    filter: dict[str, Any]
+
+
+def enabled_routes(session: Session) -> list[EndpointRoute]:
+    """The endpoints deliveries are made to (not disabled), by id: one light query."""
+    rows = session.execute(
+        select(WebhookEndpoint.id, WebhookEndpoint.events, WebhookEndpoint.filter)
         .where(WebhookEndpoint.disabled_at.is_(None))
         .order_by(WebhookEndpoint.id)
     ).all()
+    return [EndpointRoute(int(i), tuple(e or ()), dict(f or {})) for i, e, f in rows]
 
 
 def add(session: Session, endpoint: WebhookEndpoint) -> WebhookEndpoint:
