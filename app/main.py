@@ -26,6 +26,7 @@ from app.clock import utcnow
 from app.domain import compliance
 from app.domain.ci_tokens import IssuerKeys
 from app.domain.provenance import CatalogCache
+from app.domain.webhook_delivery import Worker, delivery_config
 from app.http.api import router as api_router
 from app.http.body import IngestGate
 from app.http.bodylimit import BodyLimit
@@ -79,10 +80,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             daemon=True,
         )
         resume.start()
+        # webhooks leave from the outbox: every replica may run a worker (claims never overlap)
+        worker = None
+        if settings.webhook_worker_seconds > 0:
+            worker = Worker(db, delivery_config(settings), settings.webhook_worker_seconds)
+            worker.start()
         try:
             yield
         finally:
             stop.set()
+            if worker is not None:
+                worker.stop()
             resume.join(timeout=30)
             db.dispose()
 

@@ -152,6 +152,26 @@ class Settings(BaseSettings):
     token_login: bool = True
     #: ``text`` (one line with a timestamp) or ``json`` (one object a line, with request ids)
     log_format: Literal["text", "json"] = "text"
+    #: webhooks (docs/webhooks.md): allow receivers on loopback addresses, and plain http to
+    #: them (tests only; every other internal address stays refused)
+    webhook_allow_loopback: bool = False
+    #: CA bundle for HTTPS receivers with a private CA; unset: the default bundle
+    webhook_ca_file: Path | None = None
+    #: seconds between two rounds of the in-process delivery worker; 0: none in this process
+    #: (run `gpuprov webhooks deliver` instead, e.g. from a CronJob)
+    webhook_worker_seconds: float = Field(default=5, ge=0, le=3600)
+    #: attempts before a delivery is dead-lettered
+    webhook_max_attempts: int = Field(default=15, ge=1, le=100)
+    #: the first retry's delay (seconds); each further one doubles it, up to the maximum
+    webhook_backoff_seconds: float = Field(default=10, gt=0, le=86_400)
+    webhook_backoff_max_seconds: float = Field(default=6 * 3600, gt=0, le=7 * 86_400)
+    #: seconds to connect to a receiver, and seconds each read of its answer may take
+    webhook_connect_timeout_seconds: float = Field(default=5, gt=0, le=60)
+    webhook_timeout_seconds: float = Field(default=15, gt=0, le=120)
+    #: bytes of a receiver's answer read at most (it is discarded: only the status counts)
+    webhook_max_response_bytes: int = Field(default=64 * 1024, ge=1, le=16 * 1024 * 1024)
+    #: days before a token expires that a token.expiring event is sent
+    webhook_token_warning_days: int = Field(default=7, ge=1, le=365)
 
     @field_validator("database_url")
     @classmethod

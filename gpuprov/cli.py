@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "db": "app.cli",
     "token": "app.cli",
     "advisories": "app.cli_advisories",
+    "webhooks": "app.cli_webhooks",
 }
 
 

@@ -30,6 +30,9 @@ ACTIONS = (
     "analysis.delete",
     "ci_trust.put",
     "ci_trust.delete",
+    "webhook.create",
+    "webhook.delete",
+    "webhook.rotate",
     # a stored document found altered behind the service's back (app/domain/stored.py)
     "integrity.mismatch",
 )

@@ -23,7 +23,7 @@ from typing import Any
 from msgspec.structs import replace
 from sqlalchemy.orm import Session
 
-from app.domain import policies, vulnerabilities
+from app.domain import notifications, policies, vulnerabilities
 from app.domain.ingest import RawReport, ingest
 from app.domain.provenance import CatalogCache
 from app.domain.report_parser import ReportLimits, parse_report
@@ -253,6 +253,8 @@ def gate_scan(
     )
     answer["decision_id"] = record.id
     answer["decided_at"] = now.isoformat()
+    if evaluation.decision is Decision.DENY:  # its webhook event, in the decision's transaction
+        notifications.gate_denied(session, now, answer, asset)
     answer["promotion_diff"] = promotion_diff(session, loaded.policy, asset, scan)
     if signing is not None and evaluation.decision is Decision.ALLOW:
         answer.update(_vsa(facts, loaded, signing, now))

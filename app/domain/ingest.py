@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.domain import vulnerabilities
+from app.domain import notifications, vulnerabilities
 from app.domain.provenance import ActiveCatalogs, CatalogCache
 from app.domain.report_parser import Report, ReportLibrary
 from app.domain.retention import RetentionPolicy, prune_asset
@@ -134,6 +134,14 @@ def ingest(
     )
     latest = previous is None or (scanned_at, scan_id) >= previous or previous[0] > now + _FUTURE
     files = _store_contents(session, scan_id, asset.id, report, raw, latest, active)
+    # webhooks: in this transaction, so the event exists exactly when the report does
+    ref = {
+        "id": asset.id,
+        "kind": spec.kind,
+        "name": asset.name,
+        "labels": {**asset.labels, **spec.labels, **labels},
+    }
+    notifications.integrity_modified(session, now, ref, scan_id, files)
     if retention is not None:  # under the asset's row lock: no other report of it interleaves
         prune_asset(session, retention, asset.id, now, spare=scan_id)
     if not latest:
@@ -231,6 +239,7 @@ def ingest(
         report.products, (lib.family for lib in report.libraries)
     )
     vulnerabilities.rematch(session, now, [asset.id], facts=facts)
+    notifications.drift_of_report(session, now, {**ref, "labels": merged}, retired, files)
     # last before the commit: rows other assets' ingests share stay locked the least time
     fleet.apply_asset_change(session, asset.id, retired, files)
     return IngestResult(scan_id, asset.id, True, True, len(report.libraries))

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.clock import utcnow
-from app.domain import analyses
+from app.domain import analyses, notifications
 from app.errors import NotFound
 from app.storage.repositories import advisories as adv_repo
 from app.storage.repositories import vulnerabilities as repo
@@ -152,6 +152,25 @@ def rematch(
     the stored feed; a stack already matched against this feed is reused. ``facts``: the one
     asset's inputs as its report gave them (ingest), instead of reading them back. Never
     commits."""
+    # advisory.affected: the (asset, CVE) pairs affected after this match and not before it,
+    # compared only when an endpoint wants them
+    watch = notifications.wanted(session, notifications.ADVISORY_AFFECTED)
+    before = repo.affected_pairs(session, asset_ids) if watch else set()
+    summary = _rematch(session, now, asset_ids, facts=facts)
+    if watch:
+        new = repo.affected_pairs(session, asset_ids) - before
+        if new:
+            notifications.advisory_affected(session, now, sorted(new))
+    return summary
+
+
+def _rematch(
+    session: Session,
+    now: datetime,
+    asset_ids: Sequence[int] | None,
+    *,
+    facts: AssetFacts | None,
+) -> MatchSummary:
     full = asset_ids is None
     ids = list(asset_ids) if asset_ids is not None else repo.asset_ids(session)
     stacks: dict[str, AssetFacts] = {}

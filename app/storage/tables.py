@@ -901,3 +901,65 @@ class AdvisoryAnalysis(Base):
     #: where it came from: ``api``, ``web``, ``vex:openvex:<document id>``...
     source: Mapped[str] = mapped_column(String(512))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class WebhookEndpoint(Base):
+    """A webhook endpoint (docs/webhooks.md): where events of the types it names are posted,
+    signed as the Standard Webhooks specification says with its own secret."""
+
+    __tablename__ = "webhook_endpoint"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    url: Mapped[str] = mapped_column(String(2048))
+    #: the event types it receives (``gate.denied``, ...)
+    events: Mapped[list[str]] = mapped_column(JSON)
+    #: ``{"min_severity": str | None, "labels": {name: value}}``
+    filter: Mapped[dict[str, Any]] = mapped_column(JSON)
+    #: ``whsec_<base64>``: kept as is, since signing needs the key itself (not a hash); the API
+    #: shows it only in the answer that made it
+    secret: Mapped[str] = mapped_column(String(128))
+    #: the secret before the last rotation, still signing (a second signature) until its end
+    previous_secret: Mapped[str | None] = mapped_column(String(128))
+    previous_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: set when deliveries stopped (the receiver answered 410 Gone); None: delivering
+    disabled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    disabled_reason: Mapped[str | None] = mapped_column(Text)
+
+
+class WebhookDelivery(Base):
+    """The outbox: one event for one endpoint, written in the transaction of the change it
+    reports and delivered by the worker (app/domain/webhook_delivery.py) until the endpoint
+    answers 2xx, answers 410, or the attempts run out (``dead``)."""
+
+    __tablename__ = "webhook_delivery"
+    __table_args__ = (
+        UniqueConstraint("endpoint_id", "message_id"),
+        Index(None, "status", "next_attempt_at"),
+        Index(None, "endpoint_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    endpoint_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("webhook_endpoint.id", ondelete="CASCADE")
+    )
+    #: the ``webhook-id`` header: one per event, the same on every retry (the receiver's
+    #: idempotency key)
+    message_id: Mapped[str] = mapped_column(String(64))
+    event_type: Mapped[str] = mapped_column(String(64))
+    #: the exact body posted (and signed)
+    body: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: pending, delivered, dead (attempts exhausted) or cancelled (the endpoint answered 410)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer)
+    #: when it is due (a claimed row is due again after the claim's lease: a worker that died
+    #: mid-delivery leaves it to the next)
+    next_attempt_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: the HTTP status of the last attempt (None: no answer)
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    #: why the last attempt failed, in the service's words (never the receiver's body)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -39,7 +39,10 @@ ADVISORY_TABLES = (
     "advisory_vulnerability",
     "advisory_document",
 )
+#: webhook endpoints and their outbox (tests/app/test_webhooks*.py)
+WEBHOOK_TABLES = ("webhook_delivery", "webhook_endpoint")
 TABLES = (
+    *WEBHOOK_TABLES,
     *ADVISORY_TABLES,
     *POLICY_TABLES,
     *PROVENANCE_TABLES,
@@ -139,6 +142,7 @@ class Service:
                 *POLICY_TABLES,
             )
             and t not in ADVISORY_TABLES
+            and t not in WEBHOOK_TABLES
         }
 
     def truncate(self) -> None:
@@ -154,12 +158,16 @@ class Service:
 @pytest.fixture(scope="session")
 def _service(database_url: str) -> Iterator[Service]:
     # dashboard_cache_seconds=0: each test sees the overview of its own data; a CI audience so
-    # CI trust rules can be stored (tests/app/test_ci_oidc.py makes an app with loopback issuers)
+    # CI trust rules can be stored (tests/app/test_ci_oidc.py makes an app with loopback issuers);
+    # no in-process webhook worker: the webhook tests run deliveries themselves, at their times;
+    # receivers on loopback allowed (GPUPROV_WEBHOOK_ALLOW_LOOPBACK, the tests' setting)
     settings = Settings(
         database_url=database_url,
         environment="test",
         dashboard_cache_seconds=0,
         ci_audience="gpuprov-test",
+        webhook_worker_seconds=0,
+        webhook_allow_loopback=True,
     )
     app = create_app(settings)
     with TestClient(app) as client:

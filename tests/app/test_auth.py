@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -74,6 +75,11 @@ def _vex_document() -> bytes:
 _VEX = _vex_document()
 
 
+#: the walk's webhook: HTTPS to a loopback port nobody listens on
+WEBHOOK_URL = "https://127.0.0.1:9/hook"
+_SERIAL = itertools.count(1)
+
+
 class Walk:
     """One sample request per operation that succeeds for a caller holding its scope."""
 
@@ -101,6 +107,19 @@ class Walk:
     def _ci_rule(self) -> None:
         with self.service.db.transaction(write=True) as session:
             put_rule(session, "prod", dict(CI_RULE), self.service.settings, cli_actor(), utcnow())
+
+    def _webhook(self) -> None:
+        from app.domain.egress import EgressPolicy
+        from app.domain.webhooks import EndpointSpec, create_endpoint
+        from app.storage.repositories.webhooks import by_name
+
+        with self.service.db.transaction(write=True) as session:
+            if by_name(session, "prod") is None:
+                # a loopback port nobody listens on: a test message answers "not delivered"
+                spec = EndpointSpec("prod", WEBHOOK_URL, ("gate.denied",), None, {})
+                create_endpoint(
+                    session, spec, EgressPolicy(allow_loopback=True), cli_actor(), utcnow()
+                )
 
     def _token_id(self) -> int:
         victim = self.service.token("inventory:read", name="victim")
@@ -146,6 +165,11 @@ class Walk:
         if (method, path) == ("post", "/api/v1/tokens"):
             body = {"name": "x", "scopes": ["inventory:read"]}
             return client.post(path, json=body, headers=headers)
+        if (method, path) == ("post", "/api/v1/webhooks"):
+            body = {"name": f"w{next(_SERIAL)}", "url": WEBHOOK_URL, "events": ["gate.denied"]}
+            return client.post(path, json=body, headers=headers)
+        if path.startswith("/api/v1/webhooks/"):
+            self._webhook()  # each method finds it (DELETE removes it)
         path = path.replace("{name}", "prod").replace("{control_id}", "CIS-2.5")
         path = path.replace("{cve}", "CVE-2026-0001")
         if (method, path) == ("post", "/api/v1/advisories"):

@@ -10,8 +10,8 @@ BOM, policy, trust policy, signed catalog or OSV advisory where the document say
 "YAML" or "a document";
 ``where-used`` with at least one filter; an ``audit`` window that does not end before it
 starts; a token expiry in the future (the format ``gpuprov-expiry``); a CI trust rule naming
-its provider's numeric ids; an analysis of the stored asset. Each is said in the document's
-descriptions.
+its provider's numeric ids; an analysis of the stored asset; a webhook URL the SSRF rules
+accept (a public HTTPS address). Each is said in the document's descriptions.
 
 Bounded: a few dozen examples per operation in all (``EXAMPLES``), so the whole run takes tens of
 seconds; hypothesis keeps no example database between runs, so each run is reproducible from
@@ -144,6 +144,14 @@ def _positive(case: schemathesis.Case) -> schemathesis.Case:
         # "exactly one of asset_id and selector; not_affected needs a justification or a
         # detail, fixed a detail; an expiry in the future" (the document's descriptions)
         case.body = {"cve": "CVE-2026-0001", "asset_id": 1, "state": "affected"}
+        case.media_type = "application/json"
+    elif (method, path) == ("post", "/api/v1/webhooks"):
+        # a public HTTPS URL: the SSRF rules refuse internal addresses, which a pattern cannot say
+        case.body = {
+            "name": f"positive-{next(_SERIALS)}",
+            "url": "https://hooks.example.com/gpuprov",
+            "events": ["gate.denied"],
+        }
         case.media_type = "application/json"
     elif (method, path) == ("get", "/api/v1/where-used"):
         query = case.query if case.query is not None else {}

@@ -124,6 +124,7 @@ def test_log_in_and_visit_every_page(live: Seeded, page: Any, artifacts: Path) -
         "admin-catalogs": "/admin/catalogs",
         "admin-tokens": "/admin/tokens",
         "admin-ci-trust": "/admin/ci-trust",
+        "admin-webhooks": "/admin/webhooks",
     }
     paths = [urlsplit(p).path for p in ("/login", *pages.values())]
     unvisited = sorted(

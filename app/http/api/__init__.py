@@ -15,6 +15,7 @@ from app.http.api import (
     reports,
     tokens,
     vex,
+    webhooks,
 )
 
 router = APIRouter(prefix="/api/v1")
@@ -30,3 +31,4 @@ router.include_router(ci_trust.router)
 router.include_router(advisories.router)
 router.include_router(vex.router)
 router.include_router(analyses.router)
+router.include_router(webhooks.router)

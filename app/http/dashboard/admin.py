@@ -1,6 +1,7 @@
 """``/admin``: the admin scope's pages, each a form posted with the session's CSRF token:
 promotion policies (store a new version), the trust policy, reference catalogs (import a
-signed one), API tokens (create, revoke) and CI trust rules (store, remove). They call the same
+signed one), API tokens (create, revoke), CI trust rules (store, remove) and webhooks (create,
+remove, send a test message). They call the same
 domain services as the API, so a form accepts and refuses exactly what the API does; a refusal
 shows the form again with the reason."""
 
@@ -11,10 +12,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Path, Request
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
-from app.domain import audit, catalogs, ci_rules, compliance, policies, tokens
+from app.domain import audit, catalogs, ci_rules, compliance, policies, tokens, webhooks
+from app.domain.notifications import EVENTS, SEVERITIES
 from app.domain.tokens import Scope
+from app.domain.webhook_delivery import delivery_config, send_test
 from app.errors import AppError, NotFound
 from app.http.dashboard.auth import AdminUser, PageState, checked_form
 from app.http.dashboard.paging import PageNumber, Pager, PerPage
@@ -417,3 +421,106 @@ async def delete_ci_rule(
         "admin_ci_trust.html",
         {**_ci_context(session, settings), "message": f"Removed CI trust rule {name}."},
     )
+
+
+# ------------------------------------------------------------------------------- webhooks
+
+
+def _webhooks_context(session: SessionDep) -> dict[str, Any]:
+    return {
+        "webhooks": webhooks.list_endpoints(session),
+        "events": EVENTS,
+        "severities": SEVERITIES,
+    }
+
+
+@router.get("/webhooks")
+def webhook_list(request: Request, _: AdminUser, session: SessionDep) -> Response:
+    """The webhook endpoints (never a secret), their deliveries by state, and the form adding
+    one."""
+    return render(request, "admin_webhooks.html", _webhooks_context(session))
+
+
+def _label_lines(text: str) -> dict[str, str]:
+    """``name=value`` lines; a line without ``=`` is refused, not dropped."""
+    labels: dict[str, str] = {}
+    for line in _lines(text):
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise AppError(f"label line {line[:80]!r} is not name=value", 422)
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+@router.post("/webhooks")
+async def create_webhook(
+    request: Request, state: AdminUser, session: WriteSessionDep, settings: SettingsDep
+) -> Response:
+    """Create an endpoint; its secret is shown once, on the answer to this form."""
+    form = await checked_form(request, state)
+    try:
+        spec = webhooks.EndpointSpec(
+            name=form.get("name", "").strip(),
+            url=form.get("url", "").strip(),
+            events=tuple(e for e in EVENTS if form.get("event_" + e.replace(".", "_"))),
+            min_severity=form.get("min_severity", "").strip() or None,
+            labels=_label_lines(form.get("labels", "")),
+        )
+        new = webhooks.create_endpoint(
+            session, spec, delivery_config(settings).egress, _actor(state), utcnow()
+        )
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_webhooks.html",
+            {**_webhooks_context(session), "error": e.message, "form": dict(form)},
+            status=e.status,
+        )
+    session.flush()
+    return render(
+        request,
+        "admin_webhooks.html",
+        {
+            **_webhooks_context(session),
+            "created": {"name": new.endpoint.name, "secret": new.secret},
+        },
+    )
+
+
+WebhookName = Annotated[str, Path(pattern=webhooks.NAME_PATTERN)]
+
+
+@router.post("/webhooks/{name}/delete")
+async def delete_webhook(
+    request: Request, state: AdminUser, session: WriteSessionDep, name: WebhookName
+) -> Response:
+    """Remove an endpoint and the deliveries it still had."""
+    await checked_form(request, state)
+    webhooks.delete_endpoint(session, name, _actor(state), utcnow())
+    session.flush()
+    return render(
+        request,
+        "admin_webhooks.html",
+        {**_webhooks_context(session), "message": f"Removed webhook {name}."},
+    )
+
+
+@router.post("/webhooks/{name}/test")
+async def test_webhook(
+    request: Request,
+    state: AdminUser,
+    session: SessionDep,
+    db: DatabaseDep,
+    settings: SettingsDep,
+    name: WebhookName,
+) -> Response:
+    """Post a signed test message now; the page says the receiver's status, never its body."""
+    await checked_form(request, state)
+    answer = await run_in_threadpool(send_test, db, name, delivery_config(settings), utcnow())
+    if answer.status is not None and 200 <= answer.status < 300:
+        context = {"message": f"Test message to {name}: delivered (HTTP {answer.status})."}
+    else:
+        why = answer.error or f"the receiver answered HTTP {answer.status}"
+        context = {"error": f"Test message to {name}: not delivered: {why}."}
+    return render(request, "admin_webhooks.html", {**_webhooks_context(session), **context})

@@ -357,3 +357,25 @@ def version_assets(
         .group_by(LibraryVersion.family, LibraryVersion.version)
         .order_by(LibraryVersion.family, LibraryVersion.version)
     ).all()
+
+
+def held_digests(
+    session: Session, groups: Iterable[tuple[Any, ...]]
+) -> dict[tuple[Any, ...], dict[str, int]]:
+    """Per (family, component, version, CUDA major, arch): the digests the fleet's current files
+    hold for it, each with its number of assets (all stripes summed)."""
+    wanted = set(groups)
+    if not wanted:
+        return {}
+    families = sorted({g[0] for g in wanted})
+    found = session.execute(
+        select(*_GROUP, LibraryDigest.sha256, func.sum(LibraryDigest.assets))
+        .where(LibraryDigest.family.in_(families))
+        .group_by(*_GROUP, LibraryDigest.sha256)
+    ).all()
+    out: dict[tuple[Any, ...], dict[str, int]] = {}
+    for *group, sha256, assets in found:
+        key = tuple(group)
+        if key in wanted and int(assets or 0) > 0:
+            out.setdefault(key, {})[str(sha256)] = int(assets)
+    return out

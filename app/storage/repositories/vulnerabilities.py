@@ -283,4 +283,20 @@ def findings_of_stacks(session: Session, keys: Sequence[str]) -> Sequence[Findin
         out += session.scalars(
             select(Finding).where(Finding.stack.in_(keys[i : i + _CHUNK])).order_by(Finding.id)
         ).all()
+
+
+def affected_pairs(session: Session, asset_ids: Sequence[int] | None) -> set[tuple[int, str]]:
+    """(asset id, CVE) of every ``affected`` finding of these assets (None: every asset)."""
+    query = (
+        select(Match.asset_id, Finding.cve)
+        .join(Finding, Finding.stack == Match.stack)
+        .where(Finding.status == "affected")
+        .distinct()
+    )
+    if asset_ids is None:
+        return {(int(a), str(c)) for a, c in session.execute(query).all()}
+    out: set[tuple[int, str]] = set()
+    for chunk in _chunks(list(asset_ids)):
+        rows = session.execute(query.where(Match.asset_id.in_(chunk))).all()
+        out |= {(int(a), str(c)) for a, c in rows}
     return out
