@@ -283,6 +283,7 @@ def findings_of_stacks(session: Session, keys: Sequence[str]) -> Sequence[Findin
         out += session.scalars(
             select(Finding).where(Finding.stack.in_(keys[i : i + _CHUNK])).order_by(Finding.id)
         ).all()
+    return out
 
 
 def affected_pairs(session: Session, asset_ids: Sequence[int] | None) -> set[tuple[int, str]]:
