@@ -330,8 +330,3 @@ def advisory_affected(
         "offset": offset,
         "feed": _feed(session, None),
     }
-
-
-def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
-    """Per CVE, how many assets an ``affected`` finding names."""
-    return repo.affected_counts(session, cves)

@@ -240,19 +240,6 @@ def affected_by_cve(
     return [(f, a) for f, a in rows], int(total)
 
 
-def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
-    """Per CVE, the number of distinct assets with an ``affected`` finding."""
-    if not cves:
-        return {}
-    rows = session.execute(
-        select(Finding.cve, func.count(func.distinct(Match.asset_id)))
-        .join(Match, Match.stack == Finding.stack)
-        .where(Finding.cve.in_(cves), Finding.status == "affected")
-        .group_by(Finding.cve)
-    ).all()
-    return {str(c): int(n) for c, n in rows}
-
-
 def vulnerability_facts(session: Session, cves: Sequence[str]) -> Sequence[tuple[Vuln, Doc]]:
     """Every (vulnerability, document) of these CVEs (severity, score, bulletin)."""
     if not cves:
