@@ -26,6 +26,8 @@ from scanner.advisories.feed import read_document
 
 Outcome = Literal["imported", "replaced", "unchanged", "kept_final", "older"]
 SEVERITIES = ("LOW", "MEDIUM", "HIGH", "CRITICAL")
+#: the advisory list's orders (newest first, worst severity first, most affected assets first)
+SORTS = repo.SORTS
 #: the severities the overview counts affected assets of (a card each)
 OVERVIEW_SEVERITIES = ("CRITICAL", "HIGH")
 _SEMVER = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
@@ -289,8 +291,8 @@ def list_advisories(
     """A page of advisories (one per CVE, every bulletin naming it), newest first unless
     ``sort`` says ``severity`` (worst first) or ``affected`` (most affected assets first);
     ``affected``: only those some asset is affected by (true) or none is (false)."""
-    if sort not in repo.SORTS:
-        raise AppError(f"sort must be one of {', '.join(repo.SORTS)}", 422)
+    if sort not in SORTS:
+        raise AppError(f"sort must be one of {', '.join(SORTS)}", 422)
     cves, total = repo.cve_page(
         session,
         cve=cve,

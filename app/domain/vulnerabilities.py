@@ -289,14 +289,21 @@ def _item(f: AdvisoryFinding, facts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def asset_vulnerabilities(
-    session: Session, asset_id: int, *, status: str | None, limit: int, offset: int
+    session: Session,
+    asset_id: int,
+    *,
+    status: str | None,
+    limit: int,
+    offset: int,
+    by_status: bool = False,
 ) -> dict[str, Any]:
-    """A page of one asset's findings, with the feed they were matched against."""
+    """A page of one asset's findings, with the feed they were matched against (newest CVE
+    first; ``by_status``: affected ones first)."""
     from app.storage.tables import Asset
 
     if session.get(Asset, asset_id) is None:
         raise NotFound(f"no asset {asset_id}")
-    rows, total = repo.findings_of(session, asset_id, status, limit, offset)
+    rows, total = repo.findings_of(session, asset_id, status, limit, offset, by_status=by_status)
     facts = _facts_by_cve(session, [r.cve for r in rows])
     return {
         "items": [_item(r, facts.get(r.cve, {})) for r in rows],
@@ -330,3 +337,25 @@ def advisory_affected(
         "offset": offset,
         "feed": _feed(session, None),
     }
+
+
+def feed_summary(session: Session) -> dict[str, Any]:
+    """The stored feed: its documents and newest import."""
+    return _feed(session, None)
+
+
+def status_counts(session: Session, cve: str) -> dict[str, int]:
+    """Per status (``STATUSES`` order), the assets with a finding of ``cve`` in it."""
+    counts = repo.status_counts(session, cve)
+    return {s: counts.get(s, 0) for s in STATUSES}
+
+
+def asset_status_counts(session: Session, asset_id: int) -> dict[str, int]:
+    """Per status (``STATUSES`` order), the CVEs with a finding of that status on the asset."""
+    counts = repo.asset_status_counts(session, asset_id)
+    return {s: counts.get(s, 0) for s in STATUSES}
+
+
+def worst_affected(session: Session, asset_ids: Sequence[int]) -> dict[int, str]:
+    """Per asset, the highest severity of an advisory it is affected by (none: absent)."""
+    return repo.worst_affected(session, asset_ids)

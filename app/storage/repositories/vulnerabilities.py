@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, select, text, update
+from sqlalchemy import case, delete, exists, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -22,6 +22,12 @@ from app.storage.tables import Asset, AssetLibrary, AssetProduct
 from app.storage.tables import AssetAdvisoryMatch as Match
 
 _CHUNK = 500
+#: findings in the order a person acts on them: affected, under investigation, fixed, not
+STATUS_ORDER = case(
+    {"affected": 0, "under_investigation": 1, "fixed": 2, "not_affected": 3},
+    value=Finding.status,
+    else_=4,
+)
 
 
 def replace_products(
@@ -197,9 +203,16 @@ def drop_unused_stacks(session: Session) -> None:
 
 
 def findings_of(
-    session: Session, asset_id: int, status: str | None, limit: int, offset: int
+    session: Session,
+    asset_id: int,
+    status: str | None,
+    limit: int,
+    offset: int,
+    *,
+    by_status: bool = False,
 ) -> tuple[Sequence[Finding], int]:
-    """A page of one asset's findings (its stack's, by CVE) and their number."""
+    """A page of one asset's findings (its stack's, newest CVE first; ``by_status``: affected
+    ones first) and their number."""
     stack = select(Match.stack).where(Match.asset_id == asset_id).scalar_subquery()
     where = [Finding.stack == stack]
     if status is not None:
@@ -208,7 +221,7 @@ def findings_of(
     rows = session.scalars(
         select(Finding)
         .where(*where)
-        .order_by(Finding.cve.desc(), Finding.id)
+        .order_by(*([STATUS_ORDER] if by_status else []), Finding.cve.desc(), Finding.id)
         .limit(limit)
         .offset(offset)
     ).all()
@@ -236,8 +249,51 @@ def affected_by_cve(
         .where(*where)
     )
     total = session.scalar(select(func.count()).select_from(joined.subquery())) or 0
-    rows = session.execute(joined.order_by(Asset.id, Finding.id).limit(limit).offset(offset)).all()
+    rows = session.execute(
+        joined.order_by(STATUS_ORDER, Asset.id, Finding.id).limit(limit).offset(offset)
+    ).all()
     return [(f, a) for f, a in rows], int(total)
+
+
+def status_counts(session: Session, cve: str) -> dict[str, int]:
+    """Per status, the assets with a finding of one CVE in it (an asset with two products of
+    one status counts once)."""
+    rows = session.execute(
+        select(Finding.status, func.count(func.distinct(Match.asset_id)))
+        .join(Match, Match.stack == Finding.stack)
+        .where(Finding.cve == cve)
+        .group_by(Finding.status)
+    ).all()
+    return {str(s): int(n) for s, n in rows}
+
+
+def asset_status_counts(session: Session, asset_id: int) -> dict[str, int]:
+    """Per status, the CVEs with a finding of that status on one asset."""
+    stack = select(Match.stack).where(Match.asset_id == asset_id).scalar_subquery()
+    rows = session.execute(
+        select(Finding.status, func.count(func.distinct(Finding.cve)))
+        .where(Finding.stack == stack)
+        .group_by(Finding.status)
+    ).all()
+    return {str(s): int(n) for s, n in rows}
+
+
+def worst_affected(session: Session, asset_ids: Sequence[int]) -> dict[int, str]:
+    """Per asset, the highest severity (LOW … CRITICAL) among the CVEs it is affected by."""
+    if not asset_ids:
+        return {}
+    rank = case(
+        {"CRITICAL": 4, "HIGH": 3, "MEDIUM": 2, "LOW": 1}, value=func.upper(Vuln.severity), else_=0
+    )
+    rows = session.execute(
+        select(Match.asset_id, func.max(rank))
+        .join(Finding, Finding.stack == Match.stack)
+        .join(Vuln, Vuln.cve == Finding.cve)
+        .where(Match.asset_id.in_(asset_ids), Finding.status == "affected")
+        .group_by(Match.asset_id)
+    ).all()
+    names = {4: "CRITICAL", 3: "HIGH", 2: "MEDIUM", 1: "LOW"}
+    return {int(a): names[int(r)] for a, r in rows if int(r or 0) in names}
 
 
 def vulnerability_facts(session: Session, cves: Sequence[str]) -> Sequence[tuple[Vuln, Doc]]:
