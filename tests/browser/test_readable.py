@@ -17,7 +17,15 @@ from sqlalchemy import text
 from app.http.dashboard import router
 from app.storage.repositories import ci_trust
 from tests.browser.conftest import Seeded
-from tests.browser.fleet import BIG_HOST, BIG_HOST_FILES, HOSTILE_NAME, TAMPERED, TAMPERED_FILE
+from tests.browser.fleet import (
+    BIG_HOST,
+    BIG_HOST_FILES,
+    DRIVER_HOST,
+    HOSTILE_CVE,
+    HOSTILE_NAME,
+    TAMPERED,
+    TAMPERED_FILE,
+)
 from tests.browser.test_dashboard import login
 
 #: the window the pages must fit (a laptop's browser)
@@ -62,6 +70,8 @@ def _urls(live: Seeded) -> dict[str, list[str]]:
             f"/assets/{big}?page=2",
             f"/assets/{big}?files=findings",
             f"/assets/{live.assets['gpu-node-07']}",
+            f"/assets/{live.assets[DRIVER_HOST]}",
+            f"/assets/{live.assets[DRIVER_HOST]}?advisory_status=fixed",
         ],
         "/libraries": ["/libraries"],
         "/libraries/where-used": [
@@ -75,6 +85,18 @@ def _urls(live: Seeded) -> dict[str, list[str]]:
         "/drift": ["/drift"],
         "/drift/changes": ["/drift/changes"],
         "/drift/parity": ["/drift/parity?label=env&target=prod&baseline=staging"],
+        "/advisories": [
+            "/advisories",
+            "/advisories?sort=severity",
+            "/advisories?affected=true&sort=affected",
+            "/advisories?product=geforce&severity=high",
+        ],
+        "/advisories/{cve}": [
+            "/advisories/CVE-2025-23280",
+            "/advisories/CVE-2025-23339",
+            "/advisories/CVE-2024-0108",
+            f"/advisories/{HOSTILE_CVE}",
+        ],
         "/compliance": ["/compliance", "/compliance?policy=prod&framework=nist-csf-2.0"],
         "/compliance/controls/{control_id}": [
             "/compliance/controls/ID.RA-09?policy=prod",
