@@ -36,6 +36,8 @@ from scanner.advisories.match import (
 
 #: the advisory statuses an asset's answer may have, in the API's filter
 STATUSES = ("affected", "not_affected", "fixed", "under_investigation")
+#: the statuses a person must act on: affected, or the vendor does not know yet
+OPEN_STATUSES = ("affected", "under_investigation")
 
 
 @dataclass(frozen=True)
@@ -292,7 +294,7 @@ def asset_vulnerabilities(
     session: Session,
     asset_id: int,
     *,
-    status: str | None,
+    status: str | Sequence[str] | None,
     limit: int,
     offset: int,
     by_status: bool = False,

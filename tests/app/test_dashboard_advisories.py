@@ -132,7 +132,13 @@ def test_the_asset_page_lists_its_advisories(
     image = _text(_page(client, f"/assets/{fleet['layout:toolkit']}"))
     section = image.split("Advisories (", 1)[1].split("GPU libraries (", 1)[0]
     assert section.startswith("2 affected CVEs)")  # CVE-2023-0193 and -0196: cuobjdump 11.8
-    assert "CVE-2023-0193" in section and "CVE-2022-34667" in section and " fixed " in section
+    assert "to act on (2) all (3) affected (2) not affected (0) fixed (1)" in section
+    # the default shows what to act on; the fixed one is a tab away
+    assert "CVE-2023-0193" in section and "CVE-2022-34667" not in section
+    every = _text(_page(client, f"/assets/{fleet['layout:toolkit']}?advisory_status=all"))
+    every = every.split("Advisories (", 1)[1].split("GPU libraries (", 1)[0]
+    assert "CVE-2022-34667" in every and " fixed " in every
+    assert every.index("CVE-2023-0193") < every.index("CVE-2022-34667")  # affected first
     # the asset list's advisory column: the worst severity it is affected by
     listed = _rows(_page(client, "/assets"))
     assert any("gpu-535.129.03" in r and "high" in r for r in listed)

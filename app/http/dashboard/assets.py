@@ -41,6 +41,14 @@ SORT_CHOICES = tuple(s for column in filters.SORTS for s in (column, f"-{column}
 FILE_CHOICES = ("all", "findings")
 #: the asset page's advisory findings shown (affected first); the tabs filter by status
 VULNERABILITIES_SHOWN = 50
+#: the asset page's advisory tabs: open (default: affected or under investigation: what a
+#: person acts on; the rest would make a host with the toolkit's libraries a long page of
+#: not-affected rows), all, then each status
+ADVISORY_FILTERS: dict[str, tuple[str, ...] | None] = {
+    "open": vulnerabilities.OPEN_STATUSES,
+    "all": None,
+}
+ADVISORY_TABS = (*ADVISORY_FILTERS, *vulnerabilities.STATUSES)
 
 # Form fields arrive empty when left blank (a GET form sends every field): empty means "any";
 # any other value is checked as the API checks it, and a value that cannot match is a 400 page.
@@ -195,8 +203,9 @@ def asset_page(
     grouped by directory a page at a time (all or only the findings), image trust, compliance,
     scan history with changes, SBOMs."""
     shown = filters.check_choice("files", blank_to_none(files), FILE_CHOICES) or "all"
-    vuln_status = filters.check_choice(
-        "advisory_status", blank_to_none(advisory_status), vulnerabilities.STATUSES
+    vuln_status = (
+        filters.check_choice("advisory_status", blank_to_none(advisory_status), ADVISORY_TABS)
+        or "open"
     )
     detail = queries.asset_detail(session, asset_id)
     history = detail["history"]
@@ -206,8 +215,14 @@ def asset_page(
     listed = findings if shown == "findings" else libraries
     pager = Pager(page, per_page, len(listed))
     decisions = gate.list_decisions(session, DECISIONS_SHOWN, 0, asset_id=asset_id)
+    vuln_counts = vulnerabilities.asset_status_counts(session, asset_id)
     findings_page = vulnerabilities.asset_vulnerabilities(
-        session, asset_id, status=vuln_status, limit=VULNERABILITIES_SHOWN, offset=0, by_status=True
+        session,
+        asset_id,
+        status=ADVISORY_FILTERS.get(vuln_status, vuln_status),
+        limit=VULNERABILITIES_SHOWN,
+        offset=0,
+        by_status=True,
     )
     return render(
         request,
@@ -228,7 +243,8 @@ def asset_page(
             "vulns": findings_page,
             "vuln_status": vuln_status,
             "vuln_statuses": vulnerabilities.STATUSES,
-            "vuln_counts": vulnerabilities.asset_status_counts(session, asset_id),
+            "vuln_counts": vuln_counts,
+            "vuln_open_count": sum(vuln_counts[s] for s in vulnerabilities.OPEN_STATUSES),
             "compliance": compliance_by_framework(
                 compliance.asset_compliance(session, asset_id, utcnow())
             ),

@@ -205,18 +205,20 @@ def drop_unused_stacks(session: Session) -> None:
 def findings_of(
     session: Session,
     asset_id: int,
-    status: str | None,
+    status: str | Sequence[str] | None,
     limit: int,
     offset: int,
     *,
     by_status: bool = False,
 ) -> tuple[Sequence[Finding], int]:
-    """A page of one asset's findings (its stack's, newest CVE first; ``by_status``: affected
-    ones first) and their number."""
+    """A page of one asset's findings of this status (or these) — its stack's, newest CVE
+    first; ``by_status``: affected ones first — and their number."""
     stack = select(Match.stack).where(Match.asset_id == asset_id).scalar_subquery()
     where = [Finding.stack == stack]
-    if status is not None:
+    if isinstance(status, str):
         where.append(Finding.status == status)
+    elif status is not None:
+        where.append(Finding.status.in_(status))
     total = session.scalar(select(func.count()).select_from(Finding).where(*where)) or 0
     rows = session.scalars(
         select(Finding)
