@@ -238,7 +238,13 @@ def test_the_asset_list_shows_status_and_gate_decisions(live: Seeded, narrow: An
     assert TAMPERED in names and "registry.acme.test/ml/train:v1" not in names
     narrow.goto(live.url + "/assets?status=unowned")
     names = narrow.locator("tbody tr td:first-child").all_inner_texts()
-    assert names == [HOSTILE_NAME]  # the tampered image's unowned file: its worst is a conflict
+    # the tampered image's unowned file: its worst is a conflict; the driver host's libcuda and
+    # NVML belong to no package record
+    assert names == [HOSTILE_NAME, DRIVER_HOST]
+    # the advisory column: the worst severity a host is affected by, linked to those findings
+    narrow.goto(live.url + "/assets?kind=host")
+    cell = narrow.locator("tbody tr", has_text=DRIVER_HOST).locator("a[href*='advisory_status']")
+    assert cell.inner_text().startswith("high")
 
 
 def test_the_asset_page_lists_its_gate_decisions(live: Seeded, narrow: Any) -> None:
