@@ -116,6 +116,15 @@ def test_a_second_vulnerable_asset_is_counted_once_per_asset(
     _push(post_report, _host(tmp_path / "again", "535.129.03", "c"), tmp_path / "cache")
     (item,) = _list(service, cve="CVE-2025-23280")["items"]
     assert item["affected_assets"] == 2
+    reader = auth(service.token("inventory:read"))
+    path = "/api/v1/advisories/CVE-2025-23280/affected"
+    every = service.client.get(path, headers=reader).json()
+    assert every["total"] == len(every["items"]) == 3  # two vulnerable hosts, one patched
+    assert [i["status"] for i in every["items"]] == ["affected", "affected", "fixed"]
+    page = service.client.get(path, params={"limit": 1, "offset": 1}, headers=reader).json()
+    assert page["total"] == 3 and page["items"][0]["asset"] == every["items"][1]["asset"]
+    fixed = service.client.get(path, params={"status": "fixed"}, headers=reader).json()
+    assert fixed["total"] == 1
 
 
 def test_orders(service: Service, fleet: dict[str, int]) -> None:
@@ -172,6 +181,7 @@ def test_asset_findings_and_affected_carry_the_fields(
     affected = service.client.get(
         "/api/v1/advisories/CVE-2023-0193/affected", headers=reader
     ).json()
+    assert affected["total"] == len(affected["items"]) == 1  # the one image with cuobjdump
     (item,) = [i for i in affected["items"] if i["status"] == "affected"]
     assert item["asset"]["name"] == "layout:toolkit"
     assert item["files"] == ["/usr/local/cuda-11.8/bin/cuobjdump"]

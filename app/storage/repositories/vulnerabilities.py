@@ -250,7 +250,21 @@ def affected_by_cve(
         .join(Asset, Asset.id == Match.asset_id)
         .where(*where)
     )
-    total = session.scalar(select(func.count()).select_from(joined.subquery())) or 0
+    # each finding appears once per asset holding its stack: the number is the sum of those
+    # stacks' sizes, counted per stack (never joined per asset)
+    stacks = select(Finding.stack).where(*where)
+    sizes = (
+        select(Match.stack, func.count().label("n"))
+        .where(Match.stack.in_(stacks))
+        .group_by(Match.stack)
+        .subquery()
+    )
+    total = session.scalar(
+        select(func.coalesce(func.sum(sizes.c.n), 0))
+        .select_from(Finding)
+        .join(sizes, sizes.c.stack == Finding.stack)
+        .where(*where)
+    )
     rows = session.execute(
         joined.order_by(STATUS_ORDER, Asset.id, Finding.id).limit(limit).offset(offset)
     ).all()
