@@ -268,7 +268,7 @@ def affected_by_cve(
     rows = session.execute(
         joined.order_by(STATUS_ORDER, Asset.id, Finding.id).limit(limit).offset(offset)
     ).all()
-    return [(f, a) for f, a in rows], int(total)
+    return [(f, a) for f, a in rows], int(total or 0)
 
 
 def status_counts(session: Session, cve: str) -> dict[str, int]:
