@@ -51,6 +51,10 @@ class Settings(BaseSettings):
     max_report_bytes: int = Field(default=50 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
     #: largest accepted advisory document (CSAF, OSV, CVE Record), by the CLI and the API
     max_advisory_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    #: the ``author`` of the VEX documents the service writes (GET /api/v1/assets/{id}/vex)
+    vex_author: str = Field(default="gpuprov", min_length=1, max_length=256)
+    #: largest VEX document ``POST /api/v1/vex`` reads (bytes)
+    max_vex_bytes: int = Field(default=16 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
     #: value of the Retry-After header when the database is unavailable
     retry_after_seconds: int = Field(default=30, ge=1, le=3600)
     #: signs the dashboard's session cookies (HMAC-SHA256); unset outside production: a random

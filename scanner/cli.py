@@ -33,6 +33,7 @@ from scanner.model import FindingKind
 from scanner.source import TARGET_FORMS
 
 if TYPE_CHECKING:
+    from scanner.advisories.local import LocalFeed
     from scanner.model import ScanResult
     from scanner.pipeline import ScanOptions
     from scanner.source.registry import RegistryOptions
@@ -47,6 +48,11 @@ class Format(StrEnum):
     JSON = "json"
     CYCLONEDX = "cyclonedx"
     SPDX_JSON = "spdx-json"  # SPDX 2.3 JSON (scanner/bom/spdx_writer.py)
+
+
+class VexFormat(StrEnum):
+    OPENVEX = "openvex"
+    CYCLONEDX = "cyclonedx"
 
 
 class SpecVersion(StrEnum):
@@ -326,6 +332,25 @@ def scan(
             "/host/proc for a mounted host).",
         ),
     ] = None,
+    vex_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--vex-out",
+            help="Also write a VEX document of the scan matched against --advisories to FILE.",
+        ),
+    ] = None,
+    vex_format: Annotated[
+        VexFormat,
+        typer.Option("--vex-format", help="With --vex-out: openvex (v0.2.0) or cyclonedx (1.6)."),
+    ] = VexFormat.OPENVEX,
+    advisories: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--advisories",
+            help="With --vex-out: advisory documents (CSAF 2.0, OSV, CVE Record) or a directory "
+            "of them, as for `gpuprov advisories import` (repeatable).",
+        ),
+    ] = None,
 ) -> None:
     """Scan a host root or a container image for GPU libraries and report them."""
     from scanner.imageref import is_registry_target
@@ -370,6 +395,7 @@ def scan(
         # an empty path would name the root itself: the whole host, not a subtree
         usage_error("an empty path; give a directory inside the root, such as /opt", "--include")
     labels = _labels(label) if push else {}
+    feed = _vex_feed(ctx, vex_out, advisories)
     options = ScanOptions(
         cache_dir=cache_dir,
         use_cache=not no_cache,
@@ -410,6 +436,10 @@ def scan(
     kept = options.resolved_cache_dir() if options.use_cache else None
     report = _write_report(result, chosen, output, spec_version, wide=wide, cache_dir=kept)
     code = _fail_on(result, fail_kinds, tell_skipped=not quiet and chosen is not Format.TABLE)
+    if feed is not None and vex_out is not None:
+        from scanner.cli_vex import write_vex
+
+        write_vex(result, feed, vex_format.value, vex_out)
     if push:
         from scanner.bom.cyclonedx import to_json as bom_json
         from scanner.cli_agent import push_report
@@ -420,6 +450,27 @@ def scan(
         code = code or pushed
     if code != EXIT_OK:
         raise typer.Exit(code)
+
+
+def _vex_feed(
+    ctx: typer.Context, vex_out: Path | None, advisories: list[Path] | None
+) -> "LocalFeed | None":
+    """The local feed ``--vex-out`` matches against, read before the scan: a bad feed stops
+    the command before anything is written."""
+    if vex_out is None:
+        if advisories:
+            usage_error("only applies with --vex-out", "--advisories")
+        if ctx.get_parameter_source("vex_format") is ParameterSource.COMMANDLINE:
+            usage_error("only applies with --vex-out", "--vex-format")
+        return None
+    if not advisories:
+        usage_error(
+            "needs --advisories PATH (the advisory documents to match the scan against)",
+            "--vex-out",
+        )
+    from scanner.cli_vex import read_feed
+
+    return read_feed(advisories)
 
 
 def _labels(values: list[str] | None) -> dict[str, str]:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 CHUNK = 4 * 1024 * 1024
 #: Bumped when what the cache stores changes meaning (2: ctime joined the key).
-CACHE_SCHEMA = "2"
+CACHE_SCHEMA = "3"  # 3: ElfFacts.toolkit_line
 
 
 #: ELF analysis of a file on this machine: (path on the host, path in the scanned root).
@@ -228,6 +228,7 @@ def facts_to_json(facts: FileFacts) -> dict[str, Any]:
             "version_strings": list(e.version_strings),
             "cudart_build": e.cudart_build,
             "referenced_cuda_majors": list(e.referenced_cuda_majors),
+            "toolkit_line": e.toolkit_line,
         }
     return out
 
@@ -247,6 +248,7 @@ def facts_from_json(data: dict[str, Any]) -> FileFacts:
             version_strings=tuple(e["version_strings"]),
             cudart_build=e["cudart_build"],
             referenced_cuda_majors=tuple(int(x) for x in e["referenced_cuda_majors"]),
+            toolkit_line=e["toolkit_line"],
         )
     return FileFacts(
         digests=digests, elf=elf, error=data.get("error"), not_elf=bool(data["not_elf"])

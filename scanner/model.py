@@ -176,6 +176,9 @@ class ElfFacts(Struct, frozen=True):
     cudart_build: int | None = None
     #: CUDA major versions referenced by name ("libcublasLt.so.12" -> 12)
     referenced_cuda_majors: tuple[int, ...] = ()
+    #: the CUDA Toolkit release line of the build tree its source paths name ("11.8"), when
+    #: they all name one
+    toolkit_line: str | None = None
 
 
 class FileFacts(Struct, frozen=True):

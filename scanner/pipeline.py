@@ -503,7 +503,12 @@ def _products(
         if owner is not None:
             owners[owner.purl] = owner
         tools.append((cand.ref, cand.aliases, f, owner))
-    products = find_products(ctx.toolkits, catalog.packages, tools, libraries, node)
+    build_lines = {
+        lib.ref.path: f.elf.toolkit_line
+        for lib in libraries
+        if (f := facts.get(lib.ref.path)) is not None and f.elf is not None and f.elf.toolkit_line
+    }
+    products = find_products(ctx.toolkits, catalog.packages, tools, libraries, node, build_lines)
     for pkg in catalog.packages:
         if any(p.owner == pkg.purl for p in products):
             owners[pkg.purl] = pkg

@@ -668,3 +668,146 @@ def test_the_installed_service_bounds_slow_and_large_bodies(
         server.terminate()
         _, stderr = server.communicate(timeout=30)
     assert "Traceback" not in stderr, stderr[-3000:]
+
+
+def test_the_installed_service_signs_people_in_and_gates_keyless_ci(
+    installed: Installed, fresh_db: str, tmp_path: Path
+) -> None:
+    """Issue 20 against the installed wheel: people sign in at a real OpenID Provider
+    (oidc-provider under node) with the role their group gives, a person with no mapped group
+    gets no session, and a GitHub-shaped CI ID token gates an image under its trust rule's
+    policy and is refused for another repository, another policy and once it has expired."""
+    from tests.app.test_gate_api import digest, image_bom
+    from tests.fixtures.ci_issuer import AUDIENCE, IssuerServer, github_claims
+    from tests.fixtures.oidc import (
+        CLIENT_ID,
+        CLIENT_SECRET,
+        RealProvider,
+        modules_ready,
+        sign_in_at_provider,
+    )
+
+    if not modules_ready():
+        pytest.fail("oidc-provider is not installed: run `make oidc-provider` (npm ci)")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    users = {
+        "alice": {"email": "alice@example.com", "name": "Alice", "groups": ["gpuprov-admins"]},
+        "bob": {"email": "bob@example.com", "name": "Bob", "groups": ["gpuprov-viewers"]},
+        "carol": {"email": "carol@example.com", "name": "Carol", "groups": ["staff"]},
+    }
+    roles = {"gpuprov-admins": "admin", "gpuprov-viewers": "viewer"}
+    (tmp_path / "op").mkdir()
+    with IssuerServer() as issuers, RealProvider(tmp_path / "op", free_port(), [url]) as provider:
+        provider.set_users(users)
+        env = {
+            **installed.env,
+            "GPUPROV_DATABASE_URL": fresh_db,
+            "GPUPROV_SECRET_KEY": "wheel-sso-secret-key-0123456789abcdef",
+            "GPUPROV_ALLOW_LOOPBACK_ISSUERS": "1",
+            "GPUPROV_OIDC_ISSUER": provider.issuer,
+            "GPUPROV_OIDC_CLIENT_ID": CLIENT_ID,
+            "GPUPROV_OIDC_CLIENT_SECRET": CLIENT_SECRET,
+            "GPUPROV_OIDC_REDIRECT_URL": f"{url}/login/sso/callback",
+            "GPUPROV_OIDC_ROLES": json.dumps(roles),
+            "GPUPROV_CI_AUDIENCE": AUDIENCE,
+        }
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [str(installed.venv / "bin" / "gpuprov"), *args],
+                cwd=installed.work,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+
+        assert cli("db", "upgrade").returncode == 0
+        admin = cli("token", "create", "--name", "ops", "--scope", "admin").stdout.strip()
+        agent = cli("token", "create", "--name", "agent", "--scope", "report:write").stdout.strip()
+        server = subprocess.Popen(
+            [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
+            cwd=installed.work,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert server.poll() is None, server.communicate()[1]
+                time.sleep(0.2)
+            # people: the role comes from the group, no mapped group means no session
+            with httpx.Client(timeout=30) as browser:
+                landed = browser.get(sign_in_at_provider(browser, url, "alice", "/assets"))
+                assert landed.status_code == 303 and landed.headers["location"] == "/assets"
+                page = browser.get(f"{url}/assets")
+                assert page.status_code == 200 and "alice@example.com · admin" in page.text
+                assert browser.get(f"{url}/admin").status_code == 200
+            with httpx.Client(timeout=30) as browser:
+                assert browser.get(sign_in_at_provider(browser, url, "bob")).status_code == 303
+                assert browser.get(f"{url}/assets").status_code == 200
+                assert browser.get(f"{url}/admin").status_code == 403
+            with httpx.Client(timeout=30) as browser:
+                refused = browser.get(sign_in_at_provider(browser, url, "carol"))
+                assert refused.status_code == 403 and "no access" in refused.text
+                assert "gpuprov_user=" not in refused.headers.get("set-cookie", "")
+
+            # keyless CI: policies, an image's report, a trust rule for acme/trainer's tags
+            def call(method: str, path: str, token: str, **kw: Any) -> httpx.Response:
+                headers = {"Authorization": f"Bearer {token}", **kw.pop("headers", {})}
+                return httpx.request(method, f"{url}{path}", headers=headers, timeout=30, **kw)
+
+            yaml = {"Content-Type": "application/yaml"}
+            for name in ("prod", "lax"):
+                document = f"apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: {name}\n"
+                document += "rules: {}\n"
+                put = call("PUT", f"/api/v1/policies/{name}", admin, content=document, headers=yaml)
+                assert put.status_code == 201, put.text
+            bom = image_bom("registry.example/acme/trainer:1")
+            cdx = {"Content-Type": "application/vnd.cyclonedx+json"}
+            pushed = call("POST", "/api/v1/reports", agent, json=bom, headers=cdx)
+            assert pushed.status_code == 201, pushed.text
+            github = issuers.issuer("github")
+            rule = {
+                "issuer": github.url,
+                "provider": "github",
+                "claims": {
+                    "repository_owner_id": "1001",
+                    "repository_id": "2002",
+                    "ref": "refs/tags/v*",
+                },
+                "scopes": ["gate"],
+                "policies": ["prod"],
+            }
+            stored = call("PUT", "/api/v1/ci-trust/release", admin, json=rule)
+            assert stored.status_code == 201, stored.text
+            image = {"policy": "prod", "image": digest(bom)}
+            allowed = call("POST", "/api/v1/gate", github.token(github_claims()), json=image)
+            assert allowed.status_code == 200 and allowed.json()["decision"] == "allow", (
+                allowed.text
+            )
+            another = github.token(github_claims(repository_id="31337"))
+            assert call("POST", "/api/v1/gate", another, json=image).status_code == 401
+            lax = call(
+                "POST",
+                "/api/v1/gate",
+                github.token(github_claims()),
+                json={**image, "policy": "lax"},
+            )
+            assert lax.status_code == 403, lax.text
+            old = github.token(github_claims(), issued=time.time() - 3600)
+            expired = call("POST", "/api/v1/gate", old, json=image)
+            assert expired.status_code == 401 and "expired" in expired.text
+            decisions = call("GET", "/api/v1/gate/decisions", admin).json()["items"]
+            assert [d["token_name"] for d in decisions] == ["ci:release:acme/trainer"]
+        finally:
+            server.terminate()
+            _, stderr = server.communicate(timeout=30)
+    assert "Traceback" not in stderr, stderr[-3000:]

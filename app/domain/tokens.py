@@ -347,6 +347,10 @@ class SessionEnd(StrEnum):
     TOKEN_EXPIRED = "token-expired"
     TOKEN_REVOKED = "token-revoked"
     LOGGED_OUT = "logged-out"
+    #: a person's sign-in: its session row is gone (signed out in another browser, or rotated
+    #: by signing in again) or their groups no longer give them a role
+    SESSION_ENDED = "session-ended"
+    ACCESS_REMOVED = "access-removed"
 
 
 def session_end(db: Session | Connection, token_id: int, now: datetime) -> SessionEnd:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.domain.oidc import ROLE_SCOPES, Role
-from app.domain.tokens import Principal
+from app.domain.tokens import Principal, SessionEnd
 from app.errors import ServiceUnavailable
 from app.storage.repositories import users as repo
 from app.storage.tables import AppUser, SsoLogin, WebSession
@@ -185,6 +185,20 @@ def session_of(db: Session, cookie: str | None, now: datetime) -> PersonSession 
         person=(user.issuer, user.subject),
     )
     return PersonSession(principal, row.csrf, row.verified_at, role)
+
+
+def session_end(db: Session, cookie: str, now: datetime) -> SessionEnd:
+    """Why the session a cookie names no longer works (`session_of` refused it): it outlived
+    its lifetime, its user lost every mapped group, or it is gone."""
+    found = repo.session_with_user(db, _digest(cookie)) if len(cookie) <= 128 else None
+    if found is None:
+        return SessionEnd.SESSION_ENDED
+    row, user = found
+    if row.expires_at <= now:
+        return SessionEnd.SESSION_EXPIRED
+    if user.role is None:
+        return SessionEnd.ACCESS_REMOVED
+    return SessionEnd.SESSION_ENDED
 
 
 def end_session(session: Session, cookie: str | None) -> tuple[bool, str | None]:

@@ -11,19 +11,27 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 from fastapi import Request
+from pydantic import BaseModel, ValidationError
 
 from app.domain.tokens import Principal
 from app.errors import (
+    AppError,
     BadRequest,
     InvalidReport,
     PayloadTooLarge,
     ServiceUnavailable,
     UnsupportedMediaType,
 )
+from app.http.bodylimit import SMALL_BODY_BYTES
+from app.http.errors import validation_failure
 from app.http.metrics import Metrics
 from app.settings import Settings
+from scanner.loaders import DocumentError, load_json
+
+Model = TypeVar("Model", bound=BaseModel)
 
 #: CycloneDX JSON, SPDX 2 JSON and tag-value; the content, not the type, says which it is
 ACCEPTED_MEDIA_TYPES = (
@@ -225,6 +233,22 @@ async def read_limited(request: Request, limit: int, accepted: tuple[str, ...], 
     once the caller is authorized (and holds an ingest slot where one applies)."""
     check_limited(request, limit, accepted, what)
     return await _read(request, limit, what)
+
+
+async def read_model(request: Request, model: type[Model], what: str) -> Model:
+    """A small JSON body as `model`: call it from a dependency that comes after the caller's
+    authorization (FastAPI reads a model parameter's body before any dependency runs, so anyone
+    could make it read the body, and a caller without a token would learn 422 before 401). Read
+    by the one strict JSON reader: no key twice, no NaN (json.loads keeps the last of two keys)."""
+    raw = await read_limited(request, SMALL_BODY_BYTES, ("application/json",), what)
+    try:
+        document = load_json(raw)
+    except DocumentError as e:
+        raise AppError(f"the body is not acceptable JSON: {e}", 422) from None
+    try:
+        return model.model_validate(document)
+    except ValidationError as e:
+        raise validation_failure(e.errors(), ("body",)) from None
 
 
 async def read_body(request: Request, limit: int, what: str) -> bytes:

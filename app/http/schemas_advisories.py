@@ -155,3 +155,36 @@ class AdvisoryAffectedPage(Page):
     cve: str
     items: list[AffectedOut]
     feed: FeedOut
+
+
+class VexProductOut(BaseModel):
+    iri: str | None = Field(description="the product's IRI (OpenVEX @id) or CycloneDX bom-ref")
+    purl: str | None
+    sha256: str | None = Field(description="its SHA-256, hex")
+
+
+class VexStatementOut(BaseModel):
+    cve: str
+    product: VexProductOut
+    component: VexProductOut | None = Field(
+        description="the subcomponent (OpenVEX) or the component inside the BOM's subject"
+    )
+    state: str = Field(description="affected, not_affected, fixed or under_investigation")
+    justification: str | None = Field(description="one of OpenVEX's five (docs/vex.md)")
+    detail: str | None
+    action: str | None
+    impact: str | None
+    author: str | None
+    timestamp: str
+    source_state: str = Field(description="the state as the document wrote it")
+    source_justification: str | None
+
+
+class VexDryRunOut(BaseModel):
+    dry_run: bool
+    recorded: bool = Field(description="always false: recording is not wired yet")
+    format: str = Field(description="openvex or cyclonedx")
+    id: str | None
+    author: str | None
+    timestamp: str | None
+    statements: list[VexStatementOut]

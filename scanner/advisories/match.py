@@ -264,8 +264,10 @@ def _component_findings(
     if present:
         return out
     holds = [p for p in asset.products if p.key == "cuda-toolkit" or p.key in TOOLKIT_PARTS]
+    # the service passes families without versions (a toolkit library's version decides
+    # nothing): "cudart", not "cudart ?", which would read as a version the scan missed
     libs = sorted(
-        {f"{fam} {ver or '?'}" for fam, ver in asset.libraries if fam in TOOLKIT_FAMILIES}
+        {f"{fam} {ver}" if ver else fam for fam, ver in asset.libraries if fam in TOOLKIT_FAMILIES}
     )
     if not holds and not libs:
         return []

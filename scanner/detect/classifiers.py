@@ -39,6 +39,9 @@ class ContentSearch(StrEnum):
     CUDA_REFS = "cuda-refs"
     #: NVML-style driver version strings ("535.309.01")
     DRIVER = "driver"
+    #: the CUDA Toolkit release line of NVIDIA's build tree, kept in the library's source paths
+    #: ("/dvs/p4/build/sw/rel/gpgpu/toolkit/r11.8/nvJPEG/...": CUDA 11.8)
+    TOOLKIT_BUILD = "toolkit-build"
 
 
 class Classifier(Struct, frozen=True):
@@ -242,6 +245,10 @@ CLASSIFIERS: Final[tuple[Classifier, ...]] = (
         package_re=r"nvjpeg(?!2)",
         cuda_rule=CudaRule.OWN,
         version_json_key="libnvjpeg",
+        # a copy named by its SONAME (libnvjpeg.so.11, unowned) has no version of its own: its
+        # build paths still name the toolkit release line (libnvjpeg.so.11.9.0.86 of Debian's
+        # libnvjpeg11: "toolkit/r11.8/nvJPEG/")
+        scans=frozenset({ContentSearch.TOOLKIT_BUILD}),
         note="nvJPEG, shipped with the CUDA Toolkit (libnvjpeg.so.12 is 12.x)",
         pypi=("nvjpeg",),
         os_packages=(r"^libnvjpeg\d*$",),

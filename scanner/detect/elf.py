@@ -62,6 +62,8 @@ _VERSION_SYMBOL_RE: Final = re.compile(r"cudnn[A-Za-z0-9_]*_version")
 _CUDA_REF_RE: Final = re.compile(rb"lib(?:cublasLt|cublas|cudart|nvrtc)\.so\.(\d{1,18})(?!\d)")
 # A whole C string that is a driver version; other digit runs in rodata are not.
 _DRIVER_RE: Final = re.compile(rb"\x00([2-9]\d{2}\.\d{2,3}(?:\.\d{2})?)(?=\x00)")
+#: NVIDIA's build tree in a source path: ".../sw/rel/gpgpu/toolkit/r11.8/nvJPEG/..."
+_TOOLKIT_BUILD_RE: Final = re.compile(rb"/gpgpu/toolkit/r(\d{1,3}\.\d{1,3})/")
 _DRIVER_NAME_RE: Final = re.compile(r"\.so\.([2-9]\d{2}\.\d{2,3}(?:\.\d{2})?)$")
 
 
@@ -610,6 +612,18 @@ class _Elf:
                     majors.add(major)
         return majors
 
+    def _toolkit_line(self, regions: list[tuple[int, int]]) -> str | None:
+        """The one toolkit release line the build paths name; None when none or several do (a
+        library built from two trees says nothing certain)."""
+        lines: set[str] = set()
+        for start, end in regions:
+            end = min(end, start + MAX_SCAN_BYTES)
+            for n, m in enumerate(_TOOLKIT_BUILD_RE.finditer(self.buf, start, end)):
+                if n >= _MAX_HITS:
+                    break
+                lines.add(m.group(1).decode("ascii"))
+        return lines.pop() if len(lines) == 1 else None
+
     def _driver_strings(self, regions: list[tuple[int, int]], basename: str) -> list[str]:
         found: list[str] = []
         named = _DRIVER_NAME_RE.search(basename)
@@ -674,6 +688,10 @@ class _Elf:
         if ContentSearch.DRIVER in scans:
             regions = regions if regions is not None else self._readonly_regions()
             version_strings = self._driver_strings(regions, basename)
+        toolkit_line = None
+        if ContentSearch.TOOLKIT_BUILD in scans:
+            regions = regions if regions is not None else self._readonly_regions()
+            toolkit_line = self._toolkit_line(regions)
         if strtab is not None:
             refs |= self._cuda_refs([strtab])
         for lib in needed:
@@ -690,4 +708,5 @@ class _Elf:
             version_strings=tuple(version_strings),
             cudart_build=cudart_build,
             referenced_cuda_majors=tuple(sorted(refs)),
+            toolkit_line=toolkit_line,
         )

@@ -27,6 +27,7 @@ from scanner.model import (
     GpuLibrary,
     NodeFacts,
     Package,
+    PackageManager,
     Product,
 )
 
@@ -35,7 +36,15 @@ from scanner.model import (
 #: conda ``cuda-toolkit`` (12.4.1), Debian's ``nvidia-cuda-toolkit`` (11.8.89~11.8.0-5~deb12u1:
 #: the release after the tilde).
 _TOOLKIT_PACKAGE: Final = re.compile(r"^(?:cuda-toolkit(?:-\d+-\d+)?|nvidia-cuda-toolkit)$")
-_DEBIAN_TOOLKIT: Final = re.compile(r"^\d+\.\d+\.\d+~(?P<release>\d+\.\d+\.\d+)")
+#: Debian's (and Ubuntu's) binary packages of the ``nvidia-cuda-toolkit`` source version each
+#: part as "<part's own version>~<toolkit release>-<revision>": libnvjpeg11
+#: 11.9.0.86~11.8.0-5~deb12u1, libcudart11.0 11.8.89~11.8.0-5~deb12u1 (bookworm non-free)
+_DEBIAN_TOOLKIT: Final = re.compile(r"^(?:\d+:)?\d+(?:\.\d+)+~(?P<release>\d+\.\d+\.\d+)-")
+#: the dpkg ``Source:`` field of those packages: "nvidia-cuda-toolkit (11.8.0-5~deb12u1)", or
+#: the bare name when the binary's version is the source's
+_DEBIAN_TOOLKIT_SOURCE: Final = re.compile(
+    r"^nvidia-cuda-toolkit(?:\s+\((?:\d+:)?(?P<release>\d+\.\d+\.\d+)-[^)]*\))?$"
+)
 _RELEASE: Final = re.compile(r"^(?P<line>\d{1,3}\.\d{1,3})(?:\.(?P<update>\d{1,3}))?(?![\d.])")
 #: a package version's upstream part: epoch and Debian/RPM revision dropped ("1:12.4.131-1")
 _UPSTREAM: Final = re.compile(r"^(?:\d+:)?(?P<up>\d+(?:\.\d+)+)")
@@ -64,11 +73,13 @@ def find_products(
     tools: Sequence[tuple[FileRef, tuple[str, ...], FileFacts, Package | None]],
     libraries: Sequence[GpuLibrary],
     node: NodeFacts | None = None,
+    build_lines: Mapping[str, str] | None = None,
 ) -> tuple[Product, ...]:
     """The products present: toolkit releases, tool binaries, product libraries, packages that
     are products, the node's driver.
 
-    ``tools``: each tool binary as (file, aliases, facts, owner package).
+    ``tools``: each tool binary as (file, aliases, facts, owner package). ``build_lines``: the
+    toolkit release line a library's build paths name (`ElfFacts.toolkit_line`), by path.
     """
     out: list[Product] = []
     releases = _toolkit_releases(toolkits, packages)
@@ -79,6 +90,8 @@ def find_products(
         if r.version:
             by_line.setdefault(r.version.rsplit(".", 1)[0], set()).add(r.version)
     lines: list[Product] = []
+    found: list[Product] = []
+    launchers: list[Product] = []
     for ref, aliases, facts, owner in tools:
         row = tool_of(posixpath.basename(ref.path))
         if row is None:
@@ -89,14 +102,19 @@ def find_products(
             # the root's only release of the banner's line (a toolkit package, no version.json)
             release = next(iter(by_line[line]))
             tool = replace(tool, toolkit=release, cpes=cpes(product_row(row.product), release))
-        out.append(tool)
+        if tool.version is None and facts.elf is not None and facts.elf.machine == "":
+            launchers.append(tool)
+        else:
+            found.append(tool)
         if tool.toolkit is None and line is not None:
             lines.append(_line_only(line, _install_root(ref.path), tool))
+    out.extend(_with_launchers(found, launchers))
     out.extend(lines)
     for lib in libraries:
         key = _LIBRARY_PRODUCTS.get(lib.ident.family)
         if key is not None:
-            out.append(_library_product(key, lib, toolkits, exact))
+            line = (build_lines or {}).get(lib.ref.path)
+            out.append(_library_product(key, lib, toolkits, exact, line))
     out.extend(_package_products(packages))
     driver = node.driver if node is not None else None
     if driver is not None and driver.version:
@@ -110,6 +128,31 @@ def find_products(
             )
         )
     return merge_products(_driver_branch(p) for p in out)
+
+
+def _with_launchers(tools: list[Product], launchers: list[Product]) -> list[Product]:
+    """Tools, each launcher script of no version joined to the binary of the same tool that its
+    package ships (Debian's /usr/bin/nvcc, "exec /usr/lib/nvidia-cuda-toolkit/bin/nvcc"): one
+    product with the script among its paths. A launcher no binary explains stays a product of
+    unknown version (the matcher's fail-safe case)."""
+    out = list(tools)
+    for launcher in launchers:
+        i = next(
+            (
+                i
+                for i, t in enumerate(out)
+                if t.key == launcher.key
+                and t.version
+                and launcher.owner
+                and t.owner == launcher.owner
+            ),
+            None,
+        )
+        if i is None:
+            out.append(launcher)
+        else:
+            out[i] = replace(out[i], paths=(*out[i].paths, *launcher.paths))
+    return out
 
 
 def _package_products(packages: Sequence[Package]) -> Iterable[Product]:
@@ -205,6 +248,20 @@ def _toolkit_releases(
     return out
 
 
+def _debian_release(pkg: Package | None) -> str | None:
+    """The CUDA Toolkit release a dpkg package of Debian's ``nvidia-cuda-toolkit`` source was
+    built from (libnvjpeg11 11.9.0.86~11.8.0-5~deb12u1: 11.8.0), or None for any other."""
+    if pkg is None or pkg.manager is not PackageManager.DPKG:
+        return None
+    m = _DEBIAN_TOOLKIT_SOURCE.match(dict(pkg.extra).get("source-package", pkg.name))
+    if m is None:
+        return None
+    if m.group("release"):
+        return _release(m.group("release"))
+    v = _DEBIAN_TOOLKIT.match(pkg.version)
+    return _release(v.group("release") if v else _upstream(pkg.version) or "")
+
+
 def _release(text: str) -> str | None:
     """A toolkit release as major.minor.update ("12.4" -> "12.4.0"), or None."""
     m = _RELEASE.match(text)
@@ -284,7 +341,7 @@ def _tool(
             version = version or upstream
     release = exact.get(tk.root) if tk is not None else None
     if release is None and tk is None:
-        release = exact.get(_install_root(ref.path))
+        release = exact.get(_install_root(ref.path)) or _debian_release(owner)
     return Product(
         key=product.key,
         name=product.name,
@@ -326,10 +383,19 @@ def _library_product(
     lib: GpuLibrary,
     toolkits: Sequence[ToolkitVersion],
     exact: Mapping[str, str],
+    build_line: str | None = None,
 ) -> Product:
     row = product_row(key)
     tk = _toolkit_of(lib.ref.path, toolkits)
     version = lib.ident.version
+    release = exact.get(tk.root) if tk is not None else _debian_release(lib.owner)
+    evidence = tuple(ev for ev in lib.ident.evidence if ev.field is EvidenceField.VERSION)
+    line = None
+    if release is None and build_line is not None:
+        # no install or package names the release: the build tree's line is what is known
+        line = build_line
+        src = f"{lib.ref.path}: build paths of toolkit r{build_line} (release line only)"
+        evidence += (_ev(build_line, EvidenceMethod.BINARY_ANALYSIS, src, Confidence.LOW),)
     return Product(
         key=row.key,
         name=row.name,
@@ -339,9 +405,10 @@ def _library_product(
         paths=(lib.ref.path,),
         sha256=lib.digests.sha256,
         owner=lib.owner.purl if lib.owner else None,
-        toolkit=exact.get(tk.root) if tk is not None else None,
+        toolkit=release,
+        line=line,
         layer=lib.ref.layer,
-        evidence=tuple(ev for ev in lib.ident.evidence if ev.field is EvidenceField.VERSION),
+        evidence=evidence,
     )
 
 

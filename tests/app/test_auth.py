@@ -53,6 +53,27 @@ def test_every_route_declares_one_scope(service: Service) -> None:
             assert len(scopes) == 1 and scopes[0] in {s.value for s in Scope}, (method, path)
 
 
+def _vex_document() -> bytes:
+    """A small OpenVEX document for ``POST /api/v1/vex``."""
+    from datetime import UTC, datetime
+
+    from scanner.advisories.match import Finding
+    from scanner.advisories.vex_out import VexSubject, build_openvex, openvex_json
+
+    doc = build_openvex(
+        VexSubject(kind="host", name="gpu-1", machine_id="a" * 32),
+        [Finding(cve="CVE-2026-0001", status="fixed", product="driver")],
+        {},
+        author="test",
+        timestamp=datetime(2026, 1, 1, tzinfo=UTC),
+        tooling="test",
+    )
+    return openvex_json(doc).encode()
+
+
+_VEX = _vex_document()
+
+
 class Walk:
     """One sample request per operation that succeeds for a caller holding its scope."""
 
@@ -116,6 +137,9 @@ class Walk:
             return client.put(path, content=self.promotion, headers=headers)
         if (method, path) == ("post", "/api/v1/gate"):
             return client.post(path, json={"policy": "prod", "image": self.digest}, headers=headers)
+        if (method, path) == ("post", "/api/v1/vex"):
+            headers["Content-Type"] = "application/json"
+            return client.post(path, content=_VEX, headers=headers)
         if path == "/api/v1/ci-trust/prod":
             self._ci_rule()  # each method finds the rule (DELETE removes it)
             if method == "put":
@@ -123,6 +147,8 @@ class Walk:
         params: dict[str, str] = {"family": "cudnn"} if path.endswith("where-used") else {}
         if path.startswith("/api/v1/compliance"):
             params = {"policy": "prod"}
+        if path.endswith("/vex"):
+            params = {"format": "cyclonedx"}  # valid for any asset, with or without a finding
         if path == "/api/v1/gate/diff":
             params = {"from": self.digest, "to": self.digest}
         return client.request(method.upper(), path, params=params, headers=headers)

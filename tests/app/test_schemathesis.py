@@ -133,6 +133,12 @@ def _positive(case: schemathesis.Case) -> schemathesis.Case:
         # "one CSAF, OSV or CVE Record document": a valid OSV record, new each time
         case.body = advisory_documents.osv(id=f"GHSA-pos-{next(_SERIALS)}")
         case.media_type = "application/json"
+    elif (method, path) == ("post", "/api/v1/vex"):
+        # "one OpenVEX or CycloneDX VEX document": the document's own example
+        from app.http.api.vex import EXAMPLE
+
+        case.body = EXAMPLE
+        case.media_type = "application/json"
     elif (method, path) == ("get", "/api/v1/where-used"):
         query = case.query if case.query is not None else {}
         if not set(query) & set(WHERE_USED_FILTERS):

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 
 from app.clock import utcnow
 from app.main import create_app
@@ -286,6 +286,9 @@ def test_logout_is_a_csrf_protected_post_that_deletes_the_session(site: Site) ->
         answer = client.post(f"{site.url}/logout", data={"csrf_token": match.group(1)})
         # RP-initiated logout: the page sends the browser on to the provider's end_session
         assert answer.status_code == 200
+        # the cookie is deleted with the attributes it was set with
+        [deletion] = [c for c in answer.headers.get_list("set-cookie") if "gpuprov_user=" in c]
+        assert "Max-Age=0" in deletion and "HttpOnly" in deletion and "SameSite=lax" in deletion
         end = re.search(r'content="0;url=([^"]+)"', answer.text)
         assert end is not None
         params = authorization_params(end.group(1).replace("&amp;", "&"))
@@ -332,6 +335,39 @@ def test_signing_in_again_rotates_the_session_id(site: Site) -> None:
         assert first != second
         client.cookies.set("gpuprov_user", first)
         assert client.get(f"{site.url}/assets").status_code == 303
+
+
+@pytest.mark.parametrize(
+    ("ending", "ended", "said"),
+    [
+        ("outlived", "session-expired", "a session lasts"),
+        ("deleted", "session-ended", "signed out, or replaced"),
+        ("no role", "access-removed", "no longer give you a role"),
+    ],
+)
+def test_an_ended_sign_in_lands_on_the_login_page_with_the_reason(
+    site: Site, ending: str, ended: str, said: str
+) -> None:
+    with site.browser() as client:
+        assert site.sign_in(client, "dave").status_code == 303
+        assert client.get(f"{site.url}/assets").status_code == 200
+        id_hash = hashlib.sha256(client.cookies["gpuprov_user"].encode()).hexdigest()
+        user = site.user("dave")
+        assert user is not None
+        with site.app.state.db.transaction() as session:
+            if ending == "outlived":
+                past = utcnow() - timedelta(seconds=1)
+                rows = update(WebSession).where(WebSession.id_hash == id_hash)
+                session.execute(rows.values(expires_at=past))
+            elif ending == "deleted":
+                session.execute(delete(WebSession).where(WebSession.id_hash == id_hash))
+            else:
+                session.execute(update(AppUser).where(AppUser.id == user.id).values(role=None))
+        answer = client.get(f"{site.url}/assets")
+        assert answer.status_code == 303
+        assert answer.headers["location"] == f"/login?next=%2Fassets&ended={ended}"
+        page = client.get(f"{site.url}{answer.headers['location']}")
+        assert page.status_code == 200 and said in page.text
 
 
 # -- hostile answers from a fake provider --------------------------------------------------

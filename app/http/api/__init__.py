@@ -13,6 +13,7 @@ from app.http.api import (
     provenance,
     reports,
     tokens,
+    vex,
 )
 
 router = APIRouter(prefix="/api/v1")
@@ -26,3 +27,4 @@ router.include_router(gate.router)
 router.include_router(compliance.router)
 router.include_router(ci_trust.router)
 router.include_router(advisories.router)
+router.include_router(vex.router)

@@ -6,17 +6,14 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.clock import utcnow
 from app.domain import ci_rules
 from app.errors import AppError, BadRequest
-from app.http.body import read_limited
-from app.http.bodylimit import SMALL_BODY_BYTES
+from app.http.body import read_model
 from app.http.deps import Admin, SessionDep, SettingsDep, WriteSessionDep
-from app.http.errors import validation_failure
 from app.http.schemas import error_responses
-from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["ci-trust"])
 
@@ -82,16 +79,8 @@ class CiTrustRuleList(BaseModel):
 
 
 async def _rule_request(request: Request, _: Admin) -> CiTrustRuleIn:
-    # read once the caller is known to be an admin, by the one strict JSON reader (as tokens)
-    raw = await read_limited(request, SMALL_BODY_BYTES, ("application/json",), "a CI trust rule")
-    try:
-        document = load_json(raw)
-    except DocumentError as e:
-        raise AppError(f"the body is not acceptable JSON: {e}", 422) from None
-    try:
-        return CiTrustRuleIn.model_validate(document)
-    except ValidationError as e:
-        raise validation_failure(e.errors(), ("body",)) from None
+    # a dependency after Admin: the body is read once the caller is known to be an admin
+    return await read_model(request, CiTrustRuleIn, "a CI trust rule")
 
 
 @router.put(

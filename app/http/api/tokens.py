@@ -7,15 +7,12 @@ from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import ValidationError
 
 from app.clock import utcnow
 from app.domain import audit, tokens
 from app.errors import AppError, BadRequest
-from app.http.body import read_limited
-from app.http.bodylimit import SMALL_BODY_BYTES
+from app.http.body import read_model
 from app.http.deps import Admin, SessionDep, WriteSessionDep
-from app.http.errors import validation_failure
 from app.http.params import IdPath, Limit, Offset, Timestamp, rfc3339
 from app.http.schemas import (
     AuditPage,
@@ -26,7 +23,6 @@ from app.http.schemas import (
     TokenPage,
     error_responses,
 )
-from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["tokens"])
 
@@ -47,19 +43,8 @@ def list_tokens(
 
 
 async def _token_request(request: Request, _: Admin) -> TokenIn:
-    # read once the caller is known to be an admin (FastAPI reads a model body before any
-    # dependency runs: anyone could make it read 1 MiB, and a caller without a token learnt
-    # 422 about its JSON before 401), by the one strict JSON reader (no key twice, no NaN;
-    # json.loads, FastAPI's, keeps the last of two keys)
-    raw = await read_limited(request, SMALL_BODY_BYTES, ("application/json",), "a token request")
-    try:
-        document = load_json(raw)
-    except DocumentError as e:
-        raise AppError(f"the body is not acceptable JSON: {e}", 422) from None
-    try:
-        return TokenIn.model_validate(document)
-    except ValidationError as e:
-        raise validation_failure(e.errors(), ("body",)) from None
+    # a dependency after Admin: the body is read once the caller is known to be an admin
+    return await read_model(request, TokenIn, "a token request")
 
 
 @router.post(

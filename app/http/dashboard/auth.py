@@ -129,6 +129,10 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
     if person_cookie and settings.oidc_enabled:
         with db.transaction() as session:
             person = users.session_of(session, person_cookie, now)
+            gone = users.session_end(session, person_cookie, now) if person is None else None
+        if gone is not None and not request.cookies.get(SESSION_COOKIE):
+            # a person's sign-in that ended: the login page says why (no token session to try)
+            raise LoginRequired(_here(request), gone)
         if person is not None:
             if (now - person.verified_at).total_seconds() >= settings.oidc_refresh_seconds:
                 # the groups are read again from the provider: a removed group ends access
@@ -244,6 +248,15 @@ def ended_message(ended: SessionEnd, session_seconds: int) -> str:
         return "Your session ended: the token has expired. Log in with a current token."
     if ended is SessionEnd.TOKEN_REVOKED:
         return "Your session ended: the token is unknown or revoked. Log in with a current token."
+    if ended is SessionEnd.SESSION_ENDED:
+        return (
+            "Your session ended: it was signed out, or replaced by a newer sign-in. Sign in again."
+        )
+    if ended is SessionEnd.ACCESS_REMOVED:
+        return (
+            "Your session ended: your groups at the identity provider no longer give you a role "
+            "in gpuprov. Ask an administrator for access."
+        )
     return "You have logged out."
 
 

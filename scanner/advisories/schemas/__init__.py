@@ -8,4 +8,7 @@ importlib.resources):
   (FIRST.ORG BSD-style licence inside each file).
 - ``osv.json``: the OSV schema, ossf/osv-schema ``validation/schema.json`` at 51b8156b69b9
   (Apache-2.0).
+- ``openvex_json_schema_0.2.0.json``: the OpenVEX v0.2.0 JSON schema, openvex/spec
+  ``openvex_json_schema.json`` at a68ccd19b15a ("schema: Add missing "type" for statements",
+  2025-03-31; unchanged up to d29fab0c of 2026-01-16) (CC0 1.0).
 """

@@ -171,6 +171,14 @@ def test_cuobjdump_cve_on_a_cudart_only_image_is_component_not_present() -> None
     assert f.evidence["toolkit_libraries"] == ["cublas 11.11.3.6", "cudart 11.8.89"]
 
 
+def test_library_families_without_versions_are_named_alone() -> None:
+    """The service passes a toolkit library's family alone (its version decides nothing): the
+    evidence names it, with no "?" that would read as a version the scan missed."""
+    families = AssetFacts(libraries=(("cudart", None), ("nvjpeg", None)))
+    f = _one("2023/5446", "CVE-2023-0193", families)
+    assert f.evidence["toolkit_libraries"] == ["cudart", "nvjpeg"]
+
+
 def test_a_toolkit_without_the_component_is_component_not_present() -> None:
     f = _one("2024/5577", "CVE-2024-0123", _toolkit_image(cuobjdump=True))  # nvdisasm
     assert (f.status, f.justification, f.component) == (
@@ -233,6 +241,23 @@ def test_nvjpeg_of_a_toolkit_is_judged_by_the_toolkit_statement() -> None:
         "nvjpeg",
         "CUDA Toolkit 12.9 Update 1",
     )
+
+
+def test_nvjpeg_known_by_its_build_line_is_judged_on_the_line() -> None:
+    """An unowned libnvjpeg.so.11 whose build paths name toolkit r11.8: every 11.8 update is
+    prior to 13.0 (CVE-2025-23273) and to 12.9 Update 1 (CVE-2025-23272): affected, decided."""
+    asset = AssetFacts(products=(Installed("nvjpeg", None, line="11.8"),))
+    for cve in ("CVE-2025-23273", "CVE-2025-23272"):
+        f = _one("2025/5661", cve, asset)
+        assert (f.status, f.component, f.installed, f.review) == (
+            "affected",
+            "nvjpeg",
+            "11.8 (update unknown)",
+            None,
+        )
+    # without the line, the same copy goes to review (affected until a person decides)
+    f = _one("2025/5661", "CVE-2025-23273", AssetFacts(products=(Installed("nvjpeg", None),)))
+    assert f.status == "affected" and f.review is not None
 
 
 # -- the Container Toolkit: conditions --------------------------------------------------------

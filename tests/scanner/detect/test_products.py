@@ -164,6 +164,152 @@ def test_debian_toolkit_package(tmp_path: Path) -> None:
     assert (got["nvcc"].version, got["nvcc"].toolkit) == ("11.8.89", "11.8.0")
 
 
+def test_debian_parts_of_the_toolkit_belong_to_its_release(tmp_path: Path) -> None:
+    """Debian's binary packages of the nvidia-cuda-toolkit source say the toolkit release
+    twice: "Source: nvidia-cuda-toolkit (11.8.0-5~deb12u1)" and the version's
+    "11.9.0.86~11.8.0-5~deb12u1" (libnvjpeg11 of bookworm non-free). nvJPEG without the
+    toolkit package, and a release the redistributable table lacks (12.4.0 here), still get
+    their release: else the matcher sends every nvJPEG CVE to review."""
+    root = tmp_path / "root"
+    pk.write_os_release(root, "debian", "12")
+    lib = tmp_path / "b"
+    nvjpeg11 = elf.build_cuda_library(lib, "nvjpeg", "11.9.0.86")
+    nvjpeg12 = elf.build_cuda_library(lib, "nvjpeg", "12.3.0.81")
+    multiarch = "/usr/lib/x86_64-linux-gnu"
+    pk.dpkg_install(
+        root,
+        [
+            pk.DebSpec(
+                "libnvjpeg11",
+                "11.9.0.86~11.8.0-5~deb12u1",
+                files={f"{multiarch}/{nvjpeg11.name}": nvjpeg11.read_bytes()},
+                source="nvidia-cuda-toolkit (11.8.0-5~deb12u1)",
+            ),
+            # no Source field (a stripped status.d): the version's own form says it
+            pk.DebSpec(
+                "libnvjpeg12",
+                "12.3.0.81~12.4.0-1",
+                files={f"/opt/b/{nvjpeg12.name}": nvjpeg12.read_bytes()},
+            ),
+        ],
+        tmp_path / "debs",
+    )
+    result = run_scan(str(root), ScanOptions(use_cache=False))
+    got = {p.version: p for p in result.products if p.key == "nvjpeg"}
+    assert got["11.9.0.86"].toolkit == "11.8.0"
+    assert got["11.9.0.86"].owner is not None and "libnvjpeg11@" in got["11.9.0.86"].owner
+    # only a package of the nvidia-cuda-toolkit source: the bare "X~R-N" form names nothing
+    assert got["12.3.0.81"].toolkit is None
+    # the parts are no toolkit install: no CUDA Toolkit release of their own
+    assert "cuda-toolkit" not in {p.key for p in result.products}
+
+
+_NVJPEG_SOURCE = "/dvs/p4/build/sw/rel/gpgpu/toolkit/r{}/nvJPEG/branches/main/source/JpegParser.cpp"
+
+
+def test_nvjpeg_build_paths_give_the_release_line(tmp_path: Path) -> None:
+    """A libnvjpeg.so.11 copied by its SONAME, owned by nothing: the version is unknown, but
+    its build paths name the toolkit tree ("toolkit/r11.8/nvJPEG/...", as in the real
+    libnvjpeg.so.11.9.0.86 of CUDA 11.8). Two trees named say nothing; a known release wins."""
+    root = tmp_path / "root"
+    elf.build_cuda_library(
+        root / "opt/a",
+        "nvjpeg",
+        "11.9.0.86",
+        filename="libnvjpeg.so.11",
+        strings=[_NVJPEG_SOURCE.format("11.8"), _NVJPEG_SOURCE.format("11.8") + ".h"],
+    )
+    elf.build_cuda_library(
+        root / "opt/b",
+        "nvjpeg",
+        "12.0.0.1",
+        filename="libnvjpeg.so.12",
+        strings=[_NVJPEG_SOURCE.format("12.0"), _NVJPEG_SOURCE.format("12.1")],
+    )
+    result = run_scan(str(root), ScanOptions(use_cache=False))
+    got = {p.paths[0]: p for p in result.products if p.key == "nvjpeg"}
+    a, b = got["/opt/a/libnvjpeg.so.11"], got["/opt/b/libnvjpeg.so.12"]
+    assert (a.version, a.toolkit, a.line) == (None, None, "11.8")
+    assert any("toolkit r11.8" in e.source for e in a.evidence)
+    assert (b.version, b.line) == (None, None)
+    doc = json.loads(to_json(result))
+    props = [
+        (p["name"], p["value"])
+        for c in doc["components"]
+        if c["bom-ref"].startswith("product:nvjpeg")
+        for p in c.get("properties", [])
+    ]
+    assert ("gpuprov:product:release-line", "11.8") in props
+    # under a toolkit install its release is known: the line is not kept
+    tk = _toolkit_root(tmp_path / "tk")
+    elf.build_cuda_library(
+        tk / TK[1:] / "lib64",
+        "nvjpeg",
+        "12.3.1.117",
+        strings=[_NVJPEG_SOURCE.format("12.4")],
+    )
+    nvjpeg = _by_key(run_scan(str(tk), ScanOptions(use_cache=False)))["nvjpeg"]
+    assert (nvjpeg.toolkit, nvjpeg.line) == ("12.4.1", None)
+
+
+def test_debian_version_form_without_source_field(tmp_path: Path) -> None:
+    """A package named nvidia-cuda-toolkit states its release by its version alone."""
+    root = tmp_path / "root"
+    pk.write_os_release(root, "debian", "12")
+    sanitizer = elf.build_tool(tmp_path / "b", "compute-sanitizer", ["Compute Sanitizer"])
+    pk.dpkg_install(
+        root,
+        [
+            pk.DebSpec(
+                "nvidia-cuda-toolkit",
+                "11.8.89~11.8.0-5~deb12u1",
+                files={"/usr/bin/compute-sanitizer": sanitizer.read_bytes()},
+            )
+        ],
+        tmp_path / "debs",
+    )
+    got = _by_key(run_scan(str(root), ScanOptions(use_cache=False)))
+    # no version text and no version of its own in the package: the release is known
+    tool = got["compute-sanitizer"]
+    assert (tool.version, tool.toolkit) == (None, "11.8.0")
+    assert "cuda_toolkit_11_8:" in tool.cpes[1]
+
+
+def test_launcher_script_joins_its_binary(tmp_path: Path) -> None:
+    """Debian's /usr/bin/nvcc is a 59-byte script, "exec /usr/lib/nvidia-cuda-toolkit/bin/nvcc
+    "$@"": the nvcc its package ships, not a second nvcc of unknown version."""
+    root = tmp_path / "root"
+    pk.write_os_release(root, "debian", "12")
+    nvcc = elf.build_tool(
+        tmp_path / "b", "nvcc", ["Cuda compilation tools, release 11.8, V11.8.89"]
+    )
+    script = b'#!/bin/sh\n\nexec /usr/lib/nvidia-cuda-toolkit/bin/nvcc "$@"\n'
+    pk.dpkg_install(
+        root,
+        [
+            pk.DebSpec(
+                "nvidia-cuda-toolkit",
+                "11.8.89~11.8.0-5~deb12u1",
+                files={
+                    "/usr/bin/nvcc": script,
+                    "/usr/lib/nvidia-cuda-toolkit/bin/nvcc": nvcc.read_bytes(),
+                },
+                source="nvidia-cuda-toolkit (11.8.0-5~deb12u1)",
+            )
+        ],
+        tmp_path / "debs",
+    )
+    (root / "opt/other/bin").mkdir(parents=True)
+    (root / "opt/other/bin/cuobjdump").write_bytes(b"#!/bin/sh\nexec /nowhere/cuobjdump\n")
+    result = run_scan(str(root), ScanOptions(use_cache=False))
+    (tool,) = [p for p in result.products if p.key == "nvcc"]
+    assert (tool.version, tool.toolkit) == ("11.8.89", "11.8.0")
+    assert tool.paths == ("/usr/lib/nvidia-cuda-toolkit/bin/nvcc", "/usr/bin/nvcc")
+    # a launcher that no binary of its package explains stays a product of unknown version
+    (lone,) = [p for p in result.products if p.key == "cuobjdump"]
+    assert (lone.version, lone.paths) == (None, ("/opt/other/bin/cuobjdump",))
+
+
 def test_banner_alone_gives_the_release_line(tmp_path: Path) -> None:
     """An nvcc without version.json or package: the release line, no update, so no CPE (a
     guessed "12.4" would read as 12.4 GA and match the wrong bulletins)."""

@@ -1,0 +1,131 @@
+"""VEX (docs/vex.md): ``GET /api/v1/assets/{id}/vex`` writes one asset's advisory findings as
+OpenVEX v0.2.0 or CycloneDX 1.6 VEX; ``POST /api/v1/vex`` (admin) reads an OpenVEX or
+CycloneDX VEX document and answers what importing it would record (a dry run only: recording
+analyses is not wired yet)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from app.domain import vex
+from app.errors import AppError
+from app.http.body import check_limited, ingest_slot, read_limited
+from app.http.deps import Admin, InventoryReader, SessionDep, SettingsDep
+from app.http.params import IdPath
+from app.http.schemas import error_responses
+from app.http.schemas_advisories import VexDryRunOut
+from scanner import __version__
+
+router = APIRouter(tags=["advisories"])
+
+VEX_TYPES = ("application/json", "application/vnd.cyclonedx+json")
+#: the request body the API document shows: a one-statement OpenVEX document
+EXAMPLE: dict[str, Any] = {
+    "@context": "https://openvex.dev/ns/v0.2.0",
+    "@id": "urn:uuid:2f4c3b1e-0f7a-5d2b-9c1e-6a8b7d5e4f30",
+    "author": "Example Corp PSIRT",
+    "timestamp": "2026-01-15T00:00:00Z",
+    "version": 1,
+    "statements": [
+        {
+            "vulnerability": {"name": "CVE-2023-0193"},
+            "products": [
+                {
+                    "@id": "pkg:oci/train@sha256:" + "ab" * 32,
+                    "subcomponents": [{"@id": "pkg:generic/nvidia/cuobjdump@11.8.86"}],
+                }
+            ],
+            "status": "not_affected",
+            "justification": "vulnerable_code_not_in_execute_path",
+        }
+    ],
+}
+
+
+@router.get(
+    "/assets/{asset_id}/vex",
+    responses={
+        200: {"content": {media: {} for media in vex.MEDIA_TYPES.values()}},
+        **error_responses(
+            (404, "no such asset, never matched, or (OpenVEX) no finding to state"),
+        ),
+    },
+    summary="The asset's advisory findings as a VEX document",
+)
+def get_asset_vex(
+    _: InventoryReader,
+    session: SessionDep,
+    settings: SettingsDep,
+    asset_id: IdPath,
+    format: Annotated[
+        Literal["openvex", "cyclonedx"],
+        Query(description="openvex: OpenVEX v0.2.0; cyclonedx: CycloneDX 1.6 VEX"),
+    ] = "openvex",
+) -> Response:
+    """One statement per finding (CVE, product found): status, justification or action, and
+    how it was determined; the same stored facts give the same document."""
+    text = vex.asset_vex(
+        session,
+        asset_id,
+        format,
+        author=settings.vex_author,
+        tooling=f"gpuprov {__version__}",
+    )
+    suffix = "openvex.json" if format == "openvex" else "cdx.json"
+    return Response(
+        text,
+        media_type=vex.MEDIA_TYPES[format],
+        headers={"Content-Disposition": f'attachment; filename="asset-{asset_id}.{suffix}"'},
+    )
+
+
+async def _vex_body(
+    request: Request, settings: SettingsDep, principal: Admin
+) -> AsyncIterator[bytes]:
+    # megabytes and a schema check: read once the caller is known to be an admin, in an ingest
+    # slot, never past the configured limit
+    what = "a VEX document"
+    check_limited(request, settings.max_vex_bytes, VEX_TYPES, what)
+    with ingest_slot(request, principal, settings):
+        raw = await read_limited(request, settings.max_vex_bytes, VEX_TYPES, what)
+        if not raw:
+            raise AppError(
+                "the request body is empty; send one OpenVEX or CycloneDX VEX document", 422
+            )
+        yield raw
+
+
+VexBody = Annotated[bytes, Depends(_vex_body, scope="function")]
+
+
+@router.post(
+    "/vex",
+    response_model=VexDryRunOut,
+    responses=error_responses(
+        (413, "larger than GPUPROV_MAX_VEX_BYTES"),
+        (415, "not a JSON media type"),
+        (503, "every ingest slot is taken (GPUPROV_MAX_CONCURRENT_INGESTS)"),
+        (400, "dry_run other than true (recording is not wired yet)"),
+        (422, "not OpenVEX v0.2.0 / CycloneDX VEX, or refused (the reason in details)"),
+    ),
+    openapi_extra={
+        "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}}
+    },
+    summary="Read a VEX document: what importing it would record (dry run)",
+)
+def post_vex(
+    _: Admin,
+    raw: VexBody,
+    settings: SettingsDep,
+    dry_run: Annotated[
+        Literal["true"],
+        Query(description="true: answer what would be recorded (the only mode served today)"),
+    ] = "true",
+) -> dict[str, Any]:
+    """The document's statements, read and checked; nothing is recorded (recording analyses
+    is not wired yet: ``dry_run=false`` is refused with 400)."""
+    return vex.dry_run(raw, max_bytes=settings.max_vex_bytes)
