@@ -7,8 +7,10 @@
    toolkit with or without cuobjdump/nvdisasm, the rest (cuDNN/cudart-only images) none.
 3. A full re-match of every asset (`app.domain.vulnerabilities.rematch`, as an import runs it),
    timed ``--rounds`` times; the number of distinct stacks it evaluated.
-4. ``GET /api/v1/assets/{id}/vulnerabilities`` and ``GET /api/v1/advisories`` ``--queries``
-   times each in process (starlette's TestClient: no network), p50/p95.
+4. ``GET /api/v1/assets/{id}/vulnerabilities`` and ``GET /api/v1/advisories`` (as it is, and
+   with the §4 filters and orders: ``affected=true``, ``sort=affected``, ``severity=high&
+   sort=severity``, ``cve=``) ``--queries`` times each in process (starlette's TestClient: no
+   network), p50/p95.
 5. Ingest overhead: ``--ingest`` reports of `bench/ingest.py` (60 NVIDIA wheel files each)
    posted one after another in process into fresh databases holding the feed, with matching
    at ingest switched off and on, alternated three times; reports per second, the medians'
@@ -101,6 +103,11 @@ def _measure(url: str, assets: int, rounds: int, queries: int) -> dict[str, Any]
         for name, path in (
             ("asset_vulnerabilities", "/api/v1/assets/{id}/vulnerabilities"),
             ("advisory_list", "/api/v1/advisories"),
+            ("advisory_list_affected", "/api/v1/advisories?affected=true"),
+            ("advisory_list_most_affected", "/api/v1/advisories?sort=affected"),
+            ("advisory_list_high", "/api/v1/advisories?severity=high&sort=severity"),
+            ("advisory_list_one_cve", "/api/v1/advisories?cve=CVE-2025-23280"),
+            ("advisory_affected", "/api/v1/advisories/CVE-2025-23280/affected"),
         ):
             samples = []
             for _ in range(queries):

@@ -20,13 +20,16 @@ from sqlalchemy.orm import Session
 
 from app.errors import AppError, NotFound, PayloadTooLarge
 from app.storage.repositories import advisories as repo
-from app.storage.repositories import vulnerabilities as vuln_repo
 from app.storage.tables import AdvisoryDocument, AdvisoryVulnerability
 from scanner.advisories.document import Advisory, DocumentRefused, ProductStatus, Vulnerability
 from scanner.advisories.feed import read_document
 
 Outcome = Literal["imported", "replaced", "unchanged", "kept_final", "older"]
 SEVERITIES = ("LOW", "MEDIUM", "HIGH", "CRITICAL")
+#: the advisory list's orders (newest first, worst severity first, most affected assets first)
+SORTS = repo.SORTS
+#: the severities the overview counts affected assets of (a card each)
+OVERVIEW_SEVERITIES = ("CRITICAL", "HIGH")
 _SEMVER = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?")
 
 
@@ -268,27 +271,59 @@ def _summary(
     }
 
 
+def _severity(severity: str | None) -> str | None:
+    if severity is not None and severity.upper() not in SEVERITIES:
+        raise AppError(f"severity must be one of {', '.join(s.lower() for s in SEVERITIES)}", 422)
+    return severity
+
+
 def list_advisories(
     session: Session,
     *,
     cve: str | None,
     severity: str | None,
     product: str | None,
+    affected: bool | None = None,
+    sort: str = "newest",
     limit: int,
     offset: int,
 ) -> dict[str, Any]:
-    """A page of advisories (one per CVE, every bulletin naming it), newest first."""
-    if severity is not None and severity.upper() not in SEVERITIES:
-        raise AppError(f"severity must be one of {', '.join(s.lower() for s in SEVERITIES)}", 422)
+    """A page of advisories (one per CVE, every bulletin naming it), newest first unless
+    ``sort`` says ``severity`` (worst first) or ``affected`` (most affected assets first);
+    ``affected``: only those some asset is affected by (true) or none is (false)."""
+    if sort not in SORTS:
+        raise AppError(f"sort must be one of {', '.join(SORTS)}", 422)
     cves, total = repo.cve_page(
-        session, cve=cve, severity=severity, product=product, limit=limit, offset=offset
+        session,
+        cve=cve,
+        severity=_severity(severity),
+        product=product,
+        affected=affected,
+        sort=sort,
+        limit=limit,
+        offset=offset,
     )
     grouped: dict[str, list[tuple[AdvisoryVulnerability, AdvisoryDocument]]] = {c: [] for c in cves}
     for vuln, doc in repo.by_cves(session, cves):
         grouped[vuln.cve].append((vuln, doc))
-    counts = vuln_repo.affected_counts(session, cves)
+    counts = repo.affected_counts(session, cves)
     items = [_summary(c, grouped[c], counts.get(c, 0)) for c in cves if grouped[c]]
     return {"items": items, "total": total, "limit": limit, "offset": offset}
+
+
+def severity_counts(
+    session: Session, *, cve: str | None, product: str | None, affected: bool | None
+) -> dict[str, int]:
+    """Per severity (low … critical), how many CVEs the list shows with that severity filter
+    and these others."""
+    counts = repo.severity_counts(session, cve=cve, product=product, affected=affected)
+    return {s.lower(): counts.get(s, 0) for s in reversed(SEVERITIES)}
+
+
+def assets_affected_by_severity(session: Session) -> dict[str, int]:
+    """Per severity of ``OVERVIEW_SEVERITIES``, the assets with an ``affected`` finding of an
+    advisory of that severity (the overview's cards)."""
+    return {s.lower(): repo.assets_affected_at(session, [s]) for s in OVERVIEW_SEVERITIES}
 
 
 def get_advisory(session: Session, cve: str) -> dict[str, Any]:
@@ -322,7 +357,7 @@ def get_advisory(session: Session, cve: str) -> dict[str, Any]:
             }
         )
     return {
-        **_summary(cve, pairs, vuln_repo.affected_counts(session, [cve]).get(cve, 0)),
+        **_summary(cve, pairs, repo.affected_counts(session, [cve]).get(cve, 0)),
         "documents": [
             {
                 "bulletin": d.tracking_id,

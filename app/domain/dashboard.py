@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from app.domain import advisories, vulnerabilities
 from app.storage.repositories import overview as repo
 from scanner.policy.controls import default_catalog
 
@@ -63,6 +64,7 @@ def overview(session: Session, now: datetime) -> dict[str, Any]:
     for family, counted in versions.items():
         # the most used first, then by version; the chart shows the first CHART_BARS
         versions[family] = sorted(counted, key=lambda vc: (-vc[1], vc[0]))[:CHART_BARS]
+    feed = vulnerabilities.feed_summary(session)
     urgent = [
         {
             "rank": rank,
@@ -92,4 +94,8 @@ def overview(session: Session, now: datetime) -> dict[str, Any]:
         "decisions": {d: decisions.get(d, 0) for d in ("allow", "warn", "deny")},
         "versions": versions,
         "urgent": urgent,
+        "advisories": {
+            "assets_affected": advisories.assets_affected_by_severity(session),
+            **{k: feed[k] for k in ("documents", "imported_at")},
+        },
     }

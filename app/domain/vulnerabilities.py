@@ -39,6 +39,8 @@ from scanner.policy.facts import AdvisoryFacts, VulnerabilityFact
 
 #: the advisory statuses an asset's answer may have, in the API's filter
 STATUSES = ("affected", "not_affected", "fixed", "under_investigation")
+#: the statuses a person must act on: affected, or the vendor does not know yet
+OPEN_STATUSES = ("affected", "under_investigation")
 
 
 @dataclass(frozen=True)
@@ -319,19 +321,20 @@ def asset_vulnerabilities(
     session: Session,
     asset_id: int,
     *,
-    status: str | None,
+    status: str | Sequence[str] | None,
     limit: int,
     offset: int,
+    by_status: bool = False,
     trusted: Collection[str] = frozenset(),
     now: datetime | None = None,
 ) -> dict[str, Any]:
     """A page of one asset's findings with the analysis in force for each, and the feed they
-    were matched against."""
+    were matched against (newest CVE first; ``by_status``: affected ones first)."""
     from app.storage.tables import Asset
 
     if session.get(Asset, asset_id) is None:
         raise NotFound(f"no asset {asset_id}")
-    rows, total = repo.findings_of(session, asset_id, status, limit, offset)
+    rows, total = repo.findings_of(session, asset_id, status, limit, offset, by_status=by_status)
     facts = _facts_by_cve(session, [r.cve for r in rows])
     applied = analyses.applied(session, [asset_id], now or utcnow(), trusted)
     return {
@@ -375,11 +378,6 @@ def advisory_affected(
         "offset": offset,
         "feed": _feed(session, None),
     }
-
-
-def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
-    """Per CVE, how many assets an ``affected`` finding names."""
-    return repo.affected_counts(session, cves)
 
 
 # -- the gate's input ---------------------------------------------------------------------------
@@ -439,3 +437,25 @@ def advisory_facts(
             stale=stale,
         )
     return out
+
+
+def feed_summary(session: Session) -> dict[str, Any]:
+    """The stored feed: its documents and newest import."""
+    return _feed(session, None)
+
+
+def status_counts(session: Session, cve: str) -> dict[str, int]:
+    """Per status (``STATUSES`` order), the assets with a finding of ``cve`` in it."""
+    counts = repo.status_counts(session, cve)
+    return {s: counts.get(s, 0) for s in STATUSES}
+
+
+def asset_status_counts(session: Session, asset_id: int) -> dict[str, int]:
+    """Per status (``STATUSES`` order), the CVEs with a finding of that status on the asset."""
+    counts = repo.asset_status_counts(session, asset_id)
+    return {s: counts.get(s, 0) for s in STATUSES}
+
+
+def worst_affected(session: Session, asset_ids: Sequence[int]) -> dict[int, str]:
+    """Per asset, the highest severity of an advisory it is affected by (none: absent)."""
+    return repo.worst_affected(session, asset_ids)

@@ -19,12 +19,15 @@ from typing import Any
 import httpx
 import pytest
 
+from app.cli_advisories import import_paths
 from app.domain.tokens import create_token
 from app.main import create_app
 from app.settings import Settings
 from app.storage.session import Database
+from scanner.advisories.document import DEFAULT_MAX_BYTES
 from tests.app.conftest import LiveServer, free_port, postgres_url  # noqa: F401 - fixture
-from tests.browser.fleet import Fleet, build_fleet
+from tests.browser.fleet import Fleet, build_fleet, hostile_advisory
+from tests.scanner.advisories.documents import PSIRT
 
 os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
 
@@ -52,7 +55,8 @@ def _check(response: httpx.Response) -> Any:
 
 
 def seed(client: httpx.Client, db: Database, fleet: Fleet) -> tuple[dict[str, str], dict[str, int]]:
-    """Tokens, trust policy, catalog, policy versions, the fleet's reports and gate decisions."""
+    """Tokens, trust policy, catalog, policy versions, NVIDIA's bulletins and a hostile
+    advisory, the fleet's reports and gate decisions."""
     with db.transaction(write=True) as session:
         tokens = {
             "reader": create_token(session, "security-team", ["inventory:read"], None).secret,
@@ -93,6 +97,16 @@ def seed(client: httpx.Client, db: Database, fleet: Fleet) -> tuple[dict[str, st
                 headers=auth("admin", **{"Content-Type": yaml}),
             )
         )
+    # the feed before the reports: each report is matched as it arrives
+    summary = import_paths(db, [PSIRT], strict=False, max_bytes=DEFAULT_MAX_BYTES)
+    assert summary.refused == [] and summary.imported == 131, summary
+    _check(
+        client.post(
+            "/api/v1/advisories",
+            content=hostile_advisory(),
+            headers=auth("admin", **{"Content-Type": "application/json"}),
+        )
+    )
     assets: dict[str, int] = {}
     for report in fleet.reports:
         answer = _check(

@@ -16,6 +16,9 @@ The fleet:
 - host ``gpu-node-07`` (env=prod), scanned twice: cudart 12.4.127 then 12.6.77.
 - a host whose hostname is ``<img src=x onerror=alert(1)>`` (env=lab) holding a library under
   ``/opt/"><script>alert(1)</script>/lib``: report values that must render as text.
+- host ``DRIVER_HOST`` (env=prod): an R535 driver (``DRIVER_VERSION``, libcuda and NVML as
+  the driver installs them, no package records) that NVIDIA's October 2025 bulletin (5703)
+  names as affected: the advisory pages' vulnerable asset.
 - host ``BIG_HOST`` (env=research), a real training node's size: 100 GPU library files in five
   conda environments with long paths (each with its own pip wheels of cuDNN and the CUDA
   libraries) and the CUDA toolkit, two environments owned by pip's records and three not: the
@@ -39,6 +42,7 @@ from tests.fixtures.elf import CUDNN9_COMPONENTS, build_cuda_library, build_cudn
 from tests.fixtures.images import Image, Layer, Member, file, write_oci_layout
 from tests.fixtures.packages import write_dist_info
 from tests.fixtures.sigstore_private import ISSUER, SUBJECT, PrivateSigstore
+from tests.scanner.node.nodetree import gpu_node
 
 BUILDER = (
     "https://git.example.test/slsa/builder/.github/workflows/generator_container_slsa3.yml"
@@ -52,6 +56,9 @@ TAMPERED_FILE = f"/{SITE}/nvidia/cudnn/lib/libcudnn_ops.so.9"
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 HOSTILE_DIR = '/opt/"><script>alert(1)</script>/lib'
 BIG_HOST = "gpu-train-node-042.research-cluster.example.internal"
+DRIVER_HOST = "gpu-node-12"
+#: prior to 535.274.02 on the R535 branch: CVE-2025-23280 (HIGH) and the rest of bulletin 5703
+DRIVER_VERSION = "535.129.03"
 #: GPU library files on `BIG_HOST`
 BIG_HOST_FILES = 100
 #: the conda environments of `BIG_HOST` (long names, as real ones are); the first two are pip's
@@ -75,6 +82,17 @@ BIG_HOST_CUDA = (
     ("nvrtc", "cuda_nvrtc", "12.4.127"),
     ("nvJitLink", "nvjitlink", "12.4.127"),
 )
+
+#: an advisory whose notes and title are hostile markup (imported beside NVIDIA's bulletins)
+HOSTILE_CVE = "CVE-2026-0001"
+HOSTILE_NOTES = (
+    'An overflow <script>alert("notes")</script> in <b>widget</b>.'
+    '<img src=x onerror=alert("img")>'
+    "<a href=\"javascript:alert('link')\">click me</a> "
+    '<a href="https://example.com/fix" onclick="alert(\'click\')">the fix</a>'
+    '<ul><li>upgrade</li></ul><div style="position:fixed;inset:0">cover</div>'
+)
+HOSTILE_TITLE = '<script>alert("title")</script>'
 
 #: the policy the gate and the compliance pages judge the fleet under (version 2 of "prod")
 PROD_POLICY_V1 = """\
@@ -136,6 +154,18 @@ class Fleet:
     @property
     def images(self) -> list[Report]:
         return [r for r in self.reports if r.digest is not None]
+
+
+def hostile_advisory() -> bytes:
+    """A CSAF document naming `HOSTILE_CVE` with hostile notes and title (a publisher's text
+    is untrusted input)."""
+    from tests.scanner.advisories.documents import csaf, encode
+
+    doc = csaf()
+    doc["vulnerabilities"][0]["notes"] = [{"category": "description", "text": HOSTILE_NOTES}]
+    doc["vulnerabilities"][0]["title"] = HOSTILE_TITLE
+    assert doc["vulnerabilities"][0]["cve"] == HOSTILE_CVE
+    return encode(doc)
 
 
 def _pip_libs(cudnn: tuple[int, int, int], build: int, cudart: str, work: Path) -> dict[str, bytes]:
@@ -346,6 +376,10 @@ def build_fleet(base: Path) -> Fleet:
         lib_dir / "libcudart.so.12.4.127",
     )
     fleet.reports.append(Report(HOSTILE_NAME, _scan(str(hostile)), {"env": "lab"}))
+    driver = gpu_node(base / "roots" / "driver-host", driver=DRIVER_VERSION)
+    (driver / "etc" / "hostname").write_text(DRIVER_HOST + "\n")
+    (driver / "etc" / "machine-id").write_text("0f0e0d0c0b0a09080706050403020112\n")
+    fleet.reports.append(Report(DRIVER_HOST, _scan(str(driver)), {"env": "prod"}))
     fleet.reports.append(
         Report(BIG_HOST, _scan(str(_big_host(base))), {"env": "research", "team": "ml-platform"})
     )

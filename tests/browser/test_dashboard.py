@@ -112,6 +112,8 @@ def test_log_in_and_visit_every_page(live: Seeded, page: Any, artifacts: Path) -
         "drift-conflicts": "/drift",
         "drift-changes": "/drift/changes",
         "drift-parity": "/drift/parity?label=env&target=prod&baseline=staging",
+        "advisories": "/advisories",
+        "advisory": "/advisories/CVE-2025-23280",
         "compliance": "/compliance?policy=prod",
         "compliance-control": "/compliance/controls/ID.RA-09?policy=prod",
         "decisions": "/decisions",

@@ -17,7 +17,15 @@ from sqlalchemy import text
 from app.http.dashboard import router
 from app.storage.repositories import ci_trust
 from tests.browser.conftest import Seeded
-from tests.browser.fleet import BIG_HOST, BIG_HOST_FILES, HOSTILE_NAME, TAMPERED, TAMPERED_FILE
+from tests.browser.fleet import (
+    BIG_HOST,
+    BIG_HOST_FILES,
+    DRIVER_HOST,
+    HOSTILE_CVE,
+    HOSTILE_NAME,
+    TAMPERED,
+    TAMPERED_FILE,
+)
 from tests.browser.test_dashboard import login
 
 #: the window the pages must fit (a laptop's browser)
@@ -62,6 +70,8 @@ def _urls(live: Seeded) -> dict[str, list[str]]:
             f"/assets/{big}?page=2",
             f"/assets/{big}?files=findings",
             f"/assets/{live.assets['gpu-node-07']}",
+            f"/assets/{live.assets[DRIVER_HOST]}",
+            f"/assets/{live.assets[DRIVER_HOST]}?advisory_status=fixed",
         ],
         "/libraries": ["/libraries"],
         "/libraries/where-used": [
@@ -75,6 +85,18 @@ def _urls(live: Seeded) -> dict[str, list[str]]:
         "/drift": ["/drift"],
         "/drift/changes": ["/drift/changes"],
         "/drift/parity": ["/drift/parity?label=env&target=prod&baseline=staging"],
+        "/advisories": [
+            "/advisories",
+            "/advisories?sort=severity",
+            "/advisories?affected=true&sort=affected",
+            "/advisories?product=geforce&severity=high",
+        ],
+        "/advisories/{cve}": [
+            "/advisories/CVE-2025-23280",
+            "/advisories/CVE-2025-23339",
+            "/advisories/CVE-2024-0108",
+            f"/advisories/{HOSTILE_CVE}",
+        ],
         "/compliance": ["/compliance", "/compliance?policy=prod&framework=nist-csf-2.0"],
         "/compliance/controls/{control_id}": [
             "/compliance/controls/ID.RA-09?policy=prod",
@@ -216,7 +238,13 @@ def test_the_asset_list_shows_status_and_gate_decisions(live: Seeded, narrow: An
     assert TAMPERED in names and "registry.acme.test/ml/train:v1" not in names
     narrow.goto(live.url + "/assets?status=unowned")
     names = narrow.locator("tbody tr td:first-child").all_inner_texts()
-    assert names == [HOSTILE_NAME]  # the tampered image's unowned file: its worst is a conflict
+    # the tampered image's unowned file: its worst is a conflict; the driver host's libcuda and
+    # NVML belong to no package record
+    assert names == [HOSTILE_NAME, DRIVER_HOST]
+    # the advisory column: the worst severity a host is affected by, linked to those findings
+    narrow.goto(live.url + "/assets?kind=host")
+    cell = narrow.locator("tbody tr", has_text=DRIVER_HOST).locator("a[href*='advisory_status']")
+    assert cell.inner_text().startswith("high")
 
 
 def test_the_asset_page_lists_its_gate_decisions(live: Seeded, narrow: Any) -> None:

@@ -157,13 +157,34 @@ def list_advisories(
         str | None,
         Query(max_length=128, description="a product name contains this text (GeForce, CUDA)"),
     ] = None,
+    affected: Annotated[
+        bool | None,
+        Query(
+            description="true: only advisories some asset is affected by (an `affected` "
+            "finding on its latest scan); false: only those no asset is"
+        ),
+    ] = None,
+    sort: Annotated[
+        Literal["newest", "severity", "affected"],
+        Query(
+            description="newest published first, worst severity (then score) first, or the "
+            "most affected assets first"
+        ),
+    ] = "newest",
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> dict[str, Any]:
     """Advisories by CVE, newest first: every bulletin naming it, its top severity and score,
-    and whether a document's published digest did not match."""
+    how many assets it affects, and whether a document's published digest did not match."""
     return advisories.list_advisories(
-        session, cve=cve, severity=severity, product=product, limit=limit, offset=offset
+        session,
+        cve=cve,
+        severity=severity,
+        product=product,
+        affected=affected,
+        sort=sort,
+        limit=limit,
+        offset=offset,
     )
 
 

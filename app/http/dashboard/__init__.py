@@ -21,6 +21,7 @@ from fastapi.staticfiles import StaticFiles
 from app.domain.oidc import OpenIdProvider
 from app.http.dashboard import (
     admin,
+    advisories,
     assets,
     auth,
     compliance,
@@ -51,6 +52,7 @@ router.include_router(overview.router)
 router.include_router(assets.router)
 router.include_router(libraries.router)
 router.include_router(drift.router)
+router.include_router(advisories.router)
 router.include_router(compliance.router)
 router.include_router(decisions.router)
 router.include_router(policies.router)

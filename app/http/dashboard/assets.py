@@ -10,7 +10,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from app.clock import utcnow
-from app.domain import compliance, gate
+from app.domain import compliance, gate, vulnerabilities
 from app.domain.dashboard import compliance_by_framework
 from app.domain.inventory import filters, queries, sbom
 from app.domain.inventory.history import scan_changes
@@ -39,6 +39,16 @@ GATE_CHOICES = ("deny", "warn", "allow", "none")
 SORT_CHOICES = tuple(s for column in filters.SORTS for s in (column, f"-{column}"))
 #: the file filter of the asset page: every GPU library, or only the findings
 FILE_CHOICES = ("all", "findings")
+#: the asset page's advisory findings shown (affected first); the tabs filter by status
+VULNERABILITIES_SHOWN = 50
+#: the asset page's advisory tabs: open (default: affected or under investigation: what a
+#: person acts on; the rest would make a host with the toolkit's libraries a long page of
+#: not-affected rows), all, then each status
+ADVISORY_FILTERS: dict[str, tuple[str, ...] | None] = {
+    "open": vulnerabilities.OPEN_STATUSES,
+    "all": None,
+}
+ADVISORY_TABS = (*ADVISORY_FILTERS, *vulnerabilities.STATUSES)
 
 # Form fields arrive empty when left blank (a GET form sends every field): empty means "any";
 # any other value is checked as the API checks it, and a value that cannot match is a 400 page.
@@ -119,8 +129,8 @@ def asset_list(
             "assets": result["items"],
             "statuses": queries.asset_statuses(session, ids),
             "decisions": gate.latest_decisions(session, ids),
-            # advisories are not matched yet: the column appears once a severity is known
-            "severities": {},
+            # the worst advisory each asset is affected by; the column shows once one is
+            "severities": vulnerabilities.worst_affected(session, ids),
             "sort": sort,
             "pager": pager,
             "filters": {
@@ -185,12 +195,18 @@ def asset_page(
     session: SessionDep,
     asset_id: IdPath,
     files: Annotated[str | None, Query(max_length=16)] = None,
+    advisory_status: Annotated[str | None, Query(max_length=32)] = None,
     page: PageNumber = 1,
     per_page: PerPage = 50,
 ) -> Response:
-    """One asset: its gate decisions, libraries grouped by directory a page at a time (all or
-    only the findings), image trust, compliance, scan history with changes, SBOMs."""
+    """One asset: its gate decisions, advisory findings (affected first, by status), libraries
+    grouped by directory a page at a time (all or only the findings), image trust, compliance,
+    scan history with changes, SBOMs."""
     shown = filters.check_choice("files", blank_to_none(files), FILE_CHOICES) or "all"
+    vuln_status = (
+        filters.check_choice("advisory_status", blank_to_none(advisory_status), ADVISORY_TABS)
+        or "open"
+    )
     detail = queries.asset_detail(session, asset_id)
     history = detail["history"]
     changes = scan_changes(session, [scan["id"] for scan in history[: CHANGES_SHOWN + 1]])
@@ -199,6 +215,15 @@ def asset_page(
     listed = findings if shown == "findings" else libraries
     pager = Pager(page, per_page, len(listed))
     decisions = gate.list_decisions(session, DECISIONS_SHOWN, 0, asset_id=asset_id)
+    vuln_counts = vulnerabilities.asset_status_counts(session, asset_id)
+    findings_page = vulnerabilities.asset_vulnerabilities(
+        session,
+        asset_id,
+        status=ADVISORY_FILTERS.get(vuln_status, vuln_status),
+        limit=VULNERABILITIES_SHOWN,
+        offset=0,
+        by_status=True,
+    )
     return render(
         request,
         "asset.html",
@@ -215,6 +240,11 @@ def asset_page(
             "decisions": decisions["items"],
             "decisions_total": decisions["total"],
             "latest_decisions": gate.latest_decisions(session, [asset_id])[asset_id],
+            "vulns": findings_page,
+            "vuln_status": vuln_status,
+            "vuln_statuses": vulnerabilities.STATUSES,
+            "vuln_counts": vuln_counts,
+            "vuln_open_count": sum(vuln_counts[s] for s in vulnerabilities.OPEN_STATUSES),
             "compliance": compliance_by_framework(
                 compliance.asset_compliance(session, asset_id, utcnow())
             ),

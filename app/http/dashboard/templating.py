@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from app.http.dashboard.paging import url_with
+from app.http.dashboard.publisher_html import publisher_html
 from scanner.wording import counted, plural
 
 #: the pages' policy: their stylesheet and nothing else, no inline script or style, no framing
@@ -78,6 +79,7 @@ NAV = [
     NavItem("/assets", "Assets"),
     NavItem("/libraries", "Libraries"),
     NavItem("/drift", "Drift"),
+    NavItem("/advisories", "Advisories"),
     NavItem("/compliance", "Compliance"),
     NavItem("/decisions", "Gate decisions"),
     NavItem("/policies", "Policies"),
@@ -89,6 +91,8 @@ _env.filters["when"] = _when
 _env.filters["counted"] = counted
 _env.filters["plural"] = plural
 _env.filters["breakable"] = _breakable
+# a publisher's advisory notes: allow-listed HTML (publisher_html.py), never the text as given
+_env.filters["publisher_html"] = publisher_html
 _env.globals["percent"] = _percent
 _env.globals["nav"] = NAV
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, exists, func, select, text
+from sqlalchemy import and_, case, exists, func, select, text
 from sqlalchemy.orm import Session
 
 from app.storage.base import table
 from app.storage.tables import AdvisoryDocument as Doc
+from app.storage.tables import AdvisoryFinding as Finding
 from app.storage.tables import AdvisoryProductStatus as Status
 from app.storage.tables import AdvisoryVulnerability as Vuln
+from app.storage.tables import AssetAdvisoryMatch as Match
 
 #: PostgreSQL advisory lock key serializing advisory imports ("gadv")
 _LOCK_KEY = 0x67616476
@@ -61,7 +63,25 @@ def add_statuses(session: Session, rows: Sequence[dict[str, Any]]) -> None:
         session.execute(table(Status).insert(), list(rows))
 
 
-def _filters(cve: str | None, severity: str | None, product: str | None) -> list[Any]:
+def _severity_rank(column: Any) -> Any:
+    """LOW 1 … CRITICAL 4 (0: none), so the worst statement of a CVE is its maximum."""
+    return case(
+        {"CRITICAL": 4, "HIGH": 3, "MEDIUM": 2, "LOW": 1}, value=func.upper(column), else_=0
+    )
+
+
+def affected_somewhere() -> Any:
+    """A condition on ``Vuln``: some asset holds a stack with an ``affected`` finding of it."""
+    return exists().where(
+        Finding.cve == Vuln.cve,
+        Finding.status == "affected",
+        exists().where(Match.stack == Finding.stack),
+    )
+
+
+def _filters(
+    cve: str | None, severity: str | None, product: str | None, affected: bool | None
+) -> list[Any]:
     where: list[Any] = []
     if cve:
         where.append(Vuln.cve == cve)
@@ -82,7 +102,38 @@ def _filters(cve: str | None, severity: str | None, product: str | None) -> list
                 )
             )
         )
+    if affected is not None:
+        where.append(affected_somewhere() if affected else ~affected_somewhere())
     return where
+
+
+def affected_counts_query(cves: Sequence[str] | None = None) -> Any:
+    """(cve, n) of the assets holding an ``affected`` finding of each CVE: each asset holds one
+    stack, so the sum of the sizes of the distinct stacks with such a finding (the where-used
+    rows are counted per stack, never joined per finding)."""
+    pairs = select(Finding.cve, Finding.stack).where(Finding.status == "affected")
+    if cves is not None:
+        pairs = pairs.where(Finding.cve.in_(cves))
+    distinct_pairs = pairs.distinct().subquery()
+    sizes = select(Match.stack, func.count().label("n")).group_by(Match.stack).subquery()
+    return (
+        select(distinct_pairs.c.cve, func.sum(sizes.c.n).label("n"))
+        .join(sizes, sizes.c.stack == distinct_pairs.c.stack)
+        .group_by(distinct_pairs.c.cve)
+    )
+
+
+def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
+    """Per CVE, the number of assets with an ``affected`` finding (absent: none)."""
+    if not cves:
+        return {}
+    rows = session.execute(affected_counts_query(cves)).all()
+    return {str(c): int(n) for c, n in rows}
+
+
+#: the list's orders: newest published first (default), worst severity first, most affected
+#: assets first; each then by CVE id for a stable page
+SORTS = ("newest", "severity", "affected")
 
 
 def cve_page(
@@ -91,22 +142,60 @@ def cve_page(
     cve: str | None,
     severity: str | None,
     product: str | None,
+    affected: bool | None = None,
+    sort: str = "newest",
     limit: int,
     offset: int,
 ) -> tuple[list[str], int]:
-    """A page of the CVEs matching the filters (newest published first) and their number."""
-    where = _filters(cve, severity, product)
+    """A page of the CVEs matching the filters in the order ``sort`` names, and their number."""
+    where = _filters(cve, severity, product, affected)
     total = session.scalar(select(func.count(func.distinct(Vuln.cve))).where(*where)) or 0
-    newest = func.max(Vuln.published_at)
-    rows = session.execute(
-        select(Vuln.cve)
-        .where(*where)
-        .group_by(Vuln.cve)
-        .order_by(newest.desc().nulls_last(), Vuln.cve)
-        .limit(limit)
-        .offset(offset)
-    ).all()
+    newest = func.max(Vuln.published_at).desc().nulls_last()
+    query = select(Vuln.cve).where(*where).group_by(Vuln.cve)
+    if sort == "severity":
+        order = [
+            func.max(_severity_rank(Vuln.severity)).desc(),
+            func.max(Vuln.cvss).desc().nulls_last(),
+            newest,
+        ]
+    elif sort == "affected":
+        counts = affected_counts_query().subquery()
+        query = query.outerjoin(counts, counts.c.cve == Vuln.cve)
+        order = [func.max(func.coalesce(counts.c.n, 0)).desc(), newest]
+    else:
+        order = [newest]
+    rows = session.execute(query.order_by(*order, Vuln.cve).limit(limit).offset(offset)).all()
     return [r[0] for r in rows], int(total)
+
+
+def severity_counts(
+    session: Session, *, cve: str | None, product: str | None, affected: bool | None
+) -> dict[str, int]:
+    """Per severity (as the list's filter reads it: some bulletin states it), the CVEs
+    matching the other filters."""
+    where = _filters(cve, None, product, affected)
+    rows = session.execute(
+        select(func.upper(Vuln.severity), func.count(func.distinct(Vuln.cve)))
+        .where(*where, Vuln.severity.is_not(None))
+        .group_by(func.upper(Vuln.severity))
+    ).all()
+    return {str(s): int(n) for s, n in rows}
+
+
+def assets_affected_at(session: Session, severities: Sequence[str]) -> int:
+    """The assets holding an ``affected`` finding of a CVE some bulletin rates at one of
+    ``severities`` (each asset counted once: it holds one stack)."""
+    rated = select(Vuln.cve).where(func.upper(Vuln.severity).in_([s.upper() for s in severities]))
+    stacks = (
+        select(Finding.stack)
+        .where(Finding.status == "affected", Finding.cve.in_(rated))
+        .distinct()
+        .subquery()
+    )
+    total = session.scalar(
+        select(func.count()).select_from(Match).where(Match.stack.in_(select(stacks.c.stack)))
+    )
+    return int(total or 0)
 
 
 def by_cves(session: Session, cves: Sequence[str]) -> Sequence[tuple[Vuln, Doc]]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, exists, func, insert, select, text, update
+from sqlalchemy import case, delete, exists, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
@@ -22,6 +22,12 @@ from app.storage.tables import Asset, AssetLibrary, AssetProduct
 from app.storage.tables import AssetAdvisoryMatch as Match
 
 _CHUNK = 500
+#: findings in the order a person acts on them: affected, under investigation, fixed, not
+STATUS_ORDER = case(
+    {"affected": 0, "under_investigation": 1, "fixed": 2, "not_affected": 3},
+    value=Finding.status,
+    else_=4,
+)
 
 
 def replace_products(
@@ -197,18 +203,27 @@ def drop_unused_stacks(session: Session) -> None:
 
 
 def findings_of(
-    session: Session, asset_id: int, status: str | None, limit: int, offset: int
+    session: Session,
+    asset_id: int,
+    status: str | Sequence[str] | None,
+    limit: int,
+    offset: int,
+    *,
+    by_status: bool = False,
 ) -> tuple[Sequence[Finding], int]:
-    """A page of one asset's findings (its stack's, by CVE) and their number."""
+    """A page of one asset's findings of this status (or these) — its stack's, newest CVE
+    first; ``by_status``: affected ones first — and their number."""
     stack = select(Match.stack).where(Match.asset_id == asset_id).scalar_subquery()
     where = [Finding.stack == stack]
-    if status is not None:
+    if isinstance(status, str):
         where.append(Finding.status == status)
+    elif status is not None:
+        where.append(Finding.status.in_(status))
     total = session.scalar(select(func.count()).select_from(Finding).where(*where)) or 0
     rows = session.scalars(
         select(Finding)
         .where(*where)
-        .order_by(Finding.cve.desc(), Finding.id)
+        .order_by(*([STATUS_ORDER] if by_status else []), Finding.cve.desc(), Finding.id)
         .limit(limit)
         .offset(offset)
     ).all()
@@ -235,22 +250,66 @@ def affected_by_cve(
         .join(Asset, Asset.id == Match.asset_id)
         .where(*where)
     )
-    total = session.scalar(select(func.count()).select_from(joined.subquery())) or 0
-    rows = session.execute(joined.order_by(Asset.id, Finding.id).limit(limit).offset(offset)).all()
-    return [(f, a) for f, a in rows], int(total)
-
-
-def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
-    """Per CVE, the number of distinct assets with an ``affected`` finding."""
-    if not cves:
-        return {}
+    # each finding appears once per asset holding its stack: the number is the sum of those
+    # stacks' sizes, counted per stack (never joined per asset)
+    stacks = select(Finding.stack).where(*where)
+    sizes = (
+        select(Match.stack, func.count().label("n"))
+        .where(Match.stack.in_(stacks))
+        .group_by(Match.stack)
+        .subquery()
+    )
+    total = session.scalar(
+        select(func.coalesce(func.sum(sizes.c.n), 0))
+        .select_from(Finding)
+        .join(sizes, sizes.c.stack == Finding.stack)
+        .where(*where)
+    )
     rows = session.execute(
-        select(Finding.cve, func.count(func.distinct(Match.asset_id)))
-        .join(Match, Match.stack == Finding.stack)
-        .where(Finding.cve.in_(cves), Finding.status == "affected")
-        .group_by(Finding.cve)
+        joined.order_by(STATUS_ORDER, Asset.id, Finding.id).limit(limit).offset(offset)
     ).all()
-    return {str(c): int(n) for c, n in rows}
+    return [(f, a) for f, a in rows], int(total or 0)
+
+
+def status_counts(session: Session, cve: str) -> dict[str, int]:
+    """Per status, the assets with a finding of one CVE in it (an asset with two products of
+    one status counts once)."""
+    rows = session.execute(
+        select(Finding.status, func.count(func.distinct(Match.asset_id)))
+        .join(Match, Match.stack == Finding.stack)
+        .where(Finding.cve == cve)
+        .group_by(Finding.status)
+    ).all()
+    return {str(s): int(n) for s, n in rows}
+
+
+def asset_status_counts(session: Session, asset_id: int) -> dict[str, int]:
+    """Per status, the CVEs with a finding of that status on one asset."""
+    stack = select(Match.stack).where(Match.asset_id == asset_id).scalar_subquery()
+    rows = session.execute(
+        select(Finding.status, func.count(func.distinct(Finding.cve)))
+        .where(Finding.stack == stack)
+        .group_by(Finding.status)
+    ).all()
+    return {str(s): int(n) for s, n in rows}
+
+
+def worst_affected(session: Session, asset_ids: Sequence[int]) -> dict[int, str]:
+    """Per asset, the highest severity (LOW … CRITICAL) among the CVEs it is affected by."""
+    if not asset_ids:
+        return {}
+    rank = case(
+        {"CRITICAL": 4, "HIGH": 3, "MEDIUM": 2, "LOW": 1}, value=func.upper(Vuln.severity), else_=0
+    )
+    rows = session.execute(
+        select(Match.asset_id, func.max(rank))
+        .join(Finding, Finding.stack == Match.stack)
+        .join(Vuln, Vuln.cve == Finding.cve)
+        .where(Match.asset_id.in_(asset_ids), Finding.status == "affected")
+        .group_by(Match.asset_id)
+    ).all()
+    names = {4: "CRITICAL", 3: "HIGH", 2: "MEDIUM", 1: "LOW"}
+    return {int(a): names[int(r)] for a, r in rows if int(r or 0) in names}
 
 
 def vulnerability_facts(session: Session, cves: Sequence[str]) -> Sequence[tuple[Vuln, Doc]]:
