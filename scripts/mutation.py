@@ -596,6 +596,9 @@ def main(argv: list[str]) -> int:
     tree = WORK / "tree"
     copy_tree(tree)
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+    # the copy holds no ignored build outputs: the SSO tests' OpenID Provider (node modules
+    # that `make oidc-provider` installs) is the checkout's
+    os.environ.setdefault("GPUPROV_OIDC_PROVIDER_MODULES", str(ROOT / "build" / "oidc-provider"))
     failed = False
     started = time.monotonic()
     for n, module in enumerate(todo):
