@@ -160,6 +160,8 @@ def import_advisory(
     doc = repo.document(session, adv.publisher_namespace, adv.tracking_id)
     updated = _when(adv.updated)
     if doc is not None:
+        # read from its publisher now, whatever the revision rules make of it
+        doc.checked_at = now
         if doc.content_sha256 == digest:
             # the same bytes: only what the digest file said may have changed
             doc.digest_mismatch = digest_mismatch
@@ -197,6 +199,7 @@ def import_advisory(
     doc.source = source[:2048]
     doc.digest_mismatch = digest_mismatch
     doc.imported_at = now
+    doc.checked_at = now
     doc.previous_version = previous
     session.flush()
     _store_vulnerabilities(session, doc, adv, previous, now)

@@ -390,6 +390,7 @@ def advisory_facts(
     stored feed (its newest import) they must have been matched against: the ``advisories``
     rule's input, from stored facts only."""
     feed_at, documents = repo.feed_state(session)
+    checked_at = repo.feed_checked_at(session)
     stacks = repo.stacks_of(session, asset_ids)
     rows = repo.findings_of_stacks(session, sorted({s.key for s in stacks.values()}))
     by_stack: dict[str, list[AdvisoryFinding]] = defaultdict(list)
@@ -431,6 +432,7 @@ def advisory_facts(
             )
         out[asset_id] = AdvisoryFacts(
             feed_at=feed_at,
+            checked_at=checked_at,
             documents=documents,
             source="the service's stored feed",
             findings=tuple(found),

@@ -733,6 +733,9 @@ class AdvisoryDocument(Base):
     #: the .sha256 published beside it did not match (imported anyway, marked)
     digest_mismatch: Mapped[bool] = mapped_column(Boolean, server_default=false())
     imported_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: when an import last read this document from its publisher, changed or not (the feed's
+    #: age for the advisories rule: an unchanged sync keeps it fresh)
+    checked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     #: the revision this one replaced (None for the first)
     previous_version: Mapped[str | None] = mapped_column(String(64))
 

@@ -65,11 +65,12 @@ def _feed_problem(rule: D.AdvisoriesRule, feed: AdvisoryFacts, now: datetime) ->
     if feed.stale is not None:
         return feed.stale
     if rule.max_feed_age_hours is not None:
-        hours = (now - feed.feed_at).total_seconds() / 3600
+        checked = feed.checked_at or feed.feed_at
+        hours = (now - checked).total_seconds() / 3600
         if hours > rule.max_feed_age_hours:
             return (
-                f"the advisory feed ({feed.source}) is {hours:.1f} h old (imported "
-                f"{feed.feed_at.isoformat()}), more than max_feed_age_hours "
+                f"the advisory feed ({feed.source}) is {hours:.1f} h old (last read "
+                f"{checked.isoformat()}), more than max_feed_age_hours "
                 f"{rule.max_feed_age_hours:g}: import the feed again"
             )
     return None

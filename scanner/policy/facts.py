@@ -103,6 +103,9 @@ class AdvisoryFacts(Struct, frozen=True):
     findings: tuple[VulnerabilityFact, ...] = ()
     #: why the findings do not speak for the feed as it is now (matched against an older one)
     stale: str | None = None
+    #: when the feed was last read from its publisher, changed or not (service: the newest
+    #: import that read a document; None: ``feed_at``): its age for ``max_feed_age_hours``
+    checked_at: datetime | None = None
 
 
 class AssetFacts(Struct, frozen=True):

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
+from sqlalchemy import select, text
 
 from app.cli_advisories import import_paths
 from app.clock import utcnow
 from app.domain import analyses
 from app.main import create_app
-from app.storage.tables import Asset
+from app.storage.tables import AdvisoryDocument, Asset
 from scanner.advisories.document import DEFAULT_MAX_BYTES
 from scanner.bom.cyclonedx import to_json
 from scanner.pipeline import ScanOptions, run_scan
@@ -382,11 +382,24 @@ def test_ignores_and_the_feed_age_in_the_service(
     # the stored feed (and the findings matched against it) imported two days ago
     two_days = utcnow() - timedelta(days=2)
     with service.db.transaction(write=True) as session:
-        session.execute(text("UPDATE advisory_document SET imported_at = :t"), {"t": two_days})
+        session.execute(
+            text("UPDATE advisory_document SET imported_at = :t, checked_at = :t"),
+            {"t": two_days},
+        )
         session.execute(text("UPDATE advisory_stack SET feed_imported_at = :t"), {"t": two_days})
     result = _rule(_gate(service.client, ci, hosts["patched"]))
     assert (result["status"], result["missing_input"]) == ("fail", True)
     assert "more than max_feed_age_hours 24" in result["message"]
+    # a scheduled sync that finds nothing new: the feed was read from its publisher just now,
+    # so it is fresh again, and the findings still speak for it (nothing changed)
+    again = import_paths(
+        service.db, [PSIRT / "2025/5703"], strict=False, max_bytes=DEFAULT_MAX_BYTES
+    )
+    assert (again.imported, again.unchanged, again.refused) == (0, 1, [])
+    with service.db.transaction() as session:
+        (imported,) = session.scalars(select(AdvisoryDocument.imported_at)).all()
+    assert imported < utcnow() - timedelta(days=1)
+    assert _gate(service.client, ci, hosts["patched"])["decision"] == "allow"
     # findings matched against another feed than the one stored now: a missing input
     with service.db.transaction(write=True) as session:
         session.execute(text("UPDATE advisory_document SET imported_at = :t"), {"t": utcnow()})

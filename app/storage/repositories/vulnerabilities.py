@@ -113,6 +113,13 @@ def feed_state(session: Session) -> tuple[datetime | None, int]:
     return row[0], int(row[1] or 0)
 
 
+def feed_checked_at(session: Session) -> datetime | None:
+    """When an import last read a document of the stored feed (changed or not)."""
+    newest = func.max(func.coalesce(Doc.checked_at, Doc.imported_at))
+    found: datetime | None = session.execute(select(newest)).scalar_one()
+    return found
+
+
 def lock_stack(session: Session, key: str) -> None:
     """Serialize the matching of one stack for the rest of the transaction (two reports of
     one new stack never both write its findings); SQLite writers already run one at a time."""

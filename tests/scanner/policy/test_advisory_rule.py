@@ -87,11 +87,22 @@ def test_a_feed_older_than_its_limit_is_a_missing_input(hours: float) -> None:
     out = run({**HIGH, "max_feed_age_hours": hours}, feed())
     if hours < 2.0:  # 2.0: exactly its age, not older
         assert (out.status, out.missing_input) == (Status.FAIL, True)
-        assert out.message.startswith("the advisory feed (files psirt) is 2.0 h old (imported ")
+        assert out.message.startswith("the advisory feed (files psirt) is 2.0 h old (last read ")
         assert f"more than max_feed_age_hours {hours:g}" in out.message
         assert ev(out)["feed_at"] == (NOW - timedelta(hours=2)).isoformat()
     else:
         assert out.status is Status.PASS
+
+
+def test_the_feed_is_as_old_as_its_last_reading_not_its_last_change() -> None:
+    """A scheduled sync that finds nothing new reads the feed: it is fresh from then on."""
+    rule = {**HIGH, "max_feed_age_hours": 1}
+    old = NOW - timedelta(days=30)
+    fresh = run(rule, feed(feed_at=old, checked_at=NOW - timedelta(minutes=5)))
+    assert fresh.status is Status.PASS
+    stale = run(rule, feed(feed_at=old, checked_at=NOW - timedelta(hours=3)))
+    assert (stale.status, stale.missing_input) == (Status.FAIL, True)
+    assert "3.0 h old" in stale.message
 
 
 def test_without_an_age_limit_an_old_feed_still_counts() -> None:
