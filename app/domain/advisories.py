@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from app.errors import AppError, NotFound, PayloadTooLarge
 from app.storage.repositories import advisories as repo
 from app.storage.repositories import vulnerabilities as vuln_repo
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryDocument, AdvisoryVulnerability
 from scanner.advisories.document import Advisory, DocumentRefused, ProductStatus, Vulnerability
 from scanner.advisories.feed import read_document
@@ -276,8 +277,10 @@ def list_advisories(
     product: str | None,
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
-    """A page of advisories (one per CVE, every bulletin naming it), newest first."""
+    """A page of advisories (one per CVE, every bulletin naming it), newest first; affected
+    asset counts of the caller's ``scope``."""
     if severity is not None and severity.upper() not in SEVERITIES:
         raise AppError(f"severity must be one of {', '.join(s.lower() for s in SEVERITIES)}", 422)
     cves, total = repo.cve_page(
@@ -286,14 +289,14 @@ def list_advisories(
     grouped: dict[str, list[tuple[AdvisoryVulnerability, AdvisoryDocument]]] = {c: [] for c in cves}
     for vuln, doc in repo.by_cves(session, cves):
         grouped[vuln.cve].append((vuln, doc))
-    counts = vuln_repo.affected_counts(session, cves)
+    counts = vuln_repo.affected_counts(session, cves, scope)
     items = [_summary(c, grouped[c], counts.get(c, 0)) for c in cves if grouped[c]]
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
-def get_advisory(session: Session, cve: str) -> dict[str, Any]:
+def get_advisory(session: Session, cve: str, scope: AssetScope | None = None) -> dict[str, Any]:
     """One CVE with each bulletin's statement of it and every product status (closed ones
-    with the reason)."""
+    with the reason); the affected asset count of the caller's ``scope``."""
     pairs = list(repo.by_cves(session, [cve]))
     if not pairs:
         raise NotFound(f"no advisory names {cve}")
@@ -322,7 +325,7 @@ def get_advisory(session: Session, cve: str) -> dict[str, Any]:
             }
         )
     return {
-        **_summary(cve, pairs, vuln_repo.affected_counts(session, [cve]).get(cve, 0)),
+        **_summary(cve, pairs, vuln_repo.affected_counts(session, [cve], scope).get(cve, 0)),
         "documents": [
             {
                 "bulletin": d.tracking_id,

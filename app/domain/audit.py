@@ -28,6 +28,9 @@ ACTIONS = (
     "advisory.import",
     "ci_trust.put",
     "ci_trust.delete",
+    "team.put",
+    "team.delete",
+    "asset.labels",
     # a stored document found altered behind the service's back (app/domain/stored.py)
     "integrity.mismatch",
 )

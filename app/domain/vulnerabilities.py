@@ -21,7 +21,9 @@ from sqlalchemy.orm import Session
 
 from app.errors import NotFound
 from app.storage.repositories import advisories as adv_repo
+from app.storage.repositories import scopes
 from app.storage.repositories import vulnerabilities as repo
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryFinding, AdvisoryProductStatus, AssetProduct
 from scanner.advisories.match import (
     TOOLKIT_FAMILIES,
@@ -289,12 +291,17 @@ def _item(f: AdvisoryFinding, facts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def asset_vulnerabilities(
-    session: Session, asset_id: int, *, status: str | None, limit: int, offset: int
+    session: Session,
+    asset_id: int,
+    *,
+    status: str | None,
+    limit: int,
+    offset: int,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
-    """A page of one asset's findings, with the feed they were matched against."""
-    from app.storage.tables import Asset
-
-    if session.get(Asset, asset_id) is None:
+    """A page of one asset's findings, with the feed they were matched against (404 for an
+    asset outside the caller's ``scope``, as for none)."""
+    if not scopes.asset_visible(session, asset_id, scope):
         raise NotFound(f"no asset {asset_id}")
     rows, total = repo.findings_of(session, asset_id, status, limit, offset)
     facts = _facts_by_cve(session, [r.cve for r in rows])
@@ -308,12 +315,19 @@ def asset_vulnerabilities(
 
 
 def advisory_affected(
-    session: Session, cve: str, *, status: str | None, limit: int, offset: int
+    session: Session,
+    cve: str,
+    *,
+    status: str | None,
+    limit: int,
+    offset: int,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
-    """A page of the assets one CVE was matched on: each with its files and versions."""
+    """A page of the assets (of the caller's ``scope``) one CVE was matched on: each with its
+    files and versions."""
     if not adv_repo.by_cves(session, [cve]):
         raise NotFound(f"no advisory names {cve}")
-    rows, total = repo.affected_by_cve(session, cve, status, limit, offset)
+    rows, total = repo.affected_by_cve(session, cve, status, limit, offset, scope)
     facts = _facts_by_cve(session, [cve]).get(cve, {})
     return {
         "cve": cve,
@@ -332,6 +346,8 @@ def advisory_affected(
     }
 
 
-def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
-    """Per CVE, how many assets an ``affected`` finding names."""
-    return repo.affected_counts(session, cves)
+def affected_counts(
+    session: Session, cves: Sequence[str], scope: AssetScope | None = None
+) -> dict[str, int]:
+    """Per CVE, how many assets (of the scope) an ``affected`` finding names."""
+    return repo.affected_counts(session, cves, scope)

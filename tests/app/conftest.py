@@ -49,10 +49,12 @@ TABLES = (
     "node_gpu",
     "node_injected",
     "asset_label",
+    "asset_scope_label",
     "scan",
     "asset",
     "audit_event",
     "api_token",
+    "team",
     "ci_trust_rule",
     "ci_token_use",
 )

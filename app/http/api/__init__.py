@@ -12,6 +12,7 @@ from app.http.api import (
     policies,
     provenance,
     reports,
+    teams,
     tokens,
 )
 
@@ -26,3 +27,4 @@ router.include_router(gate.router)
 router.include_router(compliance.router)
 router.include_router(ci_trust.router)
 router.include_router(advisories.router)
+router.include_router(teams.router)

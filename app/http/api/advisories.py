@@ -129,7 +129,7 @@ def post_advisory(
 
 @router.get("/advisories", response_model=AdvisoryPage, response_model_exclude_none=False)
 def list_advisories(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     cve: Annotated[
         str | None, Query(max_length=64, description="exactly this CVE (CVE-2025-23280)")
@@ -148,7 +148,13 @@ def list_advisories(
     """Advisories by CVE, newest first: every bulletin naming it, its top severity and score,
     and whether a document's published digest did not match."""
     return advisories.list_advisories(
-        session, cve=cve, severity=severity, product=product, limit=limit, offset=offset
+        session,
+        cve=cve,
+        severity=severity,
+        product=product,
+        limit=limit,
+        offset=offset,
+        scope=reader.scope,
     )
 
 
@@ -158,13 +164,13 @@ def list_advisories(
     responses=error_responses((404, "no stored advisory names this CVE")),
 )
 def get_advisory(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     cve: Annotated[str, Path(min_length=1, max_length=64, description="the CVE id")],
 ) -> dict[str, Any]:
     """One CVE: each document's statement of it with every product's status and version text
     (closed statuses with the reason a newer revision gave)."""
-    return advisories.get_advisory(session, cve)
+    return advisories.get_advisory(session, cve, reader.scope)
 
 
 FindingStatus = Annotated[
@@ -179,7 +185,7 @@ FindingStatus = Annotated[
     responses=error_responses((404, "no stored advisory names this CVE")),
 )
 def get_advisory_affected(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     cve: Annotated[str, Path(min_length=1, max_length=64, description="the CVE id")],
     status: FindingStatus = None,
@@ -189,7 +195,7 @@ def get_advisory_affected(
     """The assets this CVE was matched on, with the files and versions found and the answer
     (affected, not_affected with a justification, fixed, under_investigation)."""
     return vulnerabilities.advisory_affected(
-        session, cve, status=status, limit=limit, offset=offset
+        session, cve, status=status, limit=limit, offset=offset, scope=reader.scope
     )
 
 
@@ -199,7 +205,7 @@ def get_advisory_affected(
     responses=error_responses((404, "no such asset")),
 )
 def get_asset_vulnerabilities(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     asset_id: IdPath,
     status: FindingStatus = None,
@@ -209,5 +215,5 @@ def get_asset_vulnerabilities(
     """The advisories matched on one asset: per CVE and product found, the answer with its
     evidence, and the feed (imported when) it was matched against."""
     return vulnerabilities.asset_vulnerabilities(
-        session, asset_id, status=status, limit=limit, offset=offset
+        session, asset_id, status=status, limit=limit, offset=offset, scope=reader.scope
     )

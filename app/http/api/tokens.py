@@ -91,6 +91,7 @@ def create_token(
             expires_at=expires_at,
             actor=principal.actor,
             policy_names=body.policies,
+            team=body.team,
         )
     except BadRequest as e:  # the body's content: 422, as every refused body
         raise AppError(e.message, 422, details=[{"pointer": "/body", "message": e.message}]) from e

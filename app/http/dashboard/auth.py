@@ -128,7 +128,7 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
     person_cookie = request.cookies.get(PERSON_COOKIE)
     if person_cookie and settings.oidc_enabled:
         with db.transaction() as session:
-            person = users.session_of(session, person_cookie, now)
+            person = users.session_of(session, person_cookie, now, settings.oidc_roles)
         if person is not None:
             if (now - person.verified_at).total_seconds() >= settings.oidc_refresh_seconds:
                 # the groups are read again from the provider: a removed group ends access

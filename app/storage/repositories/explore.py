@@ -7,11 +7,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Row, RowMapping, Select, and_, distinct, exists, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    RowMapping,
+    Select,
+    and_,
+    distinct,
+    exists,
+    func,
+    or_,
+    select,
+)
 from sqlalchemy.orm import Session, aliased
 
-from app.storage.repositories import fleet
+from app.storage.repositories import fleet, scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import (
     Artifact,
     Asset,
@@ -36,6 +49,12 @@ _FILE_COLUMNS = (
     Artifact.integrity,
     Artifact.provenance,
 )
+
+
+def _visible(asset_id: Any, scope: AssetScope | None) -> list[ColumnElement[bool]]:
+    """The scope's condition on an asset id column, as a list to splat into ``where``."""
+    condition = scopes.in_scope(asset_id, scope)
+    return [] if condition is None else [condition]
 
 
 def _escape_like(text: str) -> str:
@@ -189,18 +208,37 @@ _CONFLICT_FILES = (
 
 
 def conflicting_groups(
-    session: Session, family: str | None, limit: int
+    session: Session, family: str | None, limit: int, scope: AssetScope | None = None
 ) -> Sequence[Row[str, str | None, str | None, int | None, str | None]]:
     """The first ``limit`` (family, component, version, CUDA major, arch) of current files seen
     with more than one digest, from the (library, digest) pairs kept at ingest (reading the
-    current files' covering index instead took 150-300 ms at 20,000 assets)."""
-    return fleet.conflicting_groups(session, family, limit)
+    current files' covering index instead took 150-300 ms at 20,000 assets); for a scoped
+    caller, over the scope's current files (the kept pairs are the whole fleet's)."""
+    if scope is None:
+        return fleet.conflicting_groups(session, family, limit)
+    conds = [*_CONFLICT_FILES, scopes.asset_condition(scope)]
+    if family:
+        conds.append(Artifact.family == family)
+    pairs = (
+        select(*_GROUP, Artifact.sha256)
+        .join(Asset, Asset.id == Artifact.asset_id)
+        .where(*conds)
+        .distinct()
+        .subquery()
+    )
+    columns = [pairs.c[c.key] for c in _GROUP]
+    return session.execute(
+        select(*columns).group_by(*columns).having(func.count() > 1).order_by(*columns).limit(limit)
+    ).all()
 
 
 def conflict_digests(
-    session: Session, groups: Sequence[Row[str, str | None, str | None, int | None, str | None]]
+    session: Session,
+    groups: Sequence[Row[str, str | None, str | None, int | None, str | None]],
+    scope: AssetScope | None = None,
 ) -> Sequence[Row[str, str | None, str | None, int | None, str | None, str, int, str]]:
-    """For these groups, each digest with how many assets hold it and an example path."""
+    """For these groups, each digest with how many assets (of the scope) hold it and an
+    example path."""
     if not groups:
         return []
     same = or_(
@@ -221,7 +259,7 @@ def conflict_digests(
             func.count(distinct(Artifact.asset_id)),
             func.min(Artifact.path),
         )
-        .where(*_CONFLICT_FILES, same)
+        .where(*_CONFLICT_FILES, same, *_visible(Artifact.asset_id, scope))
         .group_by(*_GROUP, Artifact.sha256)
         .order_by(*_GROUP, Artifact.sha256)
     ).all()

@@ -13,6 +13,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.storage.base import table
+from app.storage.repositories import scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryDocument as Doc
 from app.storage.tables import AdvisoryFinding as Finding
 from app.storage.tables import AdvisoryProductStatus as Status
@@ -223,12 +225,20 @@ def match_state(session: Session, asset_id: int) -> Stack | None:
 
 
 def affected_by_cve(
-    session: Session, cve: str, status: str | None, limit: int, offset: int
+    session: Session,
+    cve: str,
+    status: str | None,
+    limit: int,
+    offset: int,
+    scope: AssetScope | None = None,
 ) -> tuple[Sequence[tuple[Finding, Asset]], int]:
-    """A page of the findings of one CVE with the assets holding them, and their number."""
+    """A page of the findings of one CVE with the assets (of the scope) holding them, and their
+    number."""
     where = [Finding.cve == cve]
     if status is not None:
         where.append(Finding.status == status)
+    if scope is not None:
+        where.append(scopes.asset_condition(scope))
     joined = (
         select(Finding, Asset)
         .join(Match, Match.stack == Finding.stack)
@@ -240,14 +250,20 @@ def affected_by_cve(
     return [(f, a) for f, a in rows], int(total)
 
 
-def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
-    """Per CVE, the number of distinct assets with an ``affected`` finding."""
+def affected_counts(
+    session: Session, cves: Sequence[str], scope: AssetScope | None = None
+) -> dict[str, int]:
+    """Per CVE, the number of distinct assets (of the scope) with an ``affected`` finding."""
     if not cves:
         return {}
+    where = [Finding.cve.in_(cves), Finding.status == "affected"]
+    visible = scopes.in_scope(Match.asset_id, scope)
+    if visible is not None:
+        where.append(visible)
     rows = session.execute(
         select(Finding.cve, func.count(func.distinct(Match.asset_id)))
         .join(Match, Match.stack == Finding.stack)
-        .where(Finding.cve.in_(cves), Finding.status == "affected")
+        .where(*where)
         .group_by(Finding.cve)
     ).all()
     return {str(c): int(n) for c, n in rows}
