@@ -15,6 +15,7 @@ from app.domain.tokens import create_token
 from app.storage.tables import AuditEvent
 from tests.app import boms
 from tests.app.conftest import JSON_HEADERS, Service, auth
+from tests.app.test_auth import PROMOTION
 
 ML_IMAGE = "registry.example.com/ml/train:1.0"
 PROD_IMAGE = "registry.example.com/prod/serve:2.0"
@@ -294,12 +295,9 @@ def test_gate_decisions_and_images_outside_the_scope_are_not_found(
     service: Service, fleet: dict[str, Any], post_report: Callable[..., Any]
 ) -> None:
     admin = fleet["admin"]
-    policy = (
-        "apiVersion: gpuprov.dev/v1\nkind: PromotionPolicy\nname: prod\nrules:\n  integrity: {}\n"
-    )
     put = service.client.put(
         "/api/v1/policies/prod",
-        content=policy.encode(),
+        content=PROMOTION.encode(),
         headers={**admin, "Content-Type": "application/yaml"},
     )
     assert put.status_code == 201, put.text
