@@ -68,6 +68,7 @@ def current_files(
     sha256: str | None = None,
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> tuple[Sequence[RowMapping], int]:
     """A page of current library files with this file name (exact, or a glob with ``*``) or
     this SHA-256, with their assets, and how many there are. The digest is read from the
@@ -81,6 +82,7 @@ def current_files(
             conds.append(Artifact.name.like(pattern, escape="\\"))
         else:
             conds.append(Artifact.name == name)
+    conds.extend(_visible(Artifact.asset_id, scope))
     total = session.scalar(select(func.count()).select_from(Artifact).where(*conds)) or 0
     rows = (
         session.execute(
@@ -97,13 +99,16 @@ def current_files(
     return rows, int(total)
 
 
-def _labelled(key: str, value: str) -> Select[int]:
-    return select(AssetLabel.asset_id).where(AssetLabel.key == key, AssetLabel.value == value)
+def _labelled(key: str, value: str, scope: AssetScope | None = None) -> Select[int]:
+    return select(AssetLabel.asset_id).where(
+        AssetLabel.key == key, AssetLabel.value == value, *_visible(AssetLabel.asset_id, scope)
+    )
 
 
-def labelled_count(session: Session, key: str, value: str) -> int:
-    """How many assets carry the label ``key=value``."""
-    return session.scalar(select(func.count()).select_from(_labelled(key, value).subquery())) or 0
+def labelled_count(session: Session, key: str, value: str, scope: AssetScope | None = None) -> int:
+    """How many assets (of the scope) carry the label ``key=value``."""
+    labelled = _labelled(key, value, scope).subquery()
+    return session.scalar(select(func.count()).select_from(labelled)) or 0
 
 
 def parity_gaps(
@@ -114,16 +119,18 @@ def parity_gaps(
     family: str | None,
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> tuple[Sequence[Row[str, str | None, int]], int]:
     """(family, version, assets) run by assets labelled ``key=target`` that no asset labelled
-    ``key=baseline`` runs, a page of them by family and version, and how many there are."""
+    ``key=baseline`` runs (both of the scope), a page of them by family and version, and how
+    many there are."""
     base = aliased(AssetLibrary)
     missing = ~exists().where(
-        base.asset_id.in_(_labelled(key, baseline)),
+        base.asset_id.in_(_labelled(key, baseline, scope)),
         base.family == AssetLibrary.family,
         base.version.is_not_distinct_from(AssetLibrary.version),
     )
-    conds = [AssetLibrary.asset_id.in_(_labelled(key, target)), missing]
+    conds = [AssetLibrary.asset_id.in_(_labelled(key, target, scope)), missing]
     if family:
         conds.append(AssetLibrary.family == family)
     grouped = (
@@ -156,12 +163,14 @@ def parity_gaps(
 
 
 def rescanned_assets(
-    session: Session, limit: int, offset: int
+    session: Session, limit: int, offset: int, scope: AssetScope | None = None
 ) -> tuple[Sequence[Row[int, str, str, int]], int]:
-    """A page of the assets that have an earlier scan than their latest, most recently scanned
-    first: (id, kind, name, latest scan id), and how many there are."""
+    """A page of the assets (of the scope) that have an earlier scan than their latest, most
+    recently scanned first: (id, kind, name, latest scan id), and how many there are."""
     earlier = exists().where(Scan.asset_id == Asset.id, Scan.id != Asset.latest_scan_id)
     conds = [Asset.latest_scan_id.is_not(None), earlier]
+    if scope is not None:
+        conds.append(scopes.asset_condition(scope))
     total = session.scalar(select(func.count()).select_from(Asset).where(*conds)) or 0
     rows = session.execute(
         select(Asset.id, Asset.kind, Asset.name, Asset.latest_scan_id)
@@ -181,9 +190,16 @@ def asset_names(session: Session, asset_ids: Sequence[int]) -> dict[int, tuple[s
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-def decision_by_id(session: Session, decision_id: int) -> GateDecision | None:
-    """One recorded gate decision."""
-    return session.get(GateDecision, decision_id)
+def decision_by_id(
+    session: Session, decision_id: int, scope: AssetScope | None = None
+) -> GateDecision | None:
+    """One recorded gate decision (None outside the scope: one on another team's asset)."""
+    row = session.get(GateDecision, decision_id)
+    if row is None or scope is None:
+        return row
+    if row.asset_id is None or not scopes.asset_visible(session, row.asset_id, scope):
+        return None
+    return row
 
 
 def policy_names(session: Session) -> list[str]:
