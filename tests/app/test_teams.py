@@ -9,12 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from app.domain.tokens import create_token
 from app.storage.tables import AuditEvent
 from tests.app import boms
 from tests.app.conftest import JSON_HEADERS, Service, auth
+from tests.app.pages import csrf_of, login
 from tests.app.test_auth import PROMOTION
 
 ML_IMAGE = "registry.example.com/ml/train:1.0"
@@ -326,3 +328,54 @@ def test_gate_decisions_and_images_outside_the_scope_are_not_found(
     summary = service.client.get("/api/v1/compliance", params={"policy": "prod"}, headers=ml)
     assert summary.status_code == 200
     assert summary.json()["assets"]["evaluated"] + summary.json()["assets"]["outdated"] == 1
+
+
+# -- the dashboard's admin page ----------------------------------------------------------
+
+
+def test_the_admin_page_stores_teams_and_labels_with_csrf_and_audit(
+    service: Service, fleet: dict[str, Any]
+) -> None:
+    client = TestClient(service.client.app)
+    assert login(client, service.token("admin", name="web-admin")).status_code == 303
+    page = client.get("/admin/teams")
+    assert page.status_code == 200 and "<td>ml</td>" in page.text and "<td>prod</td>" in page.text
+    csrf = csrf_of(page.text)
+    form = {"name": "infra", "labels": "team=infra\nenv=prod", "groups": "infra-eng", "users": ""}
+    refused = client.post("/admin/teams", data=form)
+    assert refused.status_code == 403  # no CSRF token
+    stored = client.post("/admin/teams", data={**form, "csrf_token": csrf})
+    assert stored.status_code == 200 and "Stored team infra." in stored.text, stored.text
+    bad = client.post("/admin/teams", data={**form, "labels": "no-equals", "csrf_token": csrf})
+    assert bad.status_code == 422 and "not key=value" in bad.text
+    asset_id = fleet["ids"]["registry.example.com/lab/toy:0.1"]
+    labelled = client.post(
+        "/admin/teams/labels",
+        data={"asset_id": str(asset_id), "labels": "team=infra\nenv=prod", "csrf_token": csrf},
+    )
+    assert labelled.status_code == 200 and "env=prod, team=infra" in labelled.text
+    assert _team_of(service, fleet["admin"], "infra") == {"registry.example.com/lab/toy:0.1"}
+    # a token of infra's now exists (its reader above): the team stays, and the page says why
+    kept = client.post("/admin/teams/infra/delete", data={"csrf_token": csrf})
+    assert kept.status_code == 409 and "belong to team" in kept.text
+    removed = client.post("/admin/teams/prod/delete", data={"csrf_token": csrf})
+    assert removed.status_code == 200 and "Removed team prod." in removed.text
+    with service.db.session() as session:
+        events = session.scalars(
+            select(AuditEvent)
+            .where(AuditEvent.action.in_(["team.put", "team.delete", "asset.labels"]))
+            .where(AuditEvent.source == "web")
+            .order_by(AuditEvent.id)
+        ).all()
+    assert [(e.action, e.actor) for e in events] == [
+        ("team.put", "web-admin"),
+        ("asset.labels", "web-admin"),
+        ("team.delete", "web-admin"),
+    ]
+    assert all(e.actor_token_id is not None for e in events)
+
+
+def test_the_admin_page_is_for_admins_only(service: Service, fleet: dict[str, Any]) -> None:
+    client = TestClient(service.client.app)
+    assert login(client, service.token("inventory:read", name="reader")).status_code == 303
+    assert client.get("/admin/teams").status_code == 403
