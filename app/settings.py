@@ -151,6 +151,9 @@ class Settings(BaseSettings):
     #: label keys that only admins assign (``PUT /api/v1/assets/{id}/labels``): a report's
     #: labels of these keys, and of the keys teams select on, are ignored (docs/teams.md)
     scoping_labels: list[str] = Field(default_factory=list, max_length=256)
+    #: what a non-admin caller in no team sees: ``fleet`` (everything, as before teams) or
+    #: ``none`` (no asset: with teams in use, leaving a team's group leaves its assets)
+    teamless_access: Literal["fleet", "none"] = "fleet"
     #: the provider's name on the login page's button
     oidc_provider_name: str = Field(default="single sign-on", min_length=1, max_length=64)
     #: seconds a signed-in session is trusted before the provider is asked again (groups and

@@ -202,22 +202,31 @@ class Membership:
 
 
 UNSCOPED = Membership((), None)
+#: a caller in no team with GPUPROV_TEAMLESS_ACCESS=none: no asset at all
+TEAMLESS = Membership((), AssetScope(()))
+
+
+def _teamless(access: str) -> Membership:
+    return TEAMLESS if access == "none" else UNSCOPED
 
 
 def _selector(row: Any) -> TeamSelector:
     return TeamSelector(tuple(sorted(dict(row.labels).items())), tuple(row.names))
 
 
-def _membership(rows: Sequence[Any]) -> Membership:
+def _membership(rows: Sequence[Any], teamless: str = "fleet") -> Membership:
     if not rows:
-        return UNSCOPED
+        return _teamless(teamless)
     return Membership(tuple(r.name for r in rows), AssetScope(tuple(_selector(r) for r in rows)))
 
 
-def token_membership(db: Session | Connection, team: int | None) -> Membership:
-    """A token's team and scope (no team: the whole fleet, as before teams existed)."""
+def token_membership(
+    db: Session | Connection, team: int | None, teamless: str = "fleet"
+) -> Membership:
+    """A token's team and scope (no team: the whole fleet, as before teams existed, or nothing
+    with ``teamless`` ``none``)."""
     if team is None:
-        return UNSCOPED
+        return _teamless(teamless)
     rows = [r for r in repo.team_rows(db) if r.id == team]
     # a token whose team vanished sees nothing rather than everything (the FK forbids it)
     return _membership(rows) if rows else Membership(("?",), AssetScope(()))
@@ -229,9 +238,11 @@ def person_membership(
     subject: str,
     groups: Iterable[str],
     mapped_teams: Iterable[str] = (),
+    teamless: str = "fleet",
 ) -> Membership:
     """A signed-in person's teams: those naming them (issuer and subject), one of their groups,
-    or mapped from a group by GPUPROV_OIDC_ROLES; no team: the whole fleet."""
+    or mapped from a group by GPUPROV_OIDC_ROLES; no team: the whole fleet, or nothing with
+    ``teamless`` ``none`` (GPUPROV_TEAMLESS_ACCESS)."""
     mine, named = set(groups), set(mapped_teams)
     rows = [
         r
@@ -244,7 +255,7 @@ def person_membership(
     if missing and not rows:
         # a group mapped to a team that does not exist confines to nothing, never to everything
         return Membership(tuple(sorted(missing)), AssetScope(()))
-    return _membership(rows)
+    return _membership(rows, teamless)
 
 
 # -- scoping labels ---------------------------------------------------------------------

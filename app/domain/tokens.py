@@ -323,9 +323,12 @@ def _summary(token: ApiToken) -> dict[str, Any]:
     }
 
 
-def authenticate(db: Session | Connection, secret: str, now: datetime | None = None) -> Principal:
+def authenticate(
+    db: Session | Connection, secret: str, now: datetime | None = None, teamless: str = "fleet"
+) -> Principal:
     """The principal of a bearer secret; raises `Unauthorized` for unknown, revoked or expired
-    tokens (unknown and revoked ones get the same message)."""
+    tokens (unknown and revoked ones get the same message). ``teamless``: what a token of no
+    team sees (GPUPROV_TEAMLESS_ACCESS)."""
     row = repo.credentials(db, hash_secret(secret))
     if row is None:
         raise Unauthorized("unknown or revoked token", reason="invalid")
@@ -333,7 +336,7 @@ def authenticate(db: Session | Connection, secret: str, now: datetime | None = N
         raise Unauthorized("unknown or revoked token", reason="revoked")
     if row.expires_at is not None and row.expires_at <= (now or utcnow()):
         raise Unauthorized("the token has expired", reason="expired")
-    team = token_membership(db, row.team_id)
+    team = token_membership(db, row.team_id, teamless)
     return Principal(
         row.id,
         row.name,
@@ -347,7 +350,7 @@ def authenticate(db: Session | Connection, secret: str, now: datetime | None = N
 
 
 def session_principal(
-    db: Session | Connection, token_id: int, now: datetime
+    db: Session | Connection, token_id: int, now: datetime, teamless: str = "fleet"
 ) -> tuple[Principal, str] | None:
     """The principal of a dashboard session's token and the token's stored hash (the session is
     bound to it); None when the token is gone, revoked or expired, which ends its sessions."""
@@ -356,7 +359,7 @@ def session_principal(
         return None
     if row.expires_at is not None and row.expires_at <= now:
         return None
-    team = token_membership(db, row.team_id)
+    team = token_membership(db, row.team_id, teamless)
     principal = Principal(
         row.id,
         row.name,

@@ -171,7 +171,11 @@ class PersonSession:
 
 
 def session_of(
-    db: Session, cookie: str | None, now: datetime, roles: Mapping[str, Any] | None = None
+    db: Session,
+    cookie: str | None,
+    now: datetime,
+    roles: Mapping[str, Any] | None = None,
+    teamless: str = "fleet",
 ) -> PersonSession | None:
     """The session a cookie names, its person in the teams that name them or their groups
     (GPUPROV_OIDC_ROLES, ``roles``, may map a group to a team); None when there is none or it
@@ -187,7 +191,7 @@ def session_of(
     role = Role(row.role)
     groups = list(user.groups or ())
     team = person_membership(
-        db, user.issuer, user.subject, groups, mapped_teams(groups, roles or {})
+        db, user.issuer, user.subject, groups, mapped_teams(groups, roles or {}), teamless
     )
     principal = Principal(
         None,

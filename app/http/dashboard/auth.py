@@ -128,7 +128,9 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
     person_cookie = request.cookies.get(PERSON_COOKIE)
     if person_cookie and settings.oidc_enabled:
         with db.transaction() as session:
-            person = users.session_of(session, person_cookie, now, settings.oidc_roles)
+            person = users.session_of(
+                session, person_cookie, now, settings.oidc_roles, settings.teamless_access
+            )
         if person is not None:
             if (now - person.verified_at).total_seconds() >= settings.oidc_refresh_seconds:
                 # the groups are read again from the provider: a removed group ends access
@@ -145,7 +147,7 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
         outlived = signer.outlived(cookie, int(now.timestamp()))
         raise LoginRequired(_here(request), SessionEnd.SESSION_EXPIRED if outlived else None)
     with db.lookup() as conn:
-        found = session_principal(conn, data.token_id, now)
+        found = session_principal(conn, data.token_id, now, settings.teamless_access)
         ended = session_end(conn, data.token_id, now) if found is None else None
     if found is None or not same_token(signer.binding(found[1]), data.binding):
         # a binding to another hash: the token this session logged in with is gone
