@@ -437,6 +437,7 @@ def _teams_context(session: SessionDep, settings: SettingsDep) -> dict[str, Any]
         "teams": [teams.team_dict(t) for t in teams.list_teams(session)],
         "mappings": mappings,
         "scoping_labels": settings.scoping_labels,
+        "teamless": settings.teamless_access,
     }
 
 
