@@ -130,6 +130,8 @@ class Service:
             not in (
                 "api_token",
                 "audit_event",
+                "team",
+                "asset_scope_label",  # admins assign these (a team token's new asset too)
                 "ci_trust_rule",
                 "ci_token_use",
                 *PROVENANCE_TABLES,

@@ -71,7 +71,7 @@ class ScopeLabelsIn(BaseModel):
 
 class ScopeLabelsOut(BaseModel):
     asset_id: int
-    labels: dict[str, str]
+    labels: dict[str, str] = Field(examples=[{"team": "ml", "env": "prod"}])
 
 
 async def _json(request: Request, what: str) -> Any:
