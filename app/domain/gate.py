@@ -240,8 +240,10 @@ def gate_scan(
 
 def _image(session: Session, digest: str, scope: AssetScope | None = None) -> tuple[Asset, Scan]:
     asset = repo.image_by_digest(session, digest)
-    # outside the caller's team scope reads as not stored at all (no 403 confirming it exists)
-    if asset is None or asset.latest_scan_id is None or not repo.visible(session, asset.id, scope):
+    if asset is None or asset.latest_scan_id is None:
+        raise NotFound(f"no image with digest {digest} in the inventory; push its report first")
+    if scope is not None and not repo.visible(session, asset.id, scope):
+        # outside the caller's team scope reads as not stored at all (no 403 confirming it)
         raise NotFound(f"no image with digest {digest} in the inventory; push its report first")
     scan = repo.scan_by_id(session, asset.latest_scan_id)
     assert scan is not None  # latest_scan_id references a scan
@@ -493,7 +495,8 @@ def promotion_diff(
     )
     if replaced is None or replaced.latest_scan_id is None:
         return None
-    if not repo.visible(session, replaced.id, scope):  # another team's image is never named
+    if scope is not None and not repo.visible(session, replaced.id, scope):
+        # another team's image is never named
         return None
     old_scan = repo.scan_by_id(session, replaced.latest_scan_id)
     assert old_scan is not None

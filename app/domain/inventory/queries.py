@@ -74,7 +74,7 @@ def find_asset(session: Session, asset_id: int, scope: AssetScope | None = None)
     """The asset with this id (404 when there is none, or it lies outside the caller's
     ``scope``: the same answer, so a scoped caller learns nothing of other teams' assets)."""
     asset = asset_repo.by_id(session, asset_id)
-    if asset is None or not scopes.asset_visible(session, asset_id, scope):
+    if asset is None or (scope is not None and not scopes.asset_visible(session, asset_id, scope)):
         raise NotFound(f"no asset with id {asset_id}")
     return asset
 
