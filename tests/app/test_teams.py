@@ -379,3 +379,17 @@ def test_the_admin_page_is_for_admins_only(service: Service, fleet: dict[str, An
     client = TestClient(service.client.app)
     assert login(client, service.token("inventory:read", name="reader")).status_code == 303
     assert client.get("/admin/teams").status_code == 403
+
+
+def test_the_cli_makes_and_lists_a_team_token(service: Service, fleet: dict[str, Any]) -> None:
+    from tests.app.test_cli import _run
+
+    create = ("token", "create", "--scope", "inventory:read", "--database-url", service.url)
+    code, out, err = _run(*create, "--name", "ml-cli", "--team", "ml")
+    assert code == 0, err
+    secret = out.strip().splitlines()[-1]
+    assert _names(service.client.get("/api/v1/assets", headers=auth(secret))) == {ML_IMAGE}
+    code, out, _ = _run("token", "list", "--database-url", service.url)
+    assert any("ml-cli" in line and "team=ml" in line for line in out.splitlines()), out
+    code, _, err = _run(*create, "--name", "x", "--team", "nope")
+    assert code == 2 and "no team named" in err
