@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from app.clock import utcnow
@@ -27,7 +27,7 @@ from app.errors import BadRequest, Conflict, InvalidReport, NotFound
 from app.storage.repositories import assets as asset_repo
 from app.storage.repositories import scopes as repo
 from app.storage.repositories.scopes import AssetScope, TeamSelector
-from app.storage.tables import ApiToken, Team
+from app.storage.tables import Team
 
 #: a team's name: what the API path, the token's ``team`` and the group mapping name
 TEAM_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
@@ -170,9 +170,7 @@ def delete_team(session: Session, name: str, actor: Actor) -> Team:
     team = repo.team_by_name(session, check_team_name(name), lock=True)
     if team is None:
         raise NotFound(f"no team named {name!r}")
-    holders = session.scalar(
-        select(func.count()).select_from(ApiToken).where(ApiToken.team_id == team.id)
-    )
+    holders = repo.token_count(session, team.id)
     if holders:
         raise Conflict(
             f"{holders} token(s) belong to team {name!r}; revoke them (or move them) first"
@@ -295,6 +293,13 @@ def check_scope_labels(body: Any) -> dict[str, str]:
         except InvalidReport as e:
             raise BadRequest(e.message) from e
     return dict(sorted(labels.items()))
+
+
+def scope_labels_of(session: Session, asset_id: int) -> dict[str, str]:
+    """The scoping labels an admin assigned to the asset (404 for no asset)."""
+    if not repo.asset_visible(session, asset_id, None):
+        raise NotFound(f"no asset with id {asset_id}")
+    return repo.scope_labels(session, asset_id)
 
 
 def assign_labels(

@@ -15,7 +15,6 @@ from app.http.bodylimit import SMALL_BODY_BYTES
 from app.http.deps import Admin, SessionDep, WriteSessionDep
 from app.http.params import IdPath
 from app.http.schemas import error_responses
-from app.storage.repositories import scopes
 from scanner.loaders import DocumentError, load_json
 
 router = APIRouter(tags=["teams"])
@@ -165,9 +164,7 @@ def delete_team(principal: Admin, session: WriteSessionDep, name: TeamName) -> d
 )
 def get_scope_labels(_: Admin, session: SessionDep, asset_id: IdPath) -> dict[str, Any]:
     """The scoping labels an admin assigned to the asset."""
-    if not scopes.asset_visible(session, asset_id, None):
-        raise AppError(f"no asset with id {asset_id}", 404)
-    return {"asset_id": asset_id, "labels": scopes.scope_labels(session, asset_id)}
+    return {"asset_id": asset_id, "labels": teams.scope_labels_of(session, asset_id)}
 
 
 @router.put(

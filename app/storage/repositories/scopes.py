@@ -21,6 +21,7 @@ from sqlalchemy import (
     delete,
     exists,
     false,
+    func,
     insert,
     literal,
     or_,
@@ -32,7 +33,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.expression import ColumnElement as _Element
 
 from app.storage.base import table
-from app.storage.tables import Asset, AssetScopeLabel, Team
+from app.storage.tables import ApiToken, Asset, AssetScopeLabel, Team
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +156,12 @@ def team_rows(db: Session | Connection) -> list[Any]:
             )
         ).all()
     )
+
+
+def token_count(session: Session, team_id: int) -> int:
+    """How many tokens (revoked ones too) belong to the team."""
+    count = select(func.count()).select_from(ApiToken).where(ApiToken.team_id == team_id)
+    return int(session.scalar(count) or 0)
 
 
 def team_by_name(session: Session, name: str, *, lock: bool = False) -> Team | None:
