@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 
 from app.clock import utcnow
 from app.domain.audit import Actor, record
-from app.domain.patterns import trimmed_text
-from app.domain.report_parser import check_label
+from app.domain.patterns import CONTROL, SPACE_OR_CONTROL
+from app.domain.report_parser import LABEL_PATTERN, check_label
 from app.errors import BadRequest, Conflict, InvalidReport, NotFound
 from app.storage.repositories import assets as asset_repo
 from app.storage.repositories import scopes as repo
@@ -32,9 +32,15 @@ from app.storage.tables import Team
 #: a team's name: what the API path, the token's ``team`` and the group mapping name
 TEAM_NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 _TEAM_NAME = re.compile(TEAM_NAME_PATTERN)
-#: an asset name pattern of a team: ``*`` and ``?`` over literal characters
-NAME_PATTERN = trimmed_text(1024)
+#: an asset name pattern of a team: ``*`` and ``?`` over literal characters (no ``[`` ``]``),
+#: 1-1024 characters without control characters or white space around them
+NAME_PATTERN = (
+    rf"^[^{SPACE_OR_CONTROL}\[\]](?:[^{CONTROL}\[\]]{{0,1022}}[^{SPACE_OR_CONTROL}\[\]])?$"
+)
 _NAME = re.compile(NAME_PATTERN)
+#: a scoping label's key and value (the rules of the labels reports carry: `check_label`)
+LABEL_KEY_PATTERN = LABEL_PATTERN.split("=", 1)[0] + "$"
+LABEL_VALUE_PATTERN = r"^[^\u0000-\u001f\u007f]{0,256}$"
 MAX_ITEMS = 256
 
 
@@ -88,14 +94,14 @@ def check_team(body: Mapping[str, Any]) -> TeamSpec:
             raise BadRequest(e.message) from e
     names = _strings(body, "names")
     for pattern in names:
+        if isinstance(pattern, str) and ("[" in pattern or "]" in pattern):
+            raise BadRequest(
+                f"name pattern {pattern[:80]!r}: team patterns know * and ? only (no [ ])"
+            )
         if not isinstance(pattern, str) or not _NAME.fullmatch(pattern):
             raise BadRequest(
                 f"name pattern {str(pattern)[:80]!r} must be 1-1024 characters without control "
                 "characters or white space around them"
-            )
-        if "[" in pattern or "]" in pattern:
-            raise BadRequest(
-                f"name pattern {pattern[:80]!r}: team patterns know * and ? only (no [ ])"
             )
     if not labels and not names:
         raise BadRequest(
@@ -184,7 +190,7 @@ def team_id(session: Session, name: str) -> int:
     """The id of a named team, for a token joining it (400: the name is the caller's input)."""
     team = repo.team_by_name(session, check_team_name(name))
     if team is None:
-        raise BadRequest(f"no team named {name!r}")
+        raise NotFound(f"no team named {name!r}")
     return team.id
 
 

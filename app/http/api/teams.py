@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from app.domain import teams
 from app.errors import AppError, BadRequest
@@ -36,16 +36,53 @@ class TeamUser(BaseModel):
     subject: str = Field(max_length=1024)
 
 
-class TeamIn(BaseModel):
-    """A team: members (users by ID token issuer and subject, IdP groups) and an asset scope
-    (scoping labels the assets carry, all of them, and name patterns, any of them)."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [_EXAMPLE]})
-
-    labels: dict[str, str] = Field(default_factory=dict, max_length=256)
-    names: list[str] = Field(default_factory=list, max_length=256)
-    users: list[TeamUser] = Field(default_factory=list, max_length=256)
-    groups: list[str] = Field(default_factory=list, max_length=256)
+_LABELS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "maxProperties": 256,
+    "propertyNames": {"pattern": teams.LABEL_KEY_PATTERN},
+    "additionalProperties": {"type": "string", "pattern": teams.LABEL_VALUE_PATTERN},
+}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 1024}
+#: the body as the domain checks it (`teams.check_team`): a scope of at least one label or pattern
+_TEAM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "labels": _LABELS_SCHEMA,
+        "names": {
+            "type": "array",
+            "maxItems": 256,
+            "items": {"type": "string", "maxLength": 1024, "pattern": teams.NAME_PATTERN},
+        },
+        "users": {
+            "type": "array",
+            "maxItems": 256,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["issuer", "subject"],
+                "properties": {"issuer": _TEXT, "subject": _TEXT},
+            },
+        },
+        "groups": {
+            "type": "array",
+            "maxItems": 256,
+            "items": {"type": "string", "minLength": 1, "maxLength": 256},
+        },
+    },
+    "anyOf": [
+        {"required": ["labels"], "properties": {"labels": {"minProperties": 1}}},
+        {"required": ["names"], "properties": {"names": {"minItems": 1}}},
+    ],
+    "examples": [_EXAMPLE],
+}
+_SCOPE_LABELS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["labels"],
+    "properties": {"labels": _LABELS_SCHEMA},
+    "examples": [{"labels": {"team": "ml", "env": "prod"}}],
+}
 
 
 class TeamOut(BaseModel):
@@ -60,12 +97,6 @@ class TeamOut(BaseModel):
 
 class TeamList(BaseModel):
     items: list[TeamOut]
-
-
-class ScopeLabelsIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    labels: dict[str, str] = Field(max_length=256, examples=[{"team": "ml", "env": "prod"}])
 
 
 class ScopeLabelsOut(BaseModel):
@@ -115,7 +146,7 @@ async def _labels_request(request: Request, _: Admin) -> dict[str, str]:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": TeamIn.model_json_schema()}},
+            "content": {"application/json": {"schema": _TEAM_SCHEMA}},
         }
     },
     summary="Store a team",
@@ -176,7 +207,7 @@ def get_scope_labels(_: Admin, session: SessionDep, asset_id: IdPath) -> dict[st
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": ScopeLabelsIn.model_json_schema()}},
+            "content": {"application/json": {"schema": _SCOPE_LABELS_SCHEMA}},
         }
     },
     summary="Assign an asset's scoping labels",
