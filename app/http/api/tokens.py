@@ -67,6 +67,7 @@ async def _token_request(request: Request, _: Admin) -> TokenIn:
     status_code=201,
     response_model=NewTokenOut,
     responses=error_responses(
+        (404, "no team of the given name"),
         (413, "larger than 1 MiB"),
         (415, "not JSON"),
     ),
