@@ -277,6 +277,12 @@ def token_create(
             "(2027-01-31, the start of that day UTC) or an RFC 3339 time; default never",
         ),
     ] = None,
+    team: Annotated[
+        str | None,
+        typer.Option(
+            "--team", help="the team whose asset scope confines the token (docs/teams.md)"
+        ),
+    ] = None,
     database_url: DatabaseUrl = None,
 ) -> None:
     """Create a token and print its secret alone on stdout (shown only once)."""
@@ -302,6 +308,7 @@ def token_create(
             expires_at=expires_at,
             actor=cli_actor(),
             policy_names=policy or [],
+            team=team.strip() if team else None,
         )
         token_id = new.token.id
     until = f", expires {expires_at.isoformat()}" if expires_at else ""
@@ -318,10 +325,12 @@ def token_list(database_url: DatabaseUrl = None) -> None:
     """List tokens (never their secrets): a header line, then one token a line, tab-separated."""
 
     from app.clock import utcnow
+    from app.domain.teams import list_teams
     from app.domain.tokens import TokenState, list_tokens, token_state
 
     now = utcnow()
     with _transaction(database_url, "cannot list the tokens", write=False) as session:
+        tokens_team = {team.id: team.name for team in list_teams(session)}
         lines = []
         for t in list_tokens(session):
             known = token_state(t, now)
@@ -336,6 +345,7 @@ def token_list(database_url: DatabaseUrl = None) -> None:
                 state += f" replaced by {t.replaced_by_id}"
             assets = f" assets={','.join(t.asset_patterns)}" if t.asset_patterns else ""
             assets += f" policies={','.join(t.policy_names)}" if t.policy_names else ""
+            assets += f" team={tokens_team[t.team_id]}" if t.team_id in tokens_team else ""
             # tab-separated fields, each printable: a name stored through the API could hold a
             # tab, a newline (a forged row) or an escape sequence for the terminal
             fields = (t.id, t.name, f"{t.prefix}…", ",".join(t.scopes), state + assets)

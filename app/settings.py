@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: shortest accepted GPUPROV_SECRET_KEY: a short key makes session cookies guessable
@@ -25,6 +25,18 @@ def normalize_database_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix) :]
     return url
+
+
+RoleName = Literal["viewer", "analyst", "admin"]
+
+
+class GroupGrant(BaseModel):
+    """What an IdP group gives: a role, and a team whose asset scope confines it (docs/teams.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: RoleName
+    team: str | None = Field(default=None, pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
 class Settings(BaseSettings):
@@ -140,9 +152,16 @@ class Settings(BaseSettings):
     oidc_scopes: str = Field(default="openid email profile groups", max_length=1024)
     #: the ID token claim listing the user's groups
     oidc_groups_claim: str = Field(default="groups", min_length=1, max_length=128)
-    #: group → role (``viewer``, ``analyst`` or ``admin``), a JSON object; a user in no mapped
-    #: group has no access
-    oidc_roles: dict[str, Literal["viewer", "analyst", "admin"]] = Field(default_factory=dict)
+    #: group → role (``viewer``, ``analyst`` or ``admin``), or ``{"role": ..., "team": ...}``
+    #: naming the team the group's members belong to; a JSON object; a user in no mapped group
+    #: has no access
+    oidc_roles: dict[str, RoleName | GroupGrant] = Field(default_factory=dict)
+    #: label keys that only admins assign (``PUT /api/v1/assets/{id}/labels``): a report's
+    #: labels of these keys, and of the keys teams select on, are ignored (docs/teams.md)
+    scoping_labels: list[str] = Field(default_factory=list, max_length=256)
+    #: what a non-admin caller in no team sees: ``fleet`` (everything, as before teams) or
+    #: ``none`` (no asset: with teams in use, leaving a team's group leaves its assets)
+    teamless_access: Literal["fleet", "none"] = "fleet"
     #: the provider's name on the login page's button
     oidc_provider_name: str = Field(default="single sign-on", min_length=1, max_length=64)
     #: seconds a signed-in session is trusted before the provider is asked again (groups and

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from app.errors import AppError, NotFound, PayloadTooLarge
 from app.storage.repositories import advisories as repo
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryDocument, AdvisoryVulnerability
 from scanner.advisories.document import Advisory, DocumentRefused, ProductStatus, Vulnerability
 from scanner.advisories.feed import read_document
@@ -290,10 +291,12 @@ def list_advisories(
     sort: str = "newest",
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
     """A page of advisories (one per CVE, every bulletin naming it), newest first unless
     ``sort`` says ``severity`` (worst first) or ``affected`` (most affected assets first);
-    ``affected``: only those some asset is affected by (true) or none is (false)."""
+    ``affected``: only those some asset is affected by (true) or none is (false); the assets
+    and their counts are those of the caller's ``scope``."""
     if sort not in SORTS:
         raise AppError(f"sort must be one of {', '.join(SORTS)}", 422)
     cves, total = repo.cve_page(
@@ -305,33 +308,41 @@ def list_advisories(
         sort=sort,
         limit=limit,
         offset=offset,
+        scope=scope,
     )
     grouped: dict[str, list[tuple[AdvisoryVulnerability, AdvisoryDocument]]] = {c: [] for c in cves}
     for vuln, doc in repo.by_cves(session, cves):
         grouped[vuln.cve].append((vuln, doc))
-    counts = repo.affected_counts(session, cves)
+    counts = repo.affected_counts(session, cves, scope)
     items = [_summary(c, grouped[c], counts.get(c, 0)) for c in cves if grouped[c]]
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
 def severity_counts(
-    session: Session, *, cve: str | None, product: str | None, affected: bool | None
+    session: Session,
+    *,
+    cve: str | None,
+    product: str | None,
+    affected: bool | None,
+    scope: AssetScope | None = None,
 ) -> dict[str, int]:
     """Per severity (low … critical), how many CVEs the list shows with that severity filter
     and these others."""
-    counts = repo.severity_counts(session, cve=cve, product=product, affected=affected)
+    counts = repo.severity_counts(session, cve=cve, product=product, affected=affected, scope=scope)
     return {s.lower(): counts.get(s, 0) for s in reversed(SEVERITIES)}
 
 
-def assets_affected_by_severity(session: Session) -> dict[str, int]:
-    """Per severity of ``OVERVIEW_SEVERITIES``, the assets with an ``affected`` finding of an
-    advisory of that severity (the overview's cards)."""
-    return {s.lower(): repo.assets_affected_at(session, [s]) for s in OVERVIEW_SEVERITIES}
+def assets_affected_by_severity(
+    session: Session, scope: AssetScope | None = None
+) -> dict[str, int]:
+    """Per severity of ``OVERVIEW_SEVERITIES``, the assets (of the scope) with an ``affected``
+    finding of an advisory of that severity (the overview's cards)."""
+    return {s.lower(): repo.assets_affected_at(session, [s], scope) for s in OVERVIEW_SEVERITIES}
 
 
-def get_advisory(session: Session, cve: str) -> dict[str, Any]:
+def get_advisory(session: Session, cve: str, scope: AssetScope | None = None) -> dict[str, Any]:
     """One CVE with each bulletin's statement of it and every product status (closed ones
-    with the reason)."""
+    with the reason); the affected asset count of the caller's ``scope``."""
     pairs = list(repo.by_cves(session, [cve]))
     if not pairs:
         raise NotFound(f"no advisory names {cve}")
@@ -360,7 +371,7 @@ def get_advisory(session: Session, cve: str) -> dict[str, Any]:
             }
         )
     return {
-        **_summary(cve, pairs, repo.affected_counts(session, [cve]).get(cve, 0)),
+        **_summary(cve, pairs, repo.affected_counts(session, [cve], scope).get(cve, 0)),
         "documents": [
             {
                 "bulletin": d.tracking_id,

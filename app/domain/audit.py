@@ -33,6 +33,9 @@ ACTIONS = (
     "webhook.create",
     "webhook.delete",
     "webhook.rotate",
+    "team.put",
+    "team.delete",
+    "asset.labels",
     # a stored document found altered behind the service's back (app/domain/stored.py)
     "integrity.mismatch",
 )

@@ -28,6 +28,7 @@ from app.errors import NotFound, StoredDocumentAltered
 from app.storage.repositories import compliance as repo
 from app.storage.repositories import gate as gate_repo
 from app.storage.repositories import policies as policy_repo
+from app.storage.repositories.scopes import AssetScope
 from app.storage.session import Database
 from app.storage.tables import Asset, ComplianceAsset, PromotionPolicyVersion
 from scanner.errors import ScannerError
@@ -407,16 +408,22 @@ def _control(catalog: ControlsCatalog, cid: str) -> dict[str, Any]:
 
 
 def summary(
-    session: Session, policy_name: str, framework: str | None, now: datetime
+    session: Session,
+    policy_name: str,
+    framework: str | None,
+    now: datetime,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
-    """Per control the policy cites (of one framework, or all): assets passing, failing and
-    not applicable, counted from the stored statuses."""
+    """Per control the policy cites (of one framework, or all): assets (of the caller's
+    ``scope``) passing, failing and not applicable, counted from the stored statuses."""
     row, loaded = _policy(session, policy_name)
     catalog = default_catalog()
     policy = loaded.policy
     aged = _aged(policy, catalog)
     counts: dict[str, dict[str, int]] = {}
-    for cid, status, stale, n in repo.control_counts(session, row.name, _cutoff(policy, now)):
+    for cid, status, stale, n in repo.control_counts(
+        session, row.name, _cutoff(policy, now), scope
+    ):
         effective = (
             "fail"
             if status == "fail" or (cid in aged and stale)
@@ -431,31 +438,39 @@ def summary(
         for cid in cited_controls(policy, catalog)
         if framework is None or catalog.controls[cid].framework == framework
     ]
-    evaluated, outdated = repo.evaluated_counts(session, row.name, row.version)
+    evaluated, outdated = repo.evaluated_counts(session, row.name, row.version, scope)
     return {
         "policy": {"name": row.name, "version": row.version, "sha256": row.content_sha256},
         "framework": framework,
         "assets": {
             "evaluated": evaluated,
             "outdated": outdated,
-            "not_evaluated": max(0, repo.scanned_asset_count(session) - evaluated - outdated),
+            "not_evaluated": max(
+                0, repo.scanned_asset_count(session, scope) - evaluated - outdated
+            ),
         },
         "controls": controls,
     }
 
 
 def control_detail(
-    session: Session, policy_name: str, control_id: str, now: datetime, limit: int, offset: int
+    session: Session,
+    policy_name: str,
+    control_id: str,
+    now: datetime,
+    limit: int,
+    offset: int,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
-    """The assets failing one control under a policy, each with the failing rules that cite
-    the control and their files."""
+    """The assets (of the caller's ``scope``) failing one control under a policy, each with
+    the failing rules that cite the control and their files."""
     row, loaded = _policy(session, policy_name)
     catalog = default_catalog()
     policy = loaded.policy
     if control_id not in cited_controls(policy, catalog):
         raise NotFound(f"policy {row.name!r} cites no control {control_id!r}")
     cutoff = _cutoff(policy, now) if control_id in _aged(policy, catalog) else None
-    ids, total = repo.failing(session, row.name, control_id, cutoff, limit, offset)
+    ids, total = repo.failing(session, row.name, control_id, cutoff, limit, offset, scope)
     items = []
     for stored, asset in repo.evaluations(session, row.name, ids):
         results = current_results(stored, asset, policy, now)
@@ -511,12 +526,17 @@ def asset_compliance(session: Session, asset_id: int, now: datetime) -> list[dic
 
 
 def export_rows(
-    session: Session, policy_name: str, framework: str | None, now: datetime
+    session: Session,
+    policy_name: str,
+    framework: str | None,
+    now: datetime,
+    scope: AssetScope | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One row per (asset, control) the policy cites: the status as read now (the policy is
-    looked up now, so an unknown one is a 404 before anything is streamed)."""
+    """One row per (asset of the caller's ``scope``, control) the policy cites: the status as
+    read now (the policy is looked up now, so an unknown one is a 404 before anything is
+    streamed)."""
     row, loaded = _policy(session, policy_name)
-    return _export(session, row, loaded, framework, now)
+    return _export(session, row, loaded, framework, now, scope)
 
 
 def _export(
@@ -525,6 +545,7 @@ def _export(
     loaded: LoadedPolicy,
     framework: str | None,
     now: datetime,
+    scope: AssetScope | None = None,
 ) -> Iterator[dict[str, Any]]:
     catalog = default_catalog()
     policy = loaded.policy
@@ -535,7 +556,9 @@ def _export(
         for c in cited_controls(policy, catalog)
         if framework is None or catalog.controls[c].framework == framework
     ]
-    for asset_id, kind, name, cid, status, scanned_at in repo.export_rows(session, row.name, cited):
+    for asset_id, kind, name, cid, status, scanned_at in repo.export_rows(
+        session, row.name, cited, scope=scope
+    ):
         if cid in aged:
             stale = cutoff is not None and (scanned_at is None or scanned_at < cutoff)
             status = "fail" if status == "fail" or stale else "pass"
@@ -602,7 +625,11 @@ def _ref(text: str) -> str:
 
 
 def attestation(
-    session: Session, policy_name: str, framework: str | None, now: datetime
+    session: Session,
+    policy_name: str,
+    framework: str | None,
+    now: datetime,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
     """The fleet's compliance as a CycloneDX 1.6 attestation (CDXA) for auditors: the
     frameworks as `definitions.standards` with the cited controls as requirements; per asset
@@ -642,7 +669,7 @@ def attestation(
     evidence: list[dict[str, Any]] = []
     passing: dict[str, list[str]] = {c: [] for c in cited}
     failing: dict[str, list[str]] = {c: [] for c in cited}
-    for batch in repo.assets_with_scans(session):
+    for batch in repo.assets_with_scans(session, scope=scope):
         for stored, asset in repo.evaluations(session, row.name, [a.id for a in batch]):
             target = f"asset:{asset.id}"
             targets.append(

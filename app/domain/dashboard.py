@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from app.domain import advisories, vulnerabilities
 from app.storage.repositories import overview as repo
+from app.storage.repositories.scopes import AssetScope
 from scanner.policy.controls import default_catalog
 
 
@@ -52,14 +53,17 @@ _FINDING_WHY = {
 }
 
 
-def overview(session: Session, now: datetime) -> dict[str, Any]:
-    """The overview page's figures, a handful of aggregate statements."""
-    kinds = repo.asset_kinds(session)
-    files, integrity_ok, provenance_ok, modified, unowned, conflict = repo.file_verdicts(session)
-    modified_assets, unowned_assets = repo.finding_assets(session)
-    decisions = repo.decisions_since(session, now - timedelta(days=7))
+def overview(session: Session, now: datetime, scope: AssetScope | None = None) -> dict[str, Any]:
+    """The overview page's figures, a handful of aggregate statements (over the caller's
+    ``scope``: a team sees its own fleet)."""
+    kinds = repo.asset_kinds(session, scope)
+    files, integrity_ok, provenance_ok, modified, unowned, conflict = repo.file_verdicts(
+        session, scope
+    )
+    modified_assets, unowned_assets = repo.finding_assets(session, scope)
+    decisions = repo.decisions_since(session, now - timedelta(days=7), scope)
     versions: dict[str, list[tuple[str, int]]] = {family: [] for family, _ in CHARTED_FAMILIES}
-    for family, version, count in repo.versions_in_use(session, list(versions)):
+    for family, version, count in repo.versions_in_use(session, list(versions), scope):
         versions[family].append((version, int(count)))
     for family, counted in versions.items():
         # the most used first, then by version; the chart shows the first CHART_BARS
@@ -78,7 +82,7 @@ def overview(session: Session, now: datetime) -> dict[str, Any]:
             "last_seen": last_seen,
         }
         for rank, asset_id, kind, name, count, path, family, version, last_seen in (
-            repo.urgent_findings(session, URGENT_LIMIT)
+            repo.urgent_findings(session, URGENT_LIMIT, scope)
         )
     ]
     return {
@@ -90,12 +94,12 @@ def overview(session: Session, now: datetime) -> dict[str, Any]:
         "modified": {"files": int(modified), "assets": int(modified_assets)},
         "unowned": {"files": int(unowned), "assets": int(unowned_assets)},
         "provenance_conflicts": int(conflict),
-        "digest_conflicts": repo.digest_conflict_count(session),
+        "digest_conflicts": repo.digest_conflict_count(session, scope),
         "decisions": {d: decisions.get(d, 0) for d in ("allow", "warn", "deny")},
         "versions": versions,
         "urgent": urgent,
         "advisories": {
-            "assets_affected": advisories.assets_affected_by_severity(session),
+            "assets_affected": advisories.assets_affected_by_severity(session, scope),
             **{k: feed[k] for k in ("documents", "imported_at")},
         },
     }

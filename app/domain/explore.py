@@ -22,6 +22,7 @@ from app.domain.report_parser import check_label
 from app.errors import BadRequest, InvalidReport, NotFound
 from app.storage.repositories import explore as repo
 from app.storage.repositories import inventory as inventory_repo
+from app.storage.repositories.scopes import AssetScope
 from scanner.policy.controls import default_catalog
 
 _SHA256 = re.compile(r"(?:sha256:)?([0-9a-fA-F]{64})")
@@ -33,7 +34,9 @@ def _page(items: list[dict[str, Any]], total: int, limit: int, offset: int) -> d
     return {"items": items, "total": total, "limit": limit, "offset": offset}
 
 
-def search_files(session: Session, q: str, limit: int, offset: int) -> dict[str, Any]:
+def search_files(
+    session: Session, q: str, limit: int, offset: int, scope: AssetScope | None = None
+) -> dict[str, Any]:
     """Current library files whose SHA-256 is ``q`` (64 hex digits, ``sha256:`` optional) or
     whose file name is ``q`` (exact, or a glob with ``*``); says which it searched by."""
     q = q.strip()
@@ -44,7 +47,7 @@ def search_files(session: Session, q: str, limit: int, offset: int) -> dict[str,
         by, rows, total = (
             "sha256",
             *repo.current_files(
-                session, sha256=digest.group(1).lower(), limit=limit, offset=offset
+                session, sha256=digest.group(1).lower(), limit=limit, offset=offset, scope=scope
             ),
         )
     else:
@@ -53,7 +56,7 @@ def search_files(session: Session, q: str, limit: int, offset: int) -> dict[str,
             raise BadRequest(f"a file name is 1 to {MAX_NAME} characters, not only '*'")
         by, rows, total = (
             "name",
-            *repo.current_files(session, name=name, limit=limit, offset=offset),
+            *repo.current_files(session, name=name, limit=limit, offset=offset, scope=scope),
         )
     return {"by": by, **_page([dict(r) for r in rows], total, limit, offset)}
 
@@ -66,20 +69,25 @@ def parity(
     family: str | None,
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
     """Library versions that assets labelled ``key=target`` run and no asset labelled
-    ``key=baseline`` runs (e.g. versions in env=prod never seen in env=staging)."""
+    ``key=baseline`` runs (e.g. versions in env=prod never seen in env=staging), among the
+    caller's ``scope``."""
     for value in (target, baseline):
         try:
             check_label(key, value)
         except InvalidReport as e:
             raise BadRequest(e.message) from e
-    rows, total = repo.parity_gaps(session, key, target, baseline, family, limit, offset)
+    rows, total = repo.parity_gaps(session, key, target, baseline, family, limit, offset, scope)
     items = [{"family": f, "version": v, "assets": n} for f, v, n in rows]
     return {
         "label": key,
-        "target": {"value": target, "assets": repo.labelled_count(session, key, target)},
-        "baseline": {"value": baseline, "assets": repo.labelled_count(session, key, baseline)},
+        "target": {"value": target, "assets": repo.labelled_count(session, key, target, scope)},
+        "baseline": {
+            "value": baseline,
+            "assets": repo.labelled_count(session, key, baseline, scope),
+        },
         **_page(items, total, limit, offset),
     }
 
@@ -104,10 +112,12 @@ def _changes(session: Session, asset_ids: list[int]) -> dict[int, dict[str, Any]
     }
 
 
-def recent_changes(session: Session, limit: int, offset: int) -> dict[str, Any]:
+def recent_changes(
+    session: Session, limit: int, offset: int, scope: AssetScope | None = None
+) -> dict[str, Any]:
     """A page of the assets scanned more than once, latest first, each with what changed
     between its last two scans (files added, removed, changed; nothing when none did)."""
-    rows, total = repo.rescanned_assets(session, limit, offset)
+    rows, total = repo.rescanned_assets(session, limit, offset, scope)
     changes = _changes(session, [r[0] for r in rows])
     items = []
     for asset_id, kind, name, latest in rows:
@@ -164,9 +174,10 @@ def policy_diff(session: Session, name: str, old: int, new: int) -> dict[str, An
     }
 
 
-def decision(session: Session, decision_id: int) -> dict[str, Any]:
-    """One recorded gate decision with its reasons and controls (404 when there is none)."""
-    row = repo.decision_by_id(session, decision_id)
+def decision(session: Session, decision_id: int, scope: AssetScope | None = None) -> dict[str, Any]:
+    """One recorded gate decision with its reasons and controls (404 when there is none, or it
+    is on an asset outside the caller's ``scope``)."""
+    row = repo.decision_by_id(session, decision_id, scope)
     if row is None:
         raise NotFound(f"no gate decision {decision_id}")
     return gate.decision_dict(row)

@@ -31,6 +31,7 @@ from app.domain.tokens import Principal
 from app.errors import BadRequest, Conflict, NotFound, ServiceUnavailable
 from app.storage.repositories import gate as repo
 from app.storage.repositories.gate import DecisionQuery
+from app.storage.repositories.scopes import AssetScope
 from app.storage.session import Database
 from app.storage.tables import Artifact, Asset, GateDecision, Scan
 from scanner.model import AssetKind
@@ -255,15 +256,18 @@ def gate_scan(
     answer["decided_at"] = now.isoformat()
     if evaluation.decision is Decision.DENY:  # its webhook event, in the decision's transaction
         notifications.gate_denied(session, now, answer, asset)
-    answer["promotion_diff"] = promotion_diff(session, loaded.policy, asset, scan)
+    answer["promotion_diff"] = promotion_diff(session, loaded.policy, asset, scan, principal.scope)
     if signing is not None and evaluation.decision is Decision.ALLOW:
         answer.update(_vsa(facts, loaded, signing, now))
     return answer
 
 
-def _image(session: Session, digest: str) -> tuple[Asset, Scan]:
+def _image(session: Session, digest: str, scope: AssetScope | None = None) -> tuple[Asset, Scan]:
     asset = repo.image_by_digest(session, digest)
     if asset is None or asset.latest_scan_id is None:
+        raise NotFound(f"no image with digest {digest} in the inventory; push its report first")
+    if scope is not None and not repo.visible(session, asset.id, scope):
+        # outside the caller's team scope reads as not stored at all (no 403 confirming it)
         raise NotFound(f"no image with digest {digest} in the inventory; push its report first")
     scan = repo.scan_by_id(session, asset.latest_scan_id)
     assert scan is not None  # latest_scan_id references a scan
@@ -282,7 +286,7 @@ def gate_image(
     its audit record)."""
     with db.transaction(write=True) as session:
         policies.stored(session, policy_name)  # an unknown policy is the first thing to name
-        asset, scan = _image(session, digest)
+        asset, scan = _image(session, digest, principal.scope)
         return gate_scan(
             session, principal, policy_name, asset, scan, now, signing, db.settings.trusted_authors
         )
@@ -297,6 +301,7 @@ def gate_bom(
     catalogs: CatalogCache,
     now: datetime,
     signing: VsaSigning | None = None,
+    scoping_labels: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Ingest a BOM as `POST /reports` does (nothing is stored for an unknown policy), bring
     the asset's compliance up to date, then gate the scan just stored."""
@@ -308,7 +313,15 @@ def gate_bom(
     stored = RawReport(media_type, len(data), gzip.compress(data, 1))
     with db.transaction(write=True) as session:
         result = ingest(
-            session, report, stored, principal, {}, now, catalogs, max_labels=limits.max_labels
+            session,
+            report,
+            stored,
+            principal,
+            {},
+            now,
+            catalogs,
+            max_labels=limits.max_labels,
+            scoping_labels=scoping_labels,
         )
     if result.latest:
         from app.domain import compliance  # compliance builds on this module
@@ -391,9 +404,11 @@ def list_decisions(
     subject: str | None = None,
     since: datetime | None = None,
     asset_id: int | None = None,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
     """A page of recorded decisions, newest first, filtered by policy name, decision, subject
-    (an image digest or an exact name), time and asset."""
+    (an image digest or an exact name), time and asset; only on the assets of the caller's
+    ``scope``."""
     if subject is not None and subject[:7].lower() == "sha256:":
         # A digest-shaped subject is matched as a digest: a malformed one would match nothing
         # and read as "never gated", so it is refused.
@@ -404,7 +419,12 @@ def list_decisions(
                 " digits (or give a subject name)"
             )
     query = DecisionQuery(
-        policy=policy, decision=decision, subject=subject, since=since, asset_id=asset_id
+        policy=policy,
+        decision=decision,
+        subject=subject,
+        since=since,
+        asset_id=asset_id,
+        scope=scope,
     )
     rows, total = repo.decisions(session, query, limit, offset)
     return {
@@ -466,11 +486,14 @@ def _image_ref(asset: Asset, scan: Scan) -> dict[str, Any]:
     return {"asset_id": asset.id, "name": asset.name, "digest": asset.identity, "scan_id": scan.id}
 
 
-def diff(session: Session, from_digest: str, to_digest: str) -> dict[str, Any]:
+def diff(
+    session: Session, from_digest: str, to_digest: str, scope: AssetScope | None = None
+) -> dict[str, Any]:
     """GPU libraries added, removed, version-changed and digest-changed from the image
-    ``from_digest`` (the one being replaced) to ``to_digest`` (the candidate), by file path."""
-    old = _image(session, from_digest)
-    new = _image(session, to_digest)
+    ``from_digest`` (the one being replaced) to ``to_digest`` (the candidate), by file path
+    (404 for an image outside the caller's ``scope``)."""
+    old = _image(session, from_digest, scope)
+    new = _image(session, to_digest, scope)
     return _diff(old, new, repo.artifacts_of(session, [old[1].id, new[1].id]))
 
 
@@ -483,7 +506,11 @@ def repository_of(name: str) -> str:
 
 
 def promotion_diff(
-    session: Session, policy: PromotionPolicy, asset: Asset, scan: Scan
+    session: Session,
+    policy: PromotionPolicy,
+    asset: Asset,
+    scan: Scan,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any] | None:
     """With a parity rule, the diff from the image the candidate replaces (the latest-scanned
     image of its repository labelled ``label=baseline``) to the candidate; None when the
@@ -495,6 +522,9 @@ def promotion_diff(
         session, repository_of(asset.name), rule.label, rule.baseline, asset.id
     )
     if replaced is None or replaced.latest_scan_id is None:
+        return None
+    if scope is not None and not repo.visible(session, replaced.id, scope):
+        # another team's image is never named
         return None
     old_scan = repo.scan_by_id(session, replaced.latest_scan_id)
     assert old_scan is not None

@@ -16,21 +16,21 @@ from __future__ import annotations
 import gzip
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.domain import notifications, vulnerabilities
+from app.domain import notifications, teams, vulnerabilities
 from app.domain.provenance import ActiveCatalogs, CatalogCache
 from app.domain.report_parser import Report, ReportLibrary
 from app.domain.retention import RetentionPolicy, prune_asset
 from app.domain.tokens import Principal
 from app.domain.versions import version_key
 from app.errors import Conflict, Forbidden, PayloadTooLarge
-from app.storage.repositories import assets, containers, fleet, gpus, scans
+from app.storage.repositories import assets, containers, fleet, gpus, scans, scopes
 from app.storage.tables import Scan
 
 #: beyond the largest clock skew the settings accept: a latest scan dated this far ahead of
@@ -50,6 +50,8 @@ class IngestResult:
     #: a repeated delivery of the asset's latest scan: its compliance is brought up to date
     #: again, in case the evaluation after the first delivery was cut short (its answer lost)
     redelivered_latest: bool = False
+    #: label keys the report gave that only admins set (scoping labels: docs/teams.md)
+    ignored_labels: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +73,18 @@ def ingest(
     catalogs: CatalogCache | None = None,
     retention: RetentionPolicy | None = None,
     max_labels: int | None = None,
+    scoping_labels: Sequence[str] = (),
 ) -> IngestResult:
     """Store a report (the caller commits); raises Forbidden, Conflict or PayloadTooLarge (more
     than ``max_labels`` labels with the asset's stored ones), and then the caller's rollback
     leaves nothing behind. With `catalogs`, files get the service's verdicts; with
-    `retention`, the asset's history past it goes in the same transaction."""
+    `retention`, the asset's history past it goes in the same transaction.
+
+    Labels whose key is a scoping key (``scoping_labels``, GPUPROV_SCOPING_LABELS, and every key
+    a team selects on) or that an admin assigned to the asset are not the report's to set: they
+    are ignored (and named in the result). A team's token writes only within its team's scope:
+    an asset outside it is refused as an asset pattern refuses one, and an asset no admin has
+    given scoping labels takes the team's."""
     spec = report.asset
     if not principal.may_report_for(spec.name):
         raise Forbidden(f"token {principal.name!r} may not report for asset {spec.name!r}")
@@ -95,6 +104,7 @@ def ingest(
     )
     if asset.name != spec.name and not principal.may_report_for(asset.name):
         raise Forbidden(f"token {principal.name!r} may not report for asset {asset.name!r}")
+    assigned = _confine(session, principal, asset.id, asset.name)
 
     scanned_at = report.timestamp or now
     scan_id = scans.insert_if_new(
@@ -222,8 +232,13 @@ def ingest(
         # `oci-archive:image.tar` says `image:demo`), which is no reason to rename it
         values["name"] = spec.name
     # a report sets the labels it gives and keeps the others: a push or a gate without the
-    # agent's `label=` parameters must not drop what an earlier push gave the asset
-    merged = {**asset.labels, **spec.labels, **labels}
+    # agent's `label=` parameters must not drop what an earlier push gave the asset; scoping
+    # labels are the admins' (an agent relabelling its report moves nothing between teams)
+    protected = teams.protected_keys(session, scoping_labels)
+    given = {**spec.labels, **labels}
+    allowed = teams.reported_labels(given, protected, assigned)
+    ignored = tuple(sorted(given.keys() - allowed.keys()))
+    merged = {**asset.labels, **allowed, **assigned}
     if max_labels is not None and len(merged) > max_labels:
         raise PayloadTooLarge(
             f"the asset would carry {len(merged)} labels (those stored and this report's); "
@@ -233,6 +248,9 @@ def ingest(
         values["labels"] = merged
         assets.replace_labels(session, asset.id, merged, replace=bool(asset.labels))
     assets.set_latest(session, asset.id, values)
+    if principal.scope is not None and not scopes.asset_visible(session, asset.id, principal.scope):
+        # a host renamed by its own report out of its writer's team scope
+        raise Forbidden(f"token {principal.name!r} may not report for asset {spec.name!r}")
     # the advisories the new latest scan carries, against the stored feed
     vulnerabilities.store_products(session, asset.id, report.products, replace=known)
     facts = vulnerabilities.facts_of_report(
@@ -242,7 +260,24 @@ def ingest(
     notifications.drift_of_report(session, now, {**ref, "labels": merged}, retired, files)
     # last before the commit: rows other assets' ingests share stay locked the least time
     fleet.apply_asset_change(session, asset.id, retired, files)
-    return IngestResult(scan_id, asset.id, True, True, len(report.libraries))
+    return IngestResult(
+        scan_id, asset.id, True, True, len(report.libraries), ignored_labels=ignored
+    )
+
+
+def _confine(session: Session, principal: Principal, asset_id: int, name: str) -> dict[str, str]:
+    """The asset's scoping labels, once a team-scoped writer is known to write within its
+    scope (the asset's row is locked: its scoping labels cannot change meanwhile). An asset no
+    admin has labelled takes the writer's team's labels; one outside the scope is refused."""
+    assigned = scopes.scope_labels(session, asset_id)
+    scope = principal.scope
+    if scope is None or scopes.asset_visible(session, asset_id, scope):
+        return assigned
+    if not assigned:
+        assigned = teams.assign_on_create(session, asset_id, scope)
+        if scopes.asset_visible(session, asset_id, scope):
+            return assigned
+    raise Forbidden(f"token {principal.name!r} may not report for asset {name!r}")
 
 
 def _duplicate(

@@ -15,7 +15,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -98,7 +98,27 @@ def _same(expected: str, given: str) -> bool:
     return hmac.compare_digest(expected.encode(), given.encode())
 
 
-def role_of(claims: Mapping[str, Any], groups_claim: str, roles: Mapping[str, str]) -> Role:
+def _role_name(grant: Any) -> str:
+    return grant if isinstance(grant, str) else str(grant.role)
+
+
+def groups_of(claims: Mapping[str, Any], groups_claim: str) -> list[str]:
+    """The ID token's groups (none when the claim is missing or not a list of names)."""
+    groups = claims.get(groups_claim)
+    if isinstance(groups, str):
+        groups = [groups]
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        return []
+    return sorted(set(groups))[:1024]
+
+
+def mapped_teams(groups: Sequence[str], roles: Mapping[str, Any]) -> list[str]:
+    """The teams GPUPROV_OIDC_ROLES gives these groups (``{"role": ..., "team": ...}``)."""
+    teams = {getattr(roles[g], "team", None) for g in groups if g in roles}
+    return sorted(t for t in teams if t)
+
+
+def role_of(claims: Mapping[str, Any], groups_claim: str, roles: Mapping[str, Any]) -> Role:
     """The highest role the ID token's groups map to; `NoAccess` when none does (never a default
     role), and for an Entra ID groups overage (``_claim_names``), whose groups are not in the
     token."""
@@ -115,7 +135,7 @@ def role_of(claims: Mapping[str, Any], groups_claim: str, roles: Mapping[str, st
         groups = [groups]
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
         raise NoAccess(f"the ID token's {groups_claim!r} claim is not a list of group names")
-    mapped = [Role(roles[g]) for g in groups if g in roles]
+    mapped = [Role(_role_name(roles[g])) for g in groups if g in roles]
     if not mapped:
         raise NoAccess("none of your groups is given a role in gpuprov (GPUPROV_OIDC_ROLES)")
     return max(mapped, key=_RANK.__getitem__)

@@ -17,14 +17,16 @@ from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Connection
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, object_session
 
 from app.clock import utcnow
 from app.domain.audit import Actor, record
 from app.domain.patterns import trimmed_text
+from app.domain.teams import team_id, token_membership
 from app.errors import BadRequest, Conflict, NotFound, Unauthorized
 from app.storage.repositories import tokens as repo
-from app.storage.tables import ApiToken
+from app.storage.repositories.scopes import AssetScope
+from app.storage.tables import ApiToken, Team
 
 TOKEN_PREFIX = "gpv_"
 #: last-use times are written at most this often per token, to keep reads read-only
@@ -94,6 +96,18 @@ class Principal:
     ci: Mapping[str, Any] | None = None
     #: a person signed in with the OpenID Provider: (issuer, subject) of their ID token
     person: tuple[str, str] | None = None
+    #: the teams the caller belongs to (by name)
+    teams: tuple[str, ...] = ()
+    #: the assets the caller may see: None for the whole fleet (admins, callers in no team);
+    #: every read applies it (`app.storage.repositories.scopes`)
+    asset_scope: AssetScope | None = None
+    #: a person's email (the name shown and audited when there is one)
+    email: str | None = None
+
+    @property
+    def scope(self) -> AssetScope | None:
+        """The asset scope of the caller's reads (admins see everything)."""
+        return None if Scope.ADMIN.value in self.scopes else self.asset_scope
 
     @property
     def actor(self) -> Actor:
@@ -196,10 +210,11 @@ def create_token(
     expires_at: datetime | None = None,
     actor: Actor | None = None,
     policy_names: list[str] | None = None,
+    team: str | None = None,
 ) -> NewToken:
     """Create a token; refuses unknown scopes, asset patterns on tokens that cannot write and
-    policy limits on tokens that cannot gate. With an `actor`, the creation is recorded in the
-    audit log."""
+    policy limits on tokens that cannot gate, and a team on an admin token (which sees
+    everything). With an `actor`, the creation is recorded in the audit log."""
     if not _NAME.fullmatch(name):
         raise BadRequest(
             "token name must be 1-128 characters without control characters or white space "
@@ -216,7 +231,14 @@ def create_token(
     now = utcnow()
     if expires_at is not None and expires_at <= now:
         raise BadRequest("the token's expiry is not in the future")
-    new = _new_token(session, name, sorted(set(scopes)), patterns, now, expires_at, policies)
+    team_ref = None
+    if team is not None:
+        if Scope.ADMIN.value in scopes:
+            raise BadRequest("an admin token sees every asset: it cannot belong to a team")
+        team_ref = team_id(session, team)
+    new = _new_token(
+        session, name, sorted(set(scopes)), patterns, now, expires_at, policies, team_ref
+    )
     if actor is not None:
         record(session, actor, "token.create", _token_target(new.token), _summary(new.token), now)
     return new
@@ -270,6 +292,7 @@ def _new_token(
     now: datetime,
     expires_at: datetime | None,
     policy_names: list[str] | None = None,
+    team: int | None = None,
 ) -> NewToken:
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken(
@@ -281,6 +304,7 @@ def _new_token(
         policy_names=policy_names or [],
         created_at=now,
         expires_at=expires_at,
+        team_id=team,
     )
     return NewToken(repo.add(session, token), secret)
 
@@ -295,12 +319,16 @@ def _summary(token: ApiToken) -> dict[str, Any]:
         "policies": list(token.policy_names),
         "expires_at": token.expires_at.isoformat() if token.expires_at else None,
         "replaced_by": token.replaced_by_id,
+        "team": _team_name(token),
     }
 
 
-def authenticate(db: Session | Connection, secret: str, now: datetime | None = None) -> Principal:
+def authenticate(
+    db: Session | Connection, secret: str, now: datetime | None = None, teamless: str = "fleet"
+) -> Principal:
     """The principal of a bearer secret; raises `Unauthorized` for unknown, revoked or expired
-    tokens (unknown and revoked ones get the same message)."""
+    tokens (unknown and revoked ones get the same message). ``teamless``: what a token of no
+    team sees (GPUPROV_TEAMLESS_ACCESS)."""
     row = repo.credentials(db, hash_secret(secret))
     if row is None:
         raise Unauthorized("unknown or revoked token", reason="invalid")
@@ -308,6 +336,7 @@ def authenticate(db: Session | Connection, secret: str, now: datetime | None = N
         raise Unauthorized("unknown or revoked token", reason="revoked")
     if row.expires_at is not None and row.expires_at <= (now or utcnow()):
         raise Unauthorized("the token has expired", reason="expired")
+    team = token_membership(db, row.team_id, teamless)
     return Principal(
         row.id,
         row.name,
@@ -315,11 +344,13 @@ def authenticate(db: Session | Connection, secret: str, now: datetime | None = N
         tuple(row.asset_patterns),
         row.last_used_at,
         tuple(row.policy_names or ()),
+        teams=team.teams,
+        asset_scope=team.scope,
     )
 
 
 def session_principal(
-    db: Session | Connection, token_id: int, now: datetime
+    db: Session | Connection, token_id: int, now: datetime, teamless: str = "fleet"
 ) -> tuple[Principal, str] | None:
     """The principal of a dashboard session's token and the token's stored hash (the session is
     bound to it); None when the token is gone, revoked or expired, which ends its sessions."""
@@ -328,6 +359,7 @@ def session_principal(
         return None
     if row.expires_at is not None and row.expires_at <= now:
         return None
+    team = token_membership(db, row.team_id, teamless)
     principal = Principal(
         row.id,
         row.name,
@@ -335,6 +367,8 @@ def session_principal(
         tuple(row.asset_patterns),
         row.last_used_at,
         tuple(row.policy_names or ()),
+        teams=team.teams,
+        asset_scope=team.scope,
     )
     return principal, row.token_hash
 
@@ -454,6 +488,7 @@ def rotate_token(
         now,
         expires_at,
         list(old.policy_names),
+        old.team_id,
     )
     old.replaced_by_id = new.token.id
     if grace:
@@ -520,4 +555,13 @@ def token_dict(token: ApiToken, now: datetime) -> dict[str, Any]:
         "expires_at": token.expires_at.isoformat() if token.expires_at else None,
         "replaced_by": token.replaced_by_id,
         "state": token_state(token, now).value,
+        "team": _team_name(token),
     }
+
+
+def _team_name(token: ApiToken) -> str | None:
+    if token.team_id is None:
+        return None
+    session = object_session(token)
+    team = session.get(Team, token.team_id) if session is not None else None
+    return team.name if team is not None else None

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.domain.oidc import ROLE_SCOPES, Role
+from app.domain.oidc import ROLE_SCOPES, Role, mapped_teams
+from app.domain.teams import person_membership
 from app.domain.tokens import Principal, SessionEnd
 from app.errors import ServiceUnavailable
 from app.storage.repositories import users as repo
@@ -131,11 +132,14 @@ def sign_in(
     now: datetime,
     lifetime: int,
     replaces: str | None = None,
+    groups: Sequence[str] = (),
 ) -> NewSession:
-    """A new session for the ID token's user with `role` (the session it `replaces`, a cookie
-    value, is deleted: the id changes at every sign-in)."""
+    """A new session for the ID token's user with `role` and the ID token's `groups` (their
+    teams follow from them at each request; the session it `replaces`, a cookie value, is
+    deleted: the id changes at every sign-in)."""
     user = _user(session, issuer, claims, now)
     user.role = role.value
+    user.groups = list(groups)
     if replaces:
         repo.delete_session(session, _digest(replaces))
     cookie, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
@@ -166,8 +170,16 @@ class PersonSession:
     role: Role
 
 
-def session_of(db: Session, cookie: str | None, now: datetime) -> PersonSession | None:
-    """The session a cookie names; None when there is none or it outlived its lifetime."""
+def session_of(
+    db: Session,
+    cookie: str | None,
+    now: datetime,
+    roles: Mapping[str, Any] | None = None,
+    teamless: str = "fleet",
+) -> PersonSession | None:
+    """The session a cookie names, its person in the teams that name them or their groups
+    (GPUPROV_OIDC_ROLES, ``roles``, may map a group to a team); None when there is none or it
+    outlived its lifetime."""
     if not cookie or len(cookie) > 128:
         return None
     found = repo.session_with_user(db, _digest(cookie))
@@ -177,12 +189,19 @@ def session_of(db: Session, cookie: str | None, now: datetime) -> PersonSession 
     if row.expires_at <= now or user.role is None:
         return None
     role = Role(row.role)
+    groups = list(user.groups or ())
+    team = person_membership(
+        db, user.issuer, user.subject, groups, mapped_teams(groups, roles or {}), teamless
+    )
     principal = Principal(
         None,
         (user.email or user.subject)[:128],
         ROLE_SCOPES[role],
         (),
         person=(user.issuer, user.subject),
+        teams=team.teams,
+        asset_scope=team.scope,
+        email=user.email,
     )
     return PersonSession(principal, row.csrf, row.verified_at, role)
 

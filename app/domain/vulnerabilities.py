@@ -23,7 +23,9 @@ from app.clock import utcnow
 from app.domain import analyses, notifications
 from app.errors import NotFound
 from app.storage.repositories import advisories as adv_repo
+from app.storage.repositories import scopes
 from app.storage.repositories import vulnerabilities as repo
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryFinding, AdvisoryProductStatus, AssetProduct
 from scanner.advisories.match import (
     TOOLKIT_FAMILIES,
@@ -327,12 +329,12 @@ def asset_vulnerabilities(
     by_status: bool = False,
     trusted: Collection[str] = frozenset(),
     now: datetime | None = None,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
     """A page of one asset's findings with the analysis in force for each, and the feed they
-    were matched against (newest CVE first; ``by_status``: affected ones first)."""
-    from app.storage.tables import Asset
-
-    if session.get(Asset, asset_id) is None:
+    were matched against (newest CVE first; ``by_status``: affected ones first); 404 for an
+    asset outside the caller's ``scope``, as for none."""
+    if not scopes.asset_visible(session, asset_id, scope):
         raise NotFound(f"no asset {asset_id}")
     rows, total = repo.findings_of(session, asset_id, status, limit, offset, by_status=by_status)
     facts = _facts_by_cve(session, [r.cve for r in rows])
@@ -355,12 +357,13 @@ def advisory_affected(
     offset: int,
     trusted: Collection[str] = frozenset(),
     now: datetime | None = None,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
-    """A page of the assets one CVE was matched on: each with its files and versions and the
-    analysis in force."""
+    """A page of the assets (of the caller's ``scope``) one CVE was matched on: each with its
+    files and versions and the analysis in force."""
     if not adv_repo.by_cves(session, [cve]):
         raise NotFound(f"no advisory names {cve}")
-    rows, total = repo.affected_by_cve(session, cve, status, limit, offset)
+    rows, total = repo.affected_by_cve(session, cve, status, limit, offset, scope)
     facts = _facts_by_cve(session, [cve]).get(cve, {})
     applied = analyses.applied(session, [a.id for _, a in rows], now or utcnow(), trusted)
     return {
@@ -446,9 +449,9 @@ def feed_summary(session: Session) -> dict[str, Any]:
     return _feed(session, None)
 
 
-def status_counts(session: Session, cve: str) -> dict[str, int]:
-    """Per status (``STATUSES`` order), the assets with a finding of ``cve`` in it."""
-    counts = repo.status_counts(session, cve)
+def status_counts(session: Session, cve: str, scope: AssetScope | None = None) -> dict[str, int]:
+    """Per status (``STATUSES`` order), the assets (of the scope) with a finding of ``cve``."""
+    counts = repo.status_counts(session, cve, scope)
     return {s: counts.get(s, 0) for s in STATUSES}
 
 

@@ -122,7 +122,8 @@ def authenticate_secret(request: Request, db: Database, secret: str) -> Principa
                 reason="invalid",
             )
         with db.lookup() as conn:
-            principal = authenticate(conn, secret, now)
+            teamless = request.app.state.settings.teamless_access
+            principal = authenticate(conn, secret, now, teamless)
     except Unauthorized as e:
         limiter.fail(client)
         metrics.auth_failures.labels(e.reason).inc()

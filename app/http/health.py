@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from app.domain.health import readiness
 from app.domain.inventory.queries import fleet_counts
+from app.errors import Forbidden
 from app.http.deps import DatabaseDep, InventoryReader, SessionDep, SettingsDep
 from app.http.metrics import Metrics
 from app.http.schemas import Health, Readiness
@@ -77,7 +78,12 @@ def install_metrics(app: FastAPI, protected: bool) -> None:
     ``none``, for a Prometheus that scrapes inside the cluster without a token)."""
     if protected:
 
-        def metrics(_: InventoryReader, session: SessionDep, request: Request) -> Response:
+        def metrics(reader: InventoryReader, session: SessionDep, request: Request) -> Response:
+            if reader.scope is not None:
+                # the service's counters are the whole fleet's: no team's to read
+                raise Forbidden(
+                    "the metrics count the whole fleet: a team's token cannot read them"
+                )
             return _answer(request, session)
 
         app.add_api_route("/metrics", metrics, methods=["GET"], **_DOC)

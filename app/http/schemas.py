@@ -50,6 +50,10 @@ class IngestAnswer(BaseModel):
     latest: bool = Field(description="whether this scan is now the asset's latest")
     libraries: int
     asset_url: str
+    ignored_labels: list[str] = Field(
+        default_factory=list,
+        description="label keys the report gave that only admins assign (scoping labels)",
+    )
 
 
 class ImageTrustOut(BaseModel):
@@ -509,6 +513,14 @@ class TokenIn(BaseModel):
         max_length=100,
         description="the only policies a gate token may gate under (exact names; default any)",
     )
+    team: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
+        description="the team whose asset scope confines the token (not with admin); default "
+        "none: the whole fleet",
+    )
     expires: str | None = Field(
         default=None,
         max_length=64,
@@ -537,6 +549,7 @@ class TokenOut(BaseModel):
         description="at the time of the answer: `grace` is a rotated token whose secret still "
         "works until `expires_at`; `revoked` outranks `expired`"
     )
+    team: str | None = Field(default=None, description="the team whose scope confines it")
 
 
 class NewTokenOut(TokenOut):

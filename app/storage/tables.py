@@ -75,6 +75,31 @@ class ApiToken(Base):
     replaced_by_id: Mapped[int | None] = mapped_column(
         BigId, ForeignKey("api_token.id", ondelete="SET NULL")
     )
+    #: the team whose asset scope confines the token (None: the whole fleet); a team with
+    #: tokens cannot be deleted (RESTRICT): its tokens would see everything
+    team_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("team.id", ondelete="RESTRICT"), index=True
+    )
+
+
+class Team(Base):
+    """A team (app.domain.teams): its members (users by issuer and subject, IdP groups) and its
+    asset scope (scoping labels every asset of it carries, and asset name patterns)."""
+
+    __tablename__ = "team"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    #: scoping labels (key to value) every asset in the scope carries, all of them
+    labels: Mapped[dict[str, str]] = mapped_column(JSON)
+    #: asset name patterns (``*``, ``?``); an asset in the scope matches one; empty: any name
+    names: Mapped[list[str]] = mapped_column(JSON)
+    #: members by ID token issuer and subject: ``[{"issuer": ..., "subject": ...}]``
+    users: Mapped[list[dict[str, str]]] = mapped_column(JSON)
+    #: members by the IdP groups of their last sign-in
+    groups: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class CiTrustRule(Base):
@@ -116,6 +141,8 @@ class AppUser(Base):
     name: Mapped[str | None] = mapped_column(String(256))
     #: the role of the last sign-in (``viewer``, ``analyst``, ``admin``); None: no access
     role: Mapped[str | None] = mapped_column(String(16))
+    #: the IdP groups of the last sign-in (team membership by group)
+    groups: Mapped[list[str]] = mapped_column(JSON, server_default=text("'[]'"))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_login_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
@@ -210,6 +237,20 @@ class AssetLabel(Base):
     """One label of an asset, kept as rows so label filters are index-backed."""
 
     __tablename__ = "asset_label"
+    __table_args__ = (Index(None, "key", "value"),)
+
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    value: Mapped[str] = mapped_column(String(256))
+
+
+class AssetScopeLabel(Base):
+    """A scoping label of an asset, assigned by an admin on the server (never by a report):
+    the only labels team scopes match (app.domain.teams)."""
+
+    __tablename__ = "asset_scope_label"
     __table_args__ = (Index(None, "key", "value"),)
 
     asset_id: Mapped[int] = mapped_column(

@@ -57,10 +57,12 @@ TABLES = (
     "node_gpu",
     "node_injected",
     "asset_label",
+    "asset_scope_label",
     "scan",
     "asset",
     "audit_event",
     "api_token",
+    "team",
     "ci_trust_rule",
     "ci_token_use",
 )
@@ -136,6 +138,8 @@ class Service:
             not in (
                 "api_token",
                 "audit_event",
+                "team",
+                "asset_scope_label",  # admins assign these (a team token's new asset too)
                 "ci_trust_rule",
                 "ci_token_use",
                 *PROVENANCE_TABLES,

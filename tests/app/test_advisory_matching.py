@@ -211,3 +211,44 @@ def test_a_report_and_a_full_rematch_agree_on_the_stack(
         again = set(session.execute(text("SELECT asset_id, stack FROM asset_advisory_match")))
     assert again == keys and len(keys) == 2
     assert service.count("advisory_stack") == 2
+
+
+def test_a_teams_advisory_answers_count_only_its_assets(
+    service: Service, post_report: Callable[..., Any], tmp_path: Path
+) -> None:
+    """Issue 20 §2: an advisory's affected assets, and its count, are those of the caller's
+    team; another team's vulnerable host is not found."""
+    from app.domain.audit import cli_actor
+    from app.domain.teams import assign_labels, check_team, put_team
+    from app.domain.tokens import create_token
+
+    summary = import_paths(service.db, [PSIRT], strict=False, max_bytes=DEFAULT_MAX_BYTES)
+    assert summary.refused == []
+    cache = tmp_path / "cache"
+    _push(post_report, _host(tmp_path / "ml", "535.129.03", "a"), cache)
+    _push(post_report, _host(tmp_path / "other", "535.129.03", "c"), cache)
+    admin = auth(service.token("admin"))
+    hosts = service.client.get("/api/v1/assets", headers=admin).json()["items"]
+    ml_host, other_host = sorted(a["id"] for a in hosts)
+    with service.db.transaction(write=True) as session:
+        for team in ("ml", "other"):
+            put_team(session, team, check_team({"labels": {"team": team}}), cli_actor())
+        assign_labels(session, ml_host, {"team": "ml"}, cli_actor())
+        assign_labels(session, other_host, {"team": "other"}, cli_actor())
+        ml = auth(create_token(session, "ml", ["inventory:read"], team="ml").secret)
+
+    def affected(headers: dict[str, str]) -> tuple[set[int], int, int]:
+        page = service.client.get("/api/v1/advisories/CVE-2025-23280/affected", headers=headers)
+        listed = service.client.get(
+            "/api/v1/advisories", headers=headers, params={"cve": "CVE-2025-23280"}
+        ).json()["items"]
+        detail = service.client.get("/api/v1/advisories/CVE-2025-23280", headers=headers).json()
+        ids = {i["asset"]["id"] for i in page.json()["items"]}
+        return ids, listed[0]["affected_assets"], detail["affected_assets"]
+
+    assert affected(admin) == ({ml_host, other_host}, 2, 2)
+    assert affected(ml) == ({ml_host}, 1, 1)
+    mine = service.client.get(f"/api/v1/assets/{ml_host}/vulnerabilities", headers=ml)
+    assert mine.status_code == 200 and mine.json()["items"]
+    theirs = service.client.get(f"/api/v1/assets/{other_host}/vulnerabilities", headers=ml)
+    assert theirs.status_code == 404

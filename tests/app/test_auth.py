@@ -11,6 +11,7 @@ import pytest
 from app.clock import utcnow
 from app.domain.audit import cli_actor
 from app.domain.ci_rules import put_rule
+from app.domain.teams import check_team, put_team
 from app.domain.tokens import Scope, hash_secret
 from app.storage.repositories.tokens import by_hash
 from tests.app import boms, catalogs
@@ -26,6 +27,8 @@ CI_RULE = {
     "claims": {"repository_owner_id": "1", "repository_id": "2"},
     "scopes": ["gate"],
 }
+#: a team (tests/app/test_teams.py)
+TEAM = {"labels": {"team": "prod"}}
 PUBLIC_OPERATIONS = {("get", "/healthz"), ("get", "/readyz")}
 DOC_PAGES = ("/openapi.json", "/docs", "/redoc")
 PROMOTION = (
@@ -121,6 +124,10 @@ class Walk:
                     session, spec, EgressPolicy(allow_loopback=True), cli_actor(), utcnow()
                 )
 
+    def _team(self) -> None:
+        with self.service.db.transaction(write=True) as session:
+            put_team(session, "prod", check_team(TEAM), cli_actor())
+
     def _token_id(self) -> int:
         victim = self.service.token("inventory:read", name="victim")
         with self.service.db.session() as session:
@@ -187,6 +194,12 @@ class Walk:
             self._ci_rule()  # each method finds the rule (DELETE removes it)
             if method == "put":
                 return client.put(path, json=CI_RULE, headers=headers)
+        if path == "/api/v1/teams/prod":
+            self._team()  # each method finds the team (DELETE removes it)
+            if method == "put":
+                return client.put(path, json=TEAM, headers=headers)
+        if method == "put" and path == f"/api/v1/assets/{self.asset_id}/labels":
+            return client.put(path, json={"labels": {"team": "prod"}}, headers=headers)
         params: dict[str, str] = {"family": "cudnn"} if path.endswith("where-used") else {}
         if path.startswith("/api/v1/compliance"):
             params = {"policy": "prod"}

@@ -595,3 +595,68 @@ def test_the_settings_refuse_plain_http_issuers_without_the_loopback_switch(tmp_
         )
     with pytest.raises(ValueError, match="viewer"):
         Settings(oidc_roles={"g": "root"})
+
+
+# -- teams from groups ---------------------------------------------------------------------
+
+ML_IMAGE = "registry.example.com/ml/train:1.0"
+OTHER_IMAGE = "registry.example.com/secret/other:9"
+
+
+def _team_fleet(service: Any) -> None:
+    from app.domain.audit import cli_actor
+    from app.domain.teams import assign_labels, check_team, put_team
+    from tests.app import boms
+    from tests.app.conftest import JSON_HEADERS, auth
+
+    writer = service.token("report:write", name="agent")
+    ids = []
+    for name in (ML_IMAGE, OTHER_IMAGE):
+        answer = service.client.post(
+            "/api/v1/reports",
+            content=boms.encode(boms.gpuprov_bom(name=name)),
+            headers=auth(writer, **JSON_HEADERS),
+        )
+        assert answer.status_code == 201, answer.text
+        ids.append(answer.json()["asset_id"])
+    with service.db.transaction(write=True) as session:
+        put_team(
+            session, "ml", check_team({"labels": {"team": "ml"}, "groups": ["ml-eng"]}), cli_actor()
+        )
+        assign_labels(session, ids[0], {"team": "ml"}, cli_actor())
+        assign_labels(session, ids[1], {"team": "other"}, cli_actor())
+
+
+@pytest.mark.parametrize(
+    ("groups", "roles"),
+    [
+        (["gpuprov-viewers", "ml-eng"], ROLES),  # a team naming the group
+        (["ml-viewers"], {"ml-viewers": {"role": "viewer", "team": "ml"}}),  # the role mapping
+    ],
+)
+def test_a_signed_in_viewer_sees_only_the_team_of_their_groups(
+    service: Any, fake: FakeProvider, groups: list[str], roles: dict[str, Any]
+) -> None:
+    _team_fleet(service)
+    fake.discovery = {}
+    settings = sso_settings(
+        service.url, fake.issuer, "http://127.0.0.1", oidc_roles=roles, teamless_access="none"
+    )
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        signed = _callback(client, fake, lambda nonce: fake.id_token(nonce, groups=groups))
+        assert signed.status_code == 303, signed.text
+        page = client.get("/assets").text.replace("<wbr>", "")
+        assert ML_IMAGE in page and OTHER_IMAGE not in page
+        assert "fake@example.com · viewer · team ml" in page
+        # the group is gone at the next sign-in: so is the team, and (teamless: none) every asset
+        signed = _callback(
+            client, fake, lambda nonce: fake.id_token(nonce, groups=["gpuprov-viewers"])
+        )
+        if roles is ROLES:
+            assert signed.status_code == 303, signed.text
+            page = client.get("/assets").text.replace("<wbr>", "")
+            assert ML_IMAGE not in page and OTHER_IMAGE not in page
+            assert "team ml" not in page
+        else:  # the only group that gave a role: no access at all
+            assert signed.status_code == 403
+            assert client.get("/assets", follow_redirects=False).status_code == 303

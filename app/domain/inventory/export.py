@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from app.domain.tabular import csv_chunks, json_chunks
 from app.storage.repositories import inventory as repo
+from app.storage.repositories.scopes import AssetScope
 
 EXPORT_COLUMNS = (
     "asset_id",
@@ -34,9 +35,9 @@ EXPORT_COLUMNS = (
 )
 
 
-def export_rows(session: Session) -> Iterator[dict[str, Any]]:
-    """Every current library as a flat row (streamed)."""
-    for artifact, asset in repo.export_rows(session):
+def export_rows(session: Session, scope: AssetScope | None = None) -> Iterator[dict[str, Any]]:
+    """Every current library (of the scope's assets) as a flat row (streamed)."""
+    for artifact, asset in repo.export_rows(session, scope=scope):
         yield {
             "asset_id": asset.id,
             "asset_kind": asset.kind,
@@ -62,7 +63,7 @@ def export_rows(session: Session) -> Iterator[dict[str, Any]]:
         }
 
 
-def export(session: Session, format: str) -> Iterator[str]:
-    """The whole current inventory as ``csv`` or ``json`` text chunks."""
-    rows = export_rows(session)
+def export(session: Session, format: str, scope: AssetScope | None = None) -> Iterator[str]:
+    """The current inventory (of the scope) as ``csv`` or ``json`` text chunks."""
+    rows = export_rows(session, scope)
     return csv_chunks(rows, EXPORT_COLUMNS) if format == "csv" else json_chunks(rows)

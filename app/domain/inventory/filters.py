@@ -17,6 +17,7 @@ from app.errors import BadRequest, InvalidReport
 from app.storage.repositories.inventory import SORTS as SORTS  # the asset list's orders
 from app.storage.repositories.inventory import STATUSES as STATUSES  # worst first
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch, VersionRange
+from app.storage.repositories.scopes import AssetScope
 from scanner import vocabulary as v
 
 #: the values of the ``verdict`` filter: an integrity or a provenance verdict
@@ -110,8 +111,10 @@ def asset_query(
     gpu_model: str | None = None,
     status: str | None = None,
     gate: str | None = None,
+    scope: AssetScope | None = None,
 ) -> AssetQuery:
-    """The asset filters of a request; ``labels`` are ``KEY=VALUE`` strings, checked."""
+    """The asset filters of a request; ``labels`` are ``KEY=VALUE`` strings, checked; ``scope``
+    the caller's (`app.domain.tokens.Principal.scope`)."""
     return AssetQuery(
         kind=kind,
         name=name,
@@ -122,6 +125,7 @@ def asset_query(
         gpu_model=gpu_model,
         status=status,
         gate=gate,
+        scope=scope,
     )
 
 

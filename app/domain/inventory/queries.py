@@ -19,7 +19,9 @@ from app.storage.repositories import containers as containers_repo
 from app.storage.repositories import gpus as gpus_repo
 from app.storage.repositories import inventory as repo
 from app.storage.repositories import scans as scan_repo
+from app.storage.repositories import scopes
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import Artifact, Asset, AssetFileVerdicts, Scan
 
 HISTORY_LIMIT = 50
@@ -68,17 +70,20 @@ def asset_statuses(session: Session, asset_ids: Sequence[int]) -> dict[int, dict
     return {i: status_of(counts.get(i)) for i in asset_ids}
 
 
-def find_asset(session: Session, asset_id: int) -> Asset:
-    """The asset with this id (404 when there is none)."""
+def find_asset(session: Session, asset_id: int, scope: AssetScope | None = None) -> Asset:
+    """The asset with this id (404 when there is none, or it lies outside the caller's
+    ``scope``: the same answer, so a scoped caller learns nothing of other teams' assets)."""
     asset = asset_repo.by_id(session, asset_id)
-    if asset is None:
+    if asset is None or (scope is not None and not scopes.asset_visible(session, asset_id, scope)):
         raise NotFound(f"no asset with id {asset_id}")
     return asset
 
 
-def asset_detail(session: Session, asset_id: int) -> dict[str, Any]:
+def asset_detail(
+    session: Session, asset_id: int, scope: AssetScope | None = None
+) -> dict[str, Any]:
     """An asset with its latest scan, that scan's libraries and packages, and recent history."""
-    asset = find_asset(session, asset_id)
+    asset = find_asset(session, asset_id, scope)
     latest = scan_repo.by_id(session, asset.latest_scan_id) if asset.latest_scan_id else None
     detail = asset_dict(asset, latest)
     current = repo.current_artifacts(session, asset_id)
@@ -194,9 +199,12 @@ def _containers(session: Session, asset: Asset) -> dict[str, list[dict[str, Any]
     }
 
 
-def find_scan(session: Session, asset_id: int, scan_id: int | None) -> Scan:
-    """The asset's latest scan, or the given one of its history (404 otherwise)."""
-    asset = find_asset(session, asset_id)
+def find_scan(
+    session: Session, asset_id: int, scan_id: int | None, scope: AssetScope | None = None
+) -> Scan:
+    """The asset's latest scan, or the given one of its history (404 otherwise, and for an
+    asset outside ``scope``)."""
+    asset = find_asset(session, asset_id, scope)
     wanted = scan_id or asset.latest_scan_id
     scan = scan_repo.by_id(session, wanted) if wanted else None
     if scan is None or scan.asset_id != asset.id:
@@ -204,9 +212,12 @@ def find_scan(session: Session, asset_id: int, scan_id: int | None) -> Scan:
     return scan
 
 
-def libraries(session: Session, family: str | None, limit: int, offset: int) -> dict[str, Any]:
-    """Each (family, version, CUDA major) in use with how many assets, images and hosts."""
-    rows, total = repo.libraries(session, family, limit, offset)
+def libraries(
+    session: Session, family: str | None, limit: int, offset: int, scope: AssetScope | None = None
+) -> dict[str, Any]:
+    """Each (family, version, CUDA major) in use (in the scope) with how many assets, images
+    and hosts."""
+    rows, total = repo.libraries(session, family, limit, offset, scope)
     items = [
         {
             "family": fam,
@@ -251,13 +262,15 @@ def where_used(
     return page(items, total, limit, offset)
 
 
-def digest_conflicts(session: Session, family: str | None, limit: int) -> list[dict[str, Any]]:
+def digest_conflicts(
+    session: Session, family: str | None, limit: int, scope: AssetScope | None = None
+) -> list[dict[str, Any]]:
     """Current files of one (family, component, version, CUDA major, arch) with more than one
     digest across the fleet (at most ``limit`` groups), each digest with its asset count and an
     example path: the API's drift answer and the dashboard's drift page."""
     groups: dict[tuple[Any, ...], dict[str, Any]] = {}
     for fam, comp, ver, cuda, arch, sha, assets, path in repo.digest_conflicts(
-        session, family, limit=limit
+        session, family, limit=limit, scope=scope
     ):
         group = groups.setdefault(
             (fam, comp, ver, cuda, arch),
@@ -278,11 +291,13 @@ def drift(
     session: Session, family: str | None, query: AssetQuery, limit: int, offset: int
 ) -> dict[str, Any]:
     """(a) digest conflicts across the fleet, (b) changes between each asset's last two scans
-    for a page of assets, (c) version spread per family."""
-    conflicts = digest_conflicts(session, family, 500)
+    for a page of assets, (c) version spread per family; for a scoped caller (``query.scope``)
+    all three over the scope's assets only."""
+    scope = query.scope
+    conflicts = digest_conflicts(session, family, 500, scope)
 
     spread: dict[str, dict[str, Any]] = {}
-    for fam, ver, count in repo.version_spread(session, family):
+    for fam, ver, count in repo.version_spread(session, family, scope):
         entry = spread.setdefault(fam, {"family": fam, "versions": []})
         entry["versions"].append({"version": ver, "assets": int(count)})
 
@@ -313,7 +328,7 @@ def drift(
             "deleted": bool(deleted),
         }
         for asset_id, path, fam, ver, sha, disk, processes, containers, deleted in (
-            repo.loaded_drift(session, family, limit=500)
+            repo.loaded_drift(session, family, limit=500, scope=scope)
         )
     ]
     return {

@@ -13,6 +13,7 @@ from app.http.api import (
     policies,
     provenance,
     reports,
+    teams,
     tokens,
     vex,
     webhooks,
@@ -32,3 +33,4 @@ router.include_router(advisories.router)
 router.include_router(vex.router)
 router.include_router(analyses.router)
 router.include_router(webhooks.router)
+router.include_router(teams.router)

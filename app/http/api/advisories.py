@@ -144,7 +144,7 @@ def post_advisory(
 
 @router.get("/advisories", response_model=AdvisoryPage, response_model_exclude_none=False)
 def list_advisories(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     cve: Annotated[
         str | None, Query(max_length=64, description="exactly this CVE (CVE-2025-23280)")
@@ -185,6 +185,7 @@ def list_advisories(
         sort=sort,
         limit=limit,
         offset=offset,
+        scope=reader.scope,
     )
 
 
@@ -194,13 +195,13 @@ def list_advisories(
     responses=error_responses((404, "no stored advisory names this CVE")),
 )
 def get_advisory(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     cve: Annotated[str, Path(min_length=1, max_length=64, description="the CVE id")],
 ) -> dict[str, Any]:
     """One CVE: each document's statement of it with every product's status and version text
     (closed statuses with the reason a newer revision gave)."""
-    return advisories.get_advisory(session, cve)
+    return advisories.get_advisory(session, cve, reader.scope)
 
 
 FindingStatus = Annotated[
@@ -215,7 +216,7 @@ FindingStatus = Annotated[
     responses=error_responses((404, "no stored advisory names this CVE")),
 )
 def get_advisory_affected(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     settings: SettingsDep,
     cve: Annotated[str, Path(min_length=1, max_length=64, description="the CVE id")],
@@ -233,6 +234,7 @@ def get_advisory_affected(
         offset=offset,
         trusted=settings.trusted_authors,
         now=utcnow(),
+        scope=reader.scope,
     )
 
 
@@ -242,7 +244,7 @@ def get_advisory_affected(
     responses=error_responses((404, "no such asset")),
 )
 def get_asset_vulnerabilities(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     settings: SettingsDep,
     asset_id: IdPath,
@@ -260,4 +262,5 @@ def get_asset_vulnerabilities(
         offset=offset,
         trusted=settings.trusted_authors,
         now=utcnow(),
+        scope=reader.scope,
     )

@@ -73,7 +73,7 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorResponse}}
 
 @router.get("/assets", response_model=AssetPage)
 def list_assets(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     kind: Literal["image", "host"] | None = None,
     name: Annotated[
@@ -123,15 +123,16 @@ def list_assets(
         min_slsa_level=min_slsa_level,
         signed=signed,
         gpu_model=gpu_model,
+        scope=reader.scope,
     )
     return queries.list_assets(session, query, limit, offset)
 
 
 @router.get("/assets/{asset_id}", response_model=AssetDetailWithCompliance, responses=_NOT_FOUND)
-def get_asset(_: InventoryReader, session: SessionDep, asset_id: IdPath) -> dict[str, Any]:
+def get_asset(reader: InventoryReader, session: SessionDep, asset_id: IdPath) -> dict[str, Any]:
     """One asset: its latest scan with libraries and packages, its scan history, and its
-    compliance under every stored policy."""
-    detail = queries.asset_detail(session, asset_id)
+    compliance under every stored policy (404 outside the caller's team scope)."""
+    detail = queries.asset_detail(session, asset_id, reader.scope)
     return {**detail, "compliance": compliance.asset_compliance(session, asset_id, utcnow())}
 
 
@@ -143,7 +144,7 @@ def get_asset(_: InventoryReader, session: SessionDep, asset_id: IdPath) -> dict
     },
 )
 def get_sbom(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     asset_id: IdPath,
     scan_id: Annotated[
@@ -158,7 +159,8 @@ def get_sbom(
         ),
     ] = "original",
 ) -> Response:
-    """The SBOM of the asset's latest (or given) scan."""
+    """The SBOM of the asset's latest (or given) scan (404 outside the caller's team scope)."""
+    queries.find_asset(session, asset_id, reader.scope)
     if format == "normalized":
         return Response(
             sbom.normalized_sbom(session, asset_id, scan_id), media_type=sbom.MEDIA_TYPE

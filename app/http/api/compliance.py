@@ -40,15 +40,16 @@ Framework = Annotated[
 
 @router.get("/compliance", response_model=ComplianceSummary, responses=_NO_POLICY)
 def summary(
-    _: InventoryReader, session: SessionDep, policy: PolicyQuery, framework: Framework = None
+    reader: InventoryReader, session: SessionDep, policy: PolicyQuery, framework: Framework = None
 ) -> dict[str, Any]:
-    """Per control the policy cites: how many assets pass, fail, or are not applicable."""
-    return compliance.summary(session, policy, framework, utcnow())
+    """Per control the policy cites: how many assets (of the caller's team scope) pass, fail,
+    or are not applicable."""
+    return compliance.summary(session, policy, framework, utcnow(), reader.scope)
 
 
 @router.get("/compliance/controls/{control_id}", response_model=ComplianceControlPage)
 def control_detail(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     control_id: Annotated[str, Path(min_length=1, max_length=64, description="e.g. CIS-2.6")],
     policy: PolicyQuery,
@@ -56,7 +57,9 @@ def control_detail(
     offset: Offset = 0,
 ) -> dict[str, Any]:
     """The assets failing one control under a policy, with the failing rules and files."""
-    return compliance.control_detail(session, policy, control_id, utcnow(), limit, offset)
+    return compliance.control_detail(
+        session, policy, control_id, utcnow(), limit, offset, reader.scope
+    )
 
 
 @router.get(
@@ -64,7 +67,7 @@ def control_detail(
     responses={200: {"content": {"text/csv": {}, "application/json": {}}}, **_NO_POLICY},
 )
 def export(
-    _: InventoryReader,
+    reader: InventoryReader,
     db: DatabaseDep,
     policy: PolicyQuery,
     framework: Framework = None,
@@ -75,7 +78,7 @@ def export(
 
     def chunks() -> Iterator[str]:
         with db.session() as session:
-            rows = compliance.export_rows(session, policy, framework, now)
+            rows = compliance.export_rows(session, policy, framework, now, reader.scope)
             yield ""  # the policy is known: the answer starts
             encode = compliance.export_csv if format == "csv" else compliance.export_json
             yield from encode(rows)
@@ -102,13 +105,16 @@ def export(
     },
 )
 def attestation(
-    _: InventoryReader, session: SessionDep, policy: PolicyQuery, framework: Framework = None
+    reader: InventoryReader,
+    session: SessionDep,
+    policy: PolicyQuery,
+    framework: Framework = None,
 ) -> JSONResponse:
     """Fleet compliance as a CycloneDX attestation (CDXA) for auditors: the standards and their
     cited requirements, a claim per asset and control with its evidence, and per requirement
     the passing claims, the failing ones as counter claims and a conformance score."""
     return JSONResponse(
-        compliance.attestation(session, policy, framework, utcnow()),
+        compliance.attestation(session, policy, framework, utcnow(), reader.scope),
         media_type="application/vnd.cyclonedx+json",
         headers={
             "Content-Disposition": f'attachment; filename="gpuprov-attestation-{policy}.cdx.json"'

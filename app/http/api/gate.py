@@ -220,13 +220,21 @@ def _gate(
         raise Forbidden("gating a BOM stores it: the token needs the report:write scope too")
     data = json.dumps(body.bom, separators=(",", ":")).encode()
     return gate.gate_bom(
-        db, principal, body.policy, data, report_limits(settings), catalogs, now, signing
+        db,
+        principal,
+        body.policy,
+        data,
+        report_limits(settings),
+        catalogs,
+        now,
+        signing,
+        scoping_labels=settings.scoping_labels,
     )
 
 
 @router.get("/gate/decisions", response_model=GateDecisionPage)
 def list_decisions(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     policy: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
     decision: Literal["allow", "warn", "deny"] | None = None,
@@ -252,6 +260,7 @@ def list_decisions(
         decision=decision,
         subject=subject,
         since=rfc3339(since, "since"),
+        scope=reader.scope,
     )
 
 
@@ -261,11 +270,11 @@ def list_decisions(
     responses={404: {"model": ErrorResponse, "description": "no image with one of the digests"}},
 )
 def promotion_diff(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     from_: Annotated[str, Query(alias="from", pattern=_DIGEST, description="the image replaced")],
     to: Annotated[str, Query(pattern=_DIGEST, description="the candidate image")],
 ) -> dict[str, Any]:
     """GPU libraries added, removed, version-changed and digest-changed between two images'
     latest scans (matched by file path)."""
-    return gate.diff(session, from_, to)
+    return gate.diff(session, from_, to, reader.scope)

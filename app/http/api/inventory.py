@@ -23,19 +23,20 @@ router = APIRouter(tags=["inventory"])
 # re-validation of thousands of rows per page keeps them within their latency budget.
 @router.get("/libraries", response_model=LibraryPage)
 def libraries(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     family: Family = None,
     limit: Limit = 100,
     offset: Offset = 0,
 ) -> JSONResponse:
-    """Each (family, version, CUDA major) in use, with how many assets, images and hosts."""
-    return JSONResponse(queries.libraries(session, family, limit, offset))
+    """Each (family, version, CUDA major) in use, with how many assets, images and hosts (of
+    the caller's team scope)."""
+    return JSONResponse(queries.libraries(session, family, limit, offset, reader.scope))
 
 
 @router.get("/where-used", response_model=WhereUsedPage)
 def where_used(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     family: Family = None,
     version: Version = None,
@@ -67,13 +68,13 @@ def where_used(
         provenance=provenance,
         loaded=loaded,
     )
-    query = filters.asset_query(kind=kind, labels=label or [])
+    query = filters.asset_query(kind=kind, labels=label or [], scope=reader.scope)
     return JSONResponse(queries.where_used(session, match, query, limit, offset))
 
 
 @router.get("/drift", response_model=Drift)
 def drift(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     family: Family = None,
     kind: Literal["image", "host"] | None = None,
@@ -83,7 +84,7 @@ def drift(
 ) -> JSONResponse:
     """Digest conflicts and version spread (of ``family``, or all), and per-asset changes
     between the last two scans for a page of the assets that ``kind`` and ``label`` select."""
-    query = filters.asset_query(kind=kind, labels=label or [])
+    query = filters.asset_query(kind=kind, labels=label or [], scope=reader.scope)
     # a page of rescanned assets' changes runs to thousands of entries (440 KB for 30 assets
     # whose every file changed): not validated again, as the list endpoints above
     return JSONResponse(queries.drift(session, family, query, limit, offset))
@@ -94,7 +95,7 @@ def drift(
     responses={200: {"content": {"text/csv": {}, "application/json": {}}}},
 )
 def export(
-    _: InventoryReader,
+    reader: InventoryReader,
     db: DatabaseDep,
     format: Literal["csv", "json"] = "json",
 ) -> StreamingResponse:
@@ -102,7 +103,7 @@ def export(
 
     def chunks() -> Iterator[str]:
         with db.session() as session:
-            yield from inventory_export.export(session, format)
+            yield from inventory_export.export(session, format, reader.scope)
 
     stream = chunks()
     first = next(stream)  # reach the database now, so an outage is a 503 rather than a cut stream

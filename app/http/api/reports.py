@@ -214,6 +214,7 @@ def _ingest(
             catalogs,
             retention_of(settings),
             max_labels=settings.max_asset_labels,
+            scoping_labels=settings.scoping_labels,
         )
     # compliance follows the asset's latest scan, once it is committed; a retried delivery
     # (the first answer was lost, perhaps with the evaluation that followed it) redoes it
@@ -231,4 +232,5 @@ def _ingest(
         latest=result.latest,
         libraries=result.library_count,
         asset_url=url,
+        ignored_labels=list(result.ignored_labels),
     )

@@ -52,6 +52,7 @@ async def _token_request(request: Request, _: Admin) -> TokenIn:
     status_code=201,
     response_model=NewTokenOut,
     responses=error_responses(
+        (404, "no team of the given name"),
         (413, "larger than 1 MiB"),
         (415, "not JSON"),
     ),
@@ -76,6 +77,7 @@ def create_token(
             expires_at=expires_at,
             actor=principal.actor,
             policy_names=body.policies,
+            team=body.team,
         )
     except BadRequest as e:  # the body's content: 422, as every refused body
         raise AppError(e.message, 422, details=[{"pointer": "/body", "message": e.message}]) from e

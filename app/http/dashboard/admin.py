@@ -1,7 +1,8 @@
 """``/admin``: the admin scope's pages, each a form posted with the session's CSRF token:
 promotion policies (store a new version), the trust policy, reference catalogs (import a
-signed one), API tokens (create, revoke), CI trust rules (store, remove) and webhooks (create,
-remove, send a test message). They call the same
+signed one), API tokens (create, revoke), CI trust rules (store, remove), webhooks (create,
+remove, send a test message), teams with their group mappings (store, remove) and the scoping
+labels of assets. They call the same
 domain services as the API, so a form accepts and refuses exactly what the API does; a refusal
 shows the form again with the reason."""
 
@@ -15,7 +16,7 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
-from app.domain import audit, catalogs, ci_rules, compliance, policies, tokens, webhooks
+from app.domain import audit, catalogs, ci_rules, compliance, policies, teams, tokens, webhooks
 from app.domain.notifications import EVENTS, SEVERITIES
 from app.domain.tokens import Scope
 from app.domain.webhook_delivery import delivery_config, send_test
@@ -255,6 +256,7 @@ def _tokens_context(session: SessionDep, page: int, per_page: int) -> dict[str, 
         "pager": Pager(page, per_page, total),
         "scopes": [(s, _field(s)) for s in SCOPES],
         "expires": TOKEN_EXPIRY_DEFAULT,
+        "teams": [t.name for t in teams.list_teams(session)],
     }
 
 
@@ -293,6 +295,7 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
             expires_at=expires_at,
             actor=_actor(state),
             policy_names=policy_names,
+            team=form.get("team", "").strip() or None,
         )
     except AppError as e:
         session.rollback()
@@ -441,17 +444,6 @@ def webhook_list(request: Request, _: AdminUser, session: SessionDep) -> Respons
     return render(request, "admin_webhooks.html", _webhooks_context(session))
 
 
-def _label_lines(text: str) -> dict[str, str]:
-    """``name=value`` lines; a line without ``=`` is refused, not dropped."""
-    labels: dict[str, str] = {}
-    for line in _lines(text):
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise AppError(f"label line {line[:80]!r} is not name=value", 422)
-        labels[key.strip()] = value.strip()
-    return labels
-
-
 @router.post("/webhooks")
 async def create_webhook(
     request: Request, state: AdminUser, session: WriteSessionDep, settings: SettingsDep
@@ -464,7 +456,7 @@ async def create_webhook(
             url=form.get("url", "").strip(),
             events=tuple(e for e in EVENTS if form.get("event_" + e.replace(".", "_"))),
             min_severity=form.get("min_severity", "").strip() or None,
-            labels=_label_lines(form.get("labels", "")),
+            labels=_pairs(form.get("labels", ""), "label"),
         )
         new = webhooks.create_endpoint(
             session, spec, delivery_config(settings).egress, _actor(state), utcnow()
@@ -524,3 +516,147 @@ async def test_webhook(
         why = answer.error or f"the receiver answered HTTP {answer.status}"
         context = {"error": f"Test message to {name}: not delivered: {why}."}
     return render(request, "admin_webhooks.html", {**_webhooks_context(session), **context})
+
+
+# ---------------------------------------------------------------------------------- teams
+
+
+def _teams_context(session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    mappings = [
+        {
+            "group": group,
+            "role": grant if isinstance(grant, str) else grant.role,
+            "team": None if isinstance(grant, str) else grant.team,
+        }
+        for group, grant in sorted(settings.oidc_roles.items())
+    ]
+    return {
+        "teams": [teams.team_dict(t) for t in teams.list_teams(session)],
+        "mappings": mappings,
+        "scoping_labels": settings.scoping_labels,
+        "teamless": settings.teamless_access,
+    }
+
+
+def _pairs(text: str, what: str) -> dict[str, str]:
+    """``key=value`` lines; a line without ``=`` is refused, not dropped."""
+    pairs: dict[str, str] = {}
+    for line in _lines(text):
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise AppError(f"{what} line {line[:80]!r} is not key=value", 422)
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _members(text: str) -> list[dict[str, str]]:
+    """``issuer subject`` lines (the ID token's ``iss`` and ``sub``)."""
+    members = []
+    for line in _lines(text):
+        issuer, _, subject = line.rpartition(" ")
+        if not issuer.strip() or not subject:
+            raise AppError(f"user line {line[:80]!r} is not 'issuer subject'", 422)
+        members.append({"issuer": issuer.strip(), "subject": subject})
+    return members
+
+
+@router.get("/teams")
+def team_list(
+    request: Request, _: AdminUser, session: SessionDep, settings: SettingsDep
+) -> Response:
+    """Teams (members, asset scope), the group mappings, and the forms changing them."""
+    return render(request, "admin_teams.html", _teams_context(session, settings))
+
+
+@router.post("/teams")
+async def store_team(
+    request: Request, state: AdminUser, session: WriteSessionDep, settings: SettingsDep
+) -> Response:
+    """Store (or replace) a team, checked as the API checks it (audited)."""
+    form = await checked_form(request, state)
+    name = form.get("name", "").strip()
+    try:
+        spec = teams.check_team(
+            {
+                "labels": _pairs(form.get("labels", ""), "label"),
+                "names": _lines(form.get("names", "")),
+                "users": _members(form.get("users", "")),
+                "groups": _lines(form.get("groups", "")),
+            }
+        )
+        _, created = teams.put_team(session, name, spec, _actor(state))
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_teams.html",
+            {**_teams_context(session, settings), "error": e.message, "form": dict(form)},
+            status=e.status if e.status != 400 else 422,
+        )
+    session.flush()
+    verb = "Stored" if created else "Replaced"
+    return render(
+        request,
+        "admin_teams.html",
+        {**_teams_context(session, settings), "message": f"{verb} team {name}."},
+    )
+
+
+@router.post("/teams/{name}/delete")
+async def delete_team(
+    request: Request,
+    state: AdminUser,
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    name: Annotated[str, Path(pattern=teams.TEAM_NAME_PATTERN)],
+) -> Response:
+    """Remove a team (refused while tokens belong to it)."""
+    await checked_form(request, state)
+    try:
+        teams.delete_team(session, name, _actor(state))
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_teams.html",
+            {**_teams_context(session, settings), "error": e.message},
+            status=e.status,
+        )
+    session.flush()
+    return render(
+        request,
+        "admin_teams.html",
+        {**_teams_context(session, settings), "message": f"Removed team {name}."},
+    )
+
+
+@router.post("/teams/labels")
+async def assign_scope_labels(
+    request: Request, state: AdminUser, session: WriteSessionDep, settings: SettingsDep
+) -> Response:
+    """Assign an asset's scoping labels (exactly those given; audited)."""
+    form = await checked_form(request, state)
+    try:
+        raw = form.get("asset_id", "").strip()
+        if not raw.isdigit() or not 0 < int(raw) < 2**63:
+            raise AppError("an asset id is a positive number (the one in /assets/ID)", 422)
+        labels = teams.check_scope_labels({"labels": _pairs(form.get("labels", ""), "label")})
+        teams.assign_labels(session, int(raw), labels, _actor(state))
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_teams.html",
+            {**_teams_context(session, settings), "error": e.message, "form": dict(form)},
+            status=e.status if e.status != 400 else 422,
+        )
+    session.flush()
+    shown = ", ".join(f"{k}={v}" for k, v in labels.items()) or "none"
+    return render(
+        request,
+        "admin_teams.html",
+        {
+            **_teams_context(session, settings),
+            "message": f"Asset {raw} now has the scoping labels {shown}.",
+        },
+    )

@@ -28,7 +28,7 @@ CvePath = Annotated[str, Path(min_length=1, max_length=64)]
 @router.get("/advisories")
 def advisory_list(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     cve: Text = None,
     severity: Text = None,
@@ -56,6 +56,7 @@ def advisory_list(
         sort=sort,
         limit=per_page,
         offset=(page - 1) * per_page,
+        scope=state.user.scope,
     )
     return render(
         request,
@@ -64,7 +65,7 @@ def advisory_list(
             "advisories": result["items"],
             "pager": Pager(page, per_page, result["total"]),
             "by_severity": advisories.severity_counts(
-                session, cve=cve, product=product, affected=only
+                session, cve=cve, product=product, affected=only, scope=state.user.scope
             ),
             "feed": vulnerabilities.feed_summary(session),
             "sort": sort,
@@ -82,7 +83,7 @@ def advisory_list(
 @router.get("/advisories/{cve}")
 def advisory_page(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     cve: CvePath,
     status: Annotated[str | None, Query(max_length=32)] = None,
@@ -93,9 +94,10 @@ def advisory_page(
     each (affected first by default), then each bulletin's statement: notes, products, version
     texts, fixes."""
     status = check_choice("status", blank_to_none(status), vulnerabilities.STATUSES)
-    detail = advisories.get_advisory(session, cve)
+    scope = state.user.scope
+    detail = advisories.get_advisory(session, cve, scope)
     matched = vulnerabilities.advisory_affected(
-        session, cve, status=status, limit=per_page, offset=(page - 1) * per_page
+        session, cve, status=status, limit=per_page, offset=(page - 1) * per_page, scope=scope
     )
     return render(
         request,
@@ -105,7 +107,7 @@ def advisory_page(
             "matched": matched,
             "status": status,
             "statuses": vulnerabilities.STATUSES,
-            "status_counts": vulnerabilities.status_counts(session, cve),
+            "status_counts": vulnerabilities.status_counts(session, cve, scope),
             "links": advisory_links(detail["cve"], detail["documents"]),
             "pager": Pager(page, per_page, matched["total"]),
         },

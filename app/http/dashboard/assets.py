@@ -81,7 +81,7 @@ def _family(value: str | None) -> str | None:
 @router.get("/assets")
 def asset_list(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     kind: Text = None,
     name: Text = None,
@@ -117,6 +117,7 @@ def asset_list(
         signed=_yes_no("signed", signed),
         status=filters.check_choice("status", status, filters.STATUSES),
         gate=filters.check_choice("gate", gate_decision, GATE_CHOICES),
+        scope=state.user.scope,
     )
     sort = filters.check_choice("sort", sort, SORT_CHOICES)
     result = queries.list_assets(session, query, per_page, (page - 1) * per_page, sort)
@@ -191,7 +192,7 @@ def _verdict_counts(libraries: list[dict[str, Any]]) -> dict[str, Counter[str]]:
 @router.get("/assets/{asset_id}")
 def asset_page(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     asset_id: IdPath,
     files: Annotated[str | None, Query(max_length=16)] = None,
@@ -207,7 +208,7 @@ def asset_page(
         filters.check_choice("advisory_status", blank_to_none(advisory_status), ADVISORY_TABS)
         or "open"
     )
-    detail = queries.asset_detail(session, asset_id)
+    detail = queries.asset_detail(session, asset_id, state.user.scope)
     history = detail["history"]
     changes = scan_changes(session, [scan["id"] for scan in history[: CHANGES_SHOWN + 1]])
     libraries = sorted(detail["libraries"], key=_directory)
@@ -254,13 +255,15 @@ def asset_page(
 
 @router.get("/assets/{asset_id}/sbom")
 def asset_sbom(
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     asset_id: IdPath,
     scan_id: Annotated[int | None, Query(ge=1, le=MAX_BIGINT)] = None,
     format: Literal["original", "normalized"] = "original",
 ) -> Response:
-    """The SBOM of the asset's latest (or given) scan, as a download."""
+    """The SBOM of the asset's latest (or given) scan, as a download (404 outside the user's
+    team scope)."""
+    queries.find_asset(session, asset_id, state.user.scope)
     if format == "normalized":
         body: bytes | str = sbom.normalized_sbom(session, asset_id, scan_id)
         name = f"asset-{asset_id}.normalized.cdx.json"

@@ -128,7 +128,9 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
     person_cookie = request.cookies.get(PERSON_COOKIE)
     if person_cookie and settings.oidc_enabled:
         with db.transaction() as session:
-            person = users.session_of(session, person_cookie, now)
+            person = users.session_of(
+                session, person_cookie, now, settings.oidc_roles, settings.teamless_access
+            )
             gone = users.session_end(session, person_cookie, now) if person is None else None
         if gone is not None and not request.cookies.get(SESSION_COOKIE):
             # a person's sign-in that ended: the login page says why (no token session to try)
@@ -149,7 +151,7 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
         outlived = signer.outlived(cookie, int(now.timestamp()))
         raise LoginRequired(_here(request), SessionEnd.SESSION_EXPIRED if outlived else None)
     with db.lookup() as conn:
-        found = session_principal(conn, data.token_id, now)
+        found = session_principal(conn, data.token_id, now, settings.teamless_access)
         ended = session_end(conn, data.token_id, now) if found is None else None
     if found is None or not same_token(signer.binding(found[1]), data.binding):
         # a binding to another hash: the token this session logged in with is gone

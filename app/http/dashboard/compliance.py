@@ -33,7 +33,7 @@ def _framework(value: str | None) -> str | None:
 @router.get("/compliance")
 def summary(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     settings: SettingsDep,
     policy: PolicyName = None,
@@ -47,7 +47,8 @@ def summary(
     choice = explore.choose_policy(session, blank_to_none(policy), settings.default_policy, now)
     chosen = choice.name
     fw = _framework(framework)
-    result = compliance.summary(session, chosen, fw, now) if chosen else None
+    scope = state.user.scope
+    result = compliance.summary(session, chosen, fw, now, scope) if chosen else None
     frameworks = explore.frameworks()
     grouped = []
     if result is not None:
@@ -73,7 +74,7 @@ def summary(
 @router.get("/compliance/controls/{control_id}")
 def control(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     settings: SettingsDep,
     control_id: ControlId,
@@ -90,7 +91,7 @@ def control(
     if chosen is None:
         raise BadRequest("no promotion policy is stored yet")
     result = compliance.control_detail(
-        session, chosen, control_id, utcnow(), per_page, (page - 1) * per_page
+        session, chosen, control_id, utcnow(), per_page, (page - 1) * per_page, state.user.scope
     )
     return render(
         request,

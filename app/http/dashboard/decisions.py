@@ -22,7 +22,7 @@ router = APIRouter()
 @router.get("/decisions")
 def decision_list(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     policy: Annotated[str | None, Query(max_length=128)] = None,
     decision: Annotated[str | None, Query(max_length=8)] = None,
@@ -40,6 +40,7 @@ def decision_list(
         policy=policy,
         decision=decision,
         subject=subject,
+        scope=state.user.scope,
     )
     return render(
         request,
@@ -56,7 +57,9 @@ def decision_list(
 
 @router.get("/decisions/{decision_id}")
 def decision_page(
-    request: Request, _: Reader, session: SessionDep, decision_id: IdPath
+    request: Request, state: Reader, session: SessionDep, decision_id: IdPath
 ) -> Response:
-    """One decision: subject, policy version, every reason with its files and controls."""
-    return render(request, "decision.html", {"d": explore.decision(session, decision_id)})
+    """One decision: subject, policy version, every reason with its files and controls (404
+    for a decision on an asset outside the user's team scope)."""
+    found = explore.decision(session, decision_id, state.user.scope)
+    return render(request, "decision.html", {"d": found})

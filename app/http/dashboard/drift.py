@@ -26,11 +26,13 @@ Value = Annotated[str, Query(min_length=1, max_length=256)]
 
 
 @router.get("/drift")
-def conflicts(request: Request, _: Reader, session: SessionDep, family: Text = None) -> Response:
+def conflicts(
+    request: Request, state: Reader, session: SessionDep, family: Text = None
+) -> Response:
     """Files of one family, component, version, CUDA major and architecture seen with more
-    than one digest across the fleet's current scans."""
+    than one digest across the fleet's current scans (the user's team scope's)."""
     chosen = _family(family)
-    groups = queries.digest_conflicts(session, chosen, CONFLICT_GROUPS)
+    groups = queries.digest_conflicts(session, chosen, CONFLICT_GROUPS, state.user.scope)
     return render(
         request,
         "drift_conflicts.html",
@@ -41,13 +43,13 @@ def conflicts(request: Request, _: Reader, session: SessionDep, family: Text = N
 @router.get("/drift/changes")
 def changes(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     page: PageNumber = 1,
     per_page: PerPage = 25,
 ) -> Response:
     """The assets scanned more than once, latest first, with what changed at their last scan."""
-    result = explore.recent_changes(session, per_page, (page - 1) * per_page)
+    result = explore.recent_changes(session, per_page, (page - 1) * per_page, state.user.scope)
     return render(
         request,
         "drift_changes.html",
@@ -58,7 +60,7 @@ def changes(
 @router.get("/drift/parity")
 def parity(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     label: Label = "env",
     target: Value = "prod",
@@ -71,7 +73,14 @@ def parity(
     ``label=baseline`` runs."""
     chosen = _family(family)
     result = explore.parity(
-        session, label, target, baseline, chosen, per_page, (page - 1) * per_page
+        session,
+        label,
+        target,
+        baseline,
+        chosen,
+        per_page,
+        (page - 1) * per_page,
+        state.user.scope,
     )
     return render(
         request,

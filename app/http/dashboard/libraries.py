@@ -36,7 +36,7 @@ def _family(value: str | None) -> str | None:
 @router.get("/libraries")
 def library_versions(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     family: Text = None,
     page: PageNumber = 1,
@@ -44,7 +44,7 @@ def library_versions(
 ) -> Response:
     """Each (family, version, CUDA major) in use with its asset, image, host and file counts."""
     chosen = _family(family)
-    result = queries.libraries(session, chosen, per_page, (page - 1) * per_page)
+    result = queries.libraries(session, chosen, per_page, (page - 1) * per_page, state.user.scope)
     return render(
         request,
         "libraries.html",
@@ -60,7 +60,7 @@ def library_versions(
 @router.get("/libraries/where-used")
 def where_used(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     family: Text = None,
     version: Text = None,
@@ -79,7 +79,7 @@ def where_used(
     match = filters.library_match(family=chosen, version=version, sha256=sha256, verdict=verdict)
     if not match.any:
         raise BadRequest("choose a family, a version, a SHA-256 or a verdict")
-    query = filters.asset_query(labels=labels)
+    query = filters.asset_query(labels=labels, scope=state.user.scope)
     result = queries.where_used(session, match, query, per_page, (page - 1) * per_page)
     return render(
         request,
@@ -104,7 +104,7 @@ def where_used(
 @router.get("/libraries/search")
 def search(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     q: Text = None,
     page: PageNumber = 1,
@@ -113,7 +113,7 @@ def search(
     """Current library files by SHA-256 (64 hex digits) or by file name (``*`` globs)."""
     query = blank_to_none(q)
     result = (
-        explore.search_files(session, query, per_page, (page - 1) * per_page)
+        explore.search_files(session, query, per_page, (page - 1) * per_page, state.user.scope)
         if query is not None
         else {"by": None, "items": [], "total": 0}
     )

@@ -48,16 +48,18 @@ class FiguresCache:
 
 
 @router.get("/")
-def overview(request: Request, _: Reader, session: SessionDep) -> Response:
+def overview(request: Request, state: Reader, session: SessionDep) -> Response:
     """Images and hosts, verification shares, drift, gate decisions, versions in use, and the
-    most urgent findings."""
+    most urgent findings (of the user's team scope)."""
     cache: FiguresCache = request.app.state.overview_cache
+    scope = state.user.scope
 
     def compute() -> dict[str, Any]:
         now = utcnow()
-        return {**fleet_overview(session, now), "as_of": now}
+        return {**fleet_overview(session, now, scope), "as_of": now}
 
-    figures = cache.get(compute)
+    # the cache holds the whole fleet's figures: a team's are its own, computed each time
+    figures = cache.get(compute) if scope is None else compute()
     charts = [
         {
             "title": f"{label} versions in use (assets)",

@@ -17,7 +17,7 @@ from fastapi.responses import RedirectResponse
 
 from app.clock import utcnow
 from app.domain import users
-from app.domain.oidc import NoAccess, OpenIdProvider, SignInRefused, role_of
+from app.domain.oidc import NoAccess, OpenIdProvider, SignInRefused, groups_of, role_of
 from app.errors import NotFound, TooManyRequests
 from app.http.dashboard.auth import _cookie_secure, _login_page, safe_next
 from app.http.dashboard.sessions import PERSON_COOKIE, SESSION_COOKIE, SSO_LOGIN_COOKIE
@@ -144,6 +144,7 @@ def callback(
             now,
             settings.session_lifetime_seconds,
             replaces=request.cookies.get(PERSON_COOKIE),
+            groups=groups_of(claims, settings.oidc_groups_claim),
         )
     log.info("dashboard sign-in: %s as %s", claims["sub"], role.value)
     response = RedirectResponse(next_url, status_code=303)

@@ -10,6 +10,8 @@ from sqlalchemy import and_, case, exists, func, select, text
 from sqlalchemy.orm import Session
 
 from app.storage.base import table
+from app.storage.repositories import scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryDocument as Doc
 from app.storage.tables import AdvisoryFinding as Finding
 from app.storage.tables import AdvisoryProductStatus as Status
@@ -70,17 +72,28 @@ def _severity_rank(column: Any) -> Any:
     )
 
 
-def affected_somewhere() -> Any:
-    """A condition on ``Vuln``: some asset holds a stack with an ``affected`` finding of it."""
+def _held(scope: AssetScope | None) -> list[Any]:
+    """Conditions on ``Match``: its asset lies in the caller's scope (none: the whole fleet)."""
+    visible = scopes.in_scope(Match.asset_id, scope)
+    return [] if visible is None else [visible]
+
+
+def affected_somewhere(scope: AssetScope | None = None) -> Any:
+    """A condition on ``Vuln``: some asset (of the scope) holds a stack with an ``affected``
+    finding of it."""
     return exists().where(
         Finding.cve == Vuln.cve,
         Finding.status == "affected",
-        exists().where(Match.stack == Finding.stack),
+        exists().where(Match.stack == Finding.stack, *_held(scope)),
     )
 
 
 def _filters(
-    cve: str | None, severity: str | None, product: str | None, affected: bool | None
+    cve: str | None,
+    severity: str | None,
+    product: str | None,
+    affected: bool | None,
+    scope: AssetScope | None = None,
 ) -> list[Any]:
     where: list[Any] = []
     if cve:
@@ -103,11 +116,14 @@ def _filters(
             )
         )
     if affected is not None:
-        where.append(affected_somewhere() if affected else ~affected_somewhere())
+        somewhere = affected_somewhere(scope)
+        where.append(somewhere if affected else ~somewhere)
     return where
 
 
-def affected_counts_query(cves: Sequence[str] | None = None) -> Any:
+def affected_counts_query(
+    cves: Sequence[str] | None = None, scope: AssetScope | None = None
+) -> Any:
     """(cve, n) of the assets holding an ``affected`` finding of each CVE: each asset holds one
     stack, so the sum of the sizes of the distinct stacks with such a finding (the where-used
     rows are counted per stack, never joined per finding)."""
@@ -115,7 +131,12 @@ def affected_counts_query(cves: Sequence[str] | None = None) -> Any:
     if cves is not None:
         pairs = pairs.where(Finding.cve.in_(cves))
     distinct_pairs = pairs.distinct().subquery()
-    sizes = select(Match.stack, func.count().label("n")).group_by(Match.stack).subquery()
+    sizes = (
+        select(Match.stack, func.count().label("n"))
+        .where(*_held(scope))
+        .group_by(Match.stack)
+        .subquery()
+    )
     return (
         select(distinct_pairs.c.cve, func.sum(sizes.c.n).label("n"))
         .join(sizes, sizes.c.stack == distinct_pairs.c.stack)
@@ -123,11 +144,14 @@ def affected_counts_query(cves: Sequence[str] | None = None) -> Any:
     )
 
 
-def affected_counts(session: Session, cves: Sequence[str]) -> dict[str, int]:
-    """Per CVE, the number of assets with an ``affected`` finding (absent: none)."""
+def affected_counts(
+    session: Session, cves: Sequence[str], scope: AssetScope | None = None
+) -> dict[str, int]:
+    """Per CVE, the number of assets (of the scope) with an ``affected`` finding (absent:
+    none)."""
     if not cves:
         return {}
-    rows = session.execute(affected_counts_query(cves)).all()
+    rows = session.execute(affected_counts_query(cves, scope)).all()
     return {str(c): int(n) for c, n in rows}
 
 
@@ -146,9 +170,11 @@ def cve_page(
     sort: str = "newest",
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> tuple[list[str], int]:
-    """A page of the CVEs matching the filters in the order ``sort`` names, and their number."""
-    where = _filters(cve, severity, product, affected)
+    """A page of the CVEs matching the filters in the order ``sort`` names, and their number
+    (``affected`` and its order: of the assets of the scope)."""
+    where = _filters(cve, severity, product, affected, scope)
     total = session.scalar(select(func.count(func.distinct(Vuln.cve))).where(*where)) or 0
     newest = func.max(Vuln.published_at).desc().nulls_last()
     query = select(Vuln.cve).where(*where).group_by(Vuln.cve)
@@ -159,7 +185,7 @@ def cve_page(
             newest,
         ]
     elif sort == "affected":
-        counts = affected_counts_query().subquery()
+        counts = affected_counts_query(None, scope).subquery()
         query = query.outerjoin(counts, counts.c.cve == Vuln.cve)
         order = [func.max(func.coalesce(counts.c.n, 0)).desc(), newest]
     else:
@@ -169,11 +195,16 @@ def cve_page(
 
 
 def severity_counts(
-    session: Session, *, cve: str | None, product: str | None, affected: bool | None
+    session: Session,
+    *,
+    cve: str | None,
+    product: str | None,
+    affected: bool | None,
+    scope: AssetScope | None = None,
 ) -> dict[str, int]:
     """Per severity (as the list's filter reads it: some bulletin states it), the CVEs
     matching the other filters."""
-    where = _filters(cve, None, product, affected)
+    where = _filters(cve, None, product, affected, scope)
     rows = session.execute(
         select(func.upper(Vuln.severity), func.count(func.distinct(Vuln.cve)))
         .where(*where, Vuln.severity.is_not(None))
@@ -182,7 +213,9 @@ def severity_counts(
     return {str(s): int(n) for s, n in rows}
 
 
-def assets_affected_at(session: Session, severities: Sequence[str]) -> int:
+def assets_affected_at(
+    session: Session, severities: Sequence[str], scope: AssetScope | None = None
+) -> int:
     """The assets holding an ``affected`` finding of a CVE some bulletin rates at one of
     ``severities`` (each asset counted once: it holds one stack)."""
     rated = select(Vuln.cve).where(func.upper(Vuln.severity).in_([s.upper() for s in severities]))
@@ -193,7 +226,9 @@ def assets_affected_at(session: Session, severities: Sequence[str]) -> int:
         .subquery()
     )
     total = session.scalar(
-        select(func.count()).select_from(Match).where(Match.stack.in_(select(stacks.c.stack)))
+        select(func.count())
+        .select_from(Match)
+        .where(Match.stack.in_(select(stacks.c.stack)), *_held(scope))
     )
     return int(total or 0)
 

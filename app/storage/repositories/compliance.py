@@ -23,25 +23,37 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from app.storage.base import table
+from app.storage.repositories import scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import Asset, ComplianceAsset, ComplianceControl
 
 _BATCH = 500
 
 
-def asset_batch(session: Session, after: int, batch: int = _BATCH) -> Sequence[Asset]:
-    """The next assets that have a latest scan, by id after ``after`` (keyset pagination)."""
+def _visible(asset_id: Any, scope: AssetScope | None) -> list[ColumnElement[bool]]:
+    condition = scopes.in_scope(asset_id, scope)
+    return [] if condition is None else [condition]
+
+
+def asset_batch(
+    session: Session, after: int, batch: int = _BATCH, scope: AssetScope | None = None
+) -> Sequence[Asset]:
+    """The next assets (of the scope) that have a latest scan, by id after ``after`` (keyset
+    pagination)."""
     return session.scalars(
         select(Asset)
-        .where(Asset.latest_scan_id.is_not(None), Asset.id > after)
+        .where(Asset.latest_scan_id.is_not(None), Asset.id > after, *_visible(Asset.id, scope))
         .order_by(Asset.id)
         .limit(batch)
     ).all()
 
 
-def assets_with_scans(session: Session, batch: int = _BATCH) -> Iterator[Sequence[Asset]]:
-    """Every asset that has a latest scan, in batches (keyset pagination by id)."""
+def assets_with_scans(
+    session: Session, batch: int = _BATCH, scope: AssetScope | None = None
+) -> Iterator[Sequence[Asset]]:
+    """Every asset (of the scope) that has a latest scan, in batches (keyset pagination)."""
     last = 0
-    while rows := asset_batch(session, last, batch):
+    while rows := asset_batch(session, last, batch, scope):
         yield rows
         last = rows[-1].id
 
@@ -101,18 +113,24 @@ def _stale(cutoff: datetime | None) -> ColumnElement[bool]:
 
 
 def control_counts(
-    session: Session, policy_name: str, cutoff: datetime | None
+    session: Session, policy_name: str, cutoff: datetime | None, scope: AssetScope | None = None
 ) -> Sequence[Row[str, str, int, int]]:
-    """(control, stored status, scan older than cutoff, assets) for a policy (index-only)."""
+    """(control, stored status, scan older than cutoff, assets) for a policy (index-only; for a
+    scope, of its assets)."""
     stale = case((_stale(cutoff), 1), else_=0)
     return session.execute(
         select(ComplianceControl.control_id, ComplianceControl.status, stale, func.count())
-        .where(ComplianceControl.policy_name == policy_name)
+        .where(
+            ComplianceControl.policy_name == policy_name,
+            *_visible(ComplianceControl.asset_id, scope),
+        )
         .group_by(ComplianceControl.control_id, ComplianceControl.status, stale)
     ).all()
 
 
-def evaluated_counts(session: Session, policy_name: str, version: int) -> tuple[int, int]:
+def evaluated_counts(
+    session: Session, policy_name: str, version: int, scope: AssetScope | None = None
+) -> tuple[int, int]:
     """Assets evaluated under the policy's current version on their latest scan, and the
     others (an older scan: an update after ingest that failed; an older policy version)."""
     current = case(
@@ -129,17 +147,19 @@ def evaluated_counts(session: Session, policy_name: str, version: int) -> tuple[
         select(func.count(), func.coalesce(func.sum(current), 0))
         .select_from(ComplianceAsset)
         .join(Asset, Asset.id == ComplianceAsset.asset_id)
-        .where(ComplianceAsset.policy_name == policy_name)
+        .where(ComplianceAsset.policy_name == policy_name, *_visible(Asset.id, scope))
     ).one()
     total, latest = int(row[0]), int(row[1])
     return latest, total - latest
 
 
-def scanned_asset_count(session: Session) -> int:
-    """Assets that have a latest scan."""
+def scanned_asset_count(session: Session, scope: AssetScope | None = None) -> int:
+    """Assets (of the scope) that have a latest scan."""
     return (
         session.scalar(
-            select(func.count()).select_from(Asset).where(Asset.latest_scan_id.is_not(None))
+            select(func.count())
+            .select_from(Asset)
+            .where(Asset.latest_scan_id.is_not(None), *_visible(Asset.id, scope))
         )
         or 0
     )
@@ -152,13 +172,15 @@ def failing(
     cutoff: datetime | None,
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> tuple[list[int], int]:
-    """A page of the assets failing a control (stored fail, or a scan older than cutoff when
-    the control is one scan_age cites), by asset id, and how many there are."""
+    """A page of the assets (of the scope) failing a control (stored fail, or a scan older than
+    cutoff when the control is one scan_age cites), by asset id, and how many there are."""
     where = and_(
         ComplianceControl.policy_name == policy_name,
         ComplianceControl.control_id == control_id,
         or_(ComplianceControl.status == "fail", _stale(cutoff)),
+        *_visible(ComplianceControl.asset_id, scope),
     )
     total = session.scalar(select(func.count()).select_from(ComplianceControl).where(where)) or 0
     ids = session.scalars(
@@ -196,9 +218,14 @@ def of_asset(session: Session, asset_id: int) -> Sequence[ComplianceAsset]:
 
 
 def export_rows(
-    session: Session, policy_name: str, control_ids: Sequence[str], batch: int = 1000
+    session: Session,
+    policy_name: str,
+    control_ids: Sequence[str],
+    batch: int = 1000,
+    scope: AssetScope | None = None,
 ) -> Iterator[Row[int, str, str, str, str, datetime | None]]:
-    """(asset id, kind, name, control, stored status, scanned_at) for every evaluated asset."""
+    """(asset id, kind, name, control, stored status, scanned_at) for every evaluated asset
+    (of the scope)."""
     statement = (
         select(
             Asset.id,
@@ -212,6 +239,7 @@ def export_rows(
         .where(
             ComplianceControl.policy_name == policy_name,
             ComplianceControl.control_id.in_(control_ids),
+            *_visible(Asset.id, scope),
         )
         .order_by(Asset.id, ComplianceControl.control_id)
         .execution_options(yield_per=batch)

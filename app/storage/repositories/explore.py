@@ -7,11 +7,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Row, RowMapping, Select, and_, distinct, exists, func, or_, select
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    RowMapping,
+    Select,
+    and_,
+    distinct,
+    exists,
+    func,
+    or_,
+    select,
+)
 from sqlalchemy.orm import Session, aliased
 
-from app.storage.repositories import fleet
+from app.storage.repositories import fleet, scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import (
     Artifact,
     Asset,
@@ -38,6 +51,12 @@ _FILE_COLUMNS = (
 )
 
 
+def _visible(asset_id: Any, scope: AssetScope | None) -> list[ColumnElement[bool]]:
+    """The scope's condition on an asset id column, as a list to splat into ``where``."""
+    condition = scopes.in_scope(asset_id, scope)
+    return [] if condition is None else [condition]
+
+
 def _escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
@@ -49,6 +68,7 @@ def current_files(
     sha256: str | None = None,
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> tuple[Sequence[RowMapping], int]:
     """A page of current library files with this file name (exact, or a glob with ``*``) or
     this SHA-256, with their assets, and how many there are. The digest is read from the
@@ -62,6 +82,7 @@ def current_files(
             conds.append(Artifact.name.like(pattern, escape="\\"))
         else:
             conds.append(Artifact.name == name)
+    conds.extend(_visible(Artifact.asset_id, scope))
     total = session.scalar(select(func.count()).select_from(Artifact).where(*conds)) or 0
     rows = (
         session.execute(
@@ -78,13 +99,16 @@ def current_files(
     return rows, int(total)
 
 
-def _labelled(key: str, value: str) -> Select[int]:
-    return select(AssetLabel.asset_id).where(AssetLabel.key == key, AssetLabel.value == value)
+def _labelled(key: str, value: str, scope: AssetScope | None = None) -> Select[int]:
+    return select(AssetLabel.asset_id).where(
+        AssetLabel.key == key, AssetLabel.value == value, *_visible(AssetLabel.asset_id, scope)
+    )
 
 
-def labelled_count(session: Session, key: str, value: str) -> int:
-    """How many assets carry the label ``key=value``."""
-    return session.scalar(select(func.count()).select_from(_labelled(key, value).subquery())) or 0
+def labelled_count(session: Session, key: str, value: str, scope: AssetScope | None = None) -> int:
+    """How many assets (of the scope) carry the label ``key=value``."""
+    labelled = _labelled(key, value, scope).subquery()
+    return session.scalar(select(func.count()).select_from(labelled)) or 0
 
 
 def parity_gaps(
@@ -95,16 +119,18 @@ def parity_gaps(
     family: str | None,
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> tuple[Sequence[Row[str, str | None, int]], int]:
     """(family, version, assets) run by assets labelled ``key=target`` that no asset labelled
-    ``key=baseline`` runs, a page of them by family and version, and how many there are."""
+    ``key=baseline`` runs (both of the scope), a page of them by family and version, and how
+    many there are."""
     base = aliased(AssetLibrary)
     missing = ~exists().where(
-        base.asset_id.in_(_labelled(key, baseline)),
+        base.asset_id.in_(_labelled(key, baseline, scope)),
         base.family == AssetLibrary.family,
         base.version.is_not_distinct_from(AssetLibrary.version),
     )
-    conds = [AssetLibrary.asset_id.in_(_labelled(key, target)), missing]
+    conds = [AssetLibrary.asset_id.in_(_labelled(key, target, scope)), missing]
     if family:
         conds.append(AssetLibrary.family == family)
     grouped = (
@@ -137,12 +163,14 @@ def parity_gaps(
 
 
 def rescanned_assets(
-    session: Session, limit: int, offset: int
+    session: Session, limit: int, offset: int, scope: AssetScope | None = None
 ) -> tuple[Sequence[Row[int, str, str, int]], int]:
-    """A page of the assets that have an earlier scan than their latest, most recently scanned
-    first: (id, kind, name, latest scan id), and how many there are."""
+    """A page of the assets (of the scope) that have an earlier scan than their latest, most
+    recently scanned first: (id, kind, name, latest scan id), and how many there are."""
     earlier = exists().where(Scan.asset_id == Asset.id, Scan.id != Asset.latest_scan_id)
     conds = [Asset.latest_scan_id.is_not(None), earlier]
+    if scope is not None:
+        conds.append(scopes.asset_condition(scope))
     total = session.scalar(select(func.count()).select_from(Asset).where(*conds)) or 0
     rows = session.execute(
         select(Asset.id, Asset.kind, Asset.name, Asset.latest_scan_id)
@@ -162,9 +190,16 @@ def asset_names(session: Session, asset_ids: Sequence[int]) -> dict[int, tuple[s
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-def decision_by_id(session: Session, decision_id: int) -> GateDecision | None:
-    """One recorded gate decision."""
-    return session.get(GateDecision, decision_id)
+def decision_by_id(
+    session: Session, decision_id: int, scope: AssetScope | None = None
+) -> GateDecision | None:
+    """One recorded gate decision (None outside the scope: one on another team's asset)."""
+    row = session.get(GateDecision, decision_id)
+    if row is None or scope is None:
+        return row
+    if row.asset_id is None or not scopes.asset_visible(session, row.asset_id, scope):
+        return None
+    return row
 
 
 def policy_names(session: Session) -> list[str]:
@@ -189,18 +224,37 @@ _CONFLICT_FILES = (
 
 
 def conflicting_groups(
-    session: Session, family: str | None, limit: int
+    session: Session, family: str | None, limit: int, scope: AssetScope | None = None
 ) -> Sequence[Row[str, str | None, str | None, int | None, str | None]]:
     """The first ``limit`` (family, component, version, CUDA major, arch) of current files seen
     with more than one digest, from the (library, digest) pairs kept at ingest (reading the
-    current files' covering index instead took 150-300 ms at 20,000 assets)."""
-    return fleet.conflicting_groups(session, family, limit)
+    current files' covering index instead took 150-300 ms at 20,000 assets); for a scoped
+    caller, over the scope's current files (the kept pairs are the whole fleet's)."""
+    if scope is None:
+        return fleet.conflicting_groups(session, family, limit)
+    conds = [*_CONFLICT_FILES, scopes.asset_condition(scope)]
+    if family:
+        conds.append(Artifact.family == family)
+    pairs = (
+        select(*_GROUP, Artifact.sha256)
+        .join(Asset, Asset.id == Artifact.asset_id)
+        .where(*conds)
+        .distinct()
+        .subquery()
+    )
+    columns = [pairs.c[c.key] for c in _GROUP]
+    return session.execute(
+        select(*columns).group_by(*columns).having(func.count() > 1).order_by(*columns).limit(limit)
+    ).all()
 
 
 def conflict_digests(
-    session: Session, groups: Sequence[Row[str, str | None, str | None, int | None, str | None]]
+    session: Session,
+    groups: Sequence[Row[str, str | None, str | None, int | None, str | None]],
+    scope: AssetScope | None = None,
 ) -> Sequence[Row[str, str | None, str | None, int | None, str | None, str, int, str]]:
-    """For these groups, each digest with how many assets hold it and an example path."""
+    """For these groups, each digest with how many assets (of the scope) hold it and an
+    example path."""
     if not groups:
         return []
     same = or_(
@@ -221,7 +275,7 @@ def conflict_digests(
             func.count(distinct(Artifact.asset_id)),
             func.min(Artifact.path),
         )
-        .where(*_CONFLICT_FILES, same)
+        .where(*_CONFLICT_FILES, same, *_visible(Artifact.asset_id, scope))
         .group_by(*_GROUP, Artifact.sha256)
         .order_by(*_GROUP, Artifact.sha256)
     ).all()

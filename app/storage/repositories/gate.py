@@ -11,7 +11,14 @@ from typing import Any
 from sqlalchemy import ColumnElement, Row, func, or_, select
 from sqlalchemy.orm import Session
 
+from app.storage.repositories import scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import Artifact, Asset, AssetLabel, AssetLibrary, GateDecision, Scan
+
+
+def visible(session: Session, asset_id: int, scope: AssetScope | None) -> bool:
+    """Whether the asset lies in the scope."""
+    return scopes.asset_visible(session, asset_id, scope)
 
 
 def image_by_digest(session: Session, digest: str) -> Asset | None:
@@ -154,10 +161,15 @@ class DecisionQuery:
     subject: str | None = None  # a digest (sha256:...) or an exact subject name
     since: datetime | None = None
     asset_id: int | None = None
+    #: the caller's asset scope: only decisions on its assets (None: all)
+    scope: AssetScope | None = None
 
 
 def _conditions(query: DecisionQuery) -> list[ColumnElement[bool]]:
     out: list[ColumnElement[bool]] = []
+    visible = scopes.in_scope(GateDecision.asset_id, query.scope)
+    if visible is not None:
+        out.append(visible)
     if query.policy is not None:
         out.append(GateDecision.policy_name == query.policy)
     if query.decision is not None:

@@ -28,7 +28,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import InstrumentedAttribute, Session, aliased
 
-from app.storage.repositories import explore, fleet
+from app.storage.repositories import explore, fleet, scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import (
     Artifact,
     Asset,
@@ -153,6 +154,8 @@ class AssetQuery:
     gpu_model: str | None = None  # a host GPU's model: exact, or a glob with '*'
     status: str | None = None  # the worst verdict of its current files (`STATUSES`)
     gate: str | None = None  # a latest decision under some policy, or "none" (never gated)
+    #: the caller's asset scope (None: the whole fleet); every asset query applies it
+    scope: AssetScope | None = None
 
 
 #: an asset's status: the worst integrity or provenance verdict of its current GPU library
@@ -191,6 +194,8 @@ def _escape_like(text: str) -> str:
 
 def _asset_conditions(query: AssetQuery) -> list[ColumnElement[bool]]:
     conds: list[ColumnElement[bool]] = []
+    if query.scope is not None:
+        conds.append(scopes.asset_condition(query.scope))
     if query.kind:
         conds.append(Asset.kind == query.kind)
     if query.name:
@@ -413,10 +418,14 @@ _WHERE_USED_COLUMNS = (
 
 
 def loaded_drift(
-    session: Session, family: str | None, limit: int
+    session: Session, family: str | None, limit: int, scope: AssetScope | None = None
 ) -> Sequence[Row[int, str | None, str, str | None, str | None, str | None, int, int, bool]]:
-    """Current files whose loaded bytes differ from the file at their path on disk."""
+    """Current files (of the scope's assets) whose loaded bytes differ from the file at their
+    path on disk."""
     conds = [Artifact.is_current, Artifact.disk_sha256.is_not(None)]
+    visible = scopes.in_scope(Artifact.asset_id, scope)
+    if visible is not None:
+        conds.append(visible)
     if family:
         conds.append(Artifact.family == family)
     return session.execute(
@@ -484,10 +493,14 @@ def where_used(
 
 
 def libraries(
-    session: Session, family: str | None, limit: int, offset: int
+    session: Session, family: str | None, limit: int, offset: int, scope: AssetScope | None = None
 ) -> tuple[list[tuple[str, str | None, int | None, int, int, int, int]], int]:
-    """Each (family, version, CUDA major) in use, with asset, image, host and file counts."""
+    """Each (family, version, CUDA major) in use (by the scope's assets), with asset, image,
+    host and file counts."""
     conds = [AssetLibrary.family == family] if family else []
+    visible = scopes.in_scope(AssetLibrary.asset_id, scope)
+    if visible is not None:
+        conds.append(visible)
     statement = (
         select(
             AssetLibrary.family,
@@ -528,20 +541,35 @@ def libraries(
 
 
 def digest_conflicts(
-    session: Session, family: str | None, limit: int
+    session: Session, family: str | None, limit: int, scope: AssetScope | None = None
 ) -> Sequence[Row[str, str | None, str | None, int | None, str | None, str, int, str]]:
     """Current files of one (family, component, version, CUDA major, arch) seen with more than
     one digest: one row per digest with its asset count and an example path."""
     # the drift page's two streaming steps: the conflicting groups over the covering index
     # (distinct pairs, no sort), then only their digests; one join of the whole fleet read every
     # current file even when nothing conflicts (2.2 s, then 3.5-7 s under load, at 20,000 assets)
-    return explore.conflict_digests(session, explore.conflicting_groups(session, family, limit))
+    groups = explore.conflicting_groups(session, family, limit, scope)
+    return explore.conflict_digests(session, groups, scope)
 
 
-def version_spread(session: Session, family: str | None) -> Sequence[Row[str, str | None, int]]:
+def version_spread(
+    session: Session, family: str | None, scope: AssetScope | None = None
+) -> Sequence[Row[str, str | None, int]]:
     """Assets per (family, version) in current state, by family and version: the counts kept
-    at ingest (grouping the summary read 250,000 index entries at 20,000 assets, 30-110 ms)."""
-    return fleet.version_assets(session, [family] if family else None)
+    at ingest (grouping the summary read 250,000 index entries at 20,000 assets, 30-110 ms);
+    for a scoped caller, the summary of the scope's assets grouped."""
+    if scope is None:
+        return fleet.version_assets(session, [family] if family else None)
+    conds = [scopes.asset_condition(scope)]
+    if family:
+        conds.append(AssetLibrary.family == family)
+    return session.execute(
+        select(AssetLibrary.family, AssetLibrary.version, func.count(distinct(Asset.id)))
+        .join(Asset, Asset.id == AssetLibrary.asset_id)
+        .where(*conds)
+        .group_by(AssetLibrary.family, AssetLibrary.version)
+        .order_by(AssetLibrary.family, AssetLibrary.version)
+    ).all()
 
 
 def page_asset_ids(session: Session, query: AssetQuery, limit: int, offset: int) -> list[int]:
@@ -557,12 +585,17 @@ def page_asset_ids(session: Session, query: AssetQuery, limit: int, offset: int)
     )
 
 
-def export_rows(session: Session, batch: int = 1000) -> Iterator[Row[Artifact, Asset]]:
-    """Every current library with its asset, streamed in batches."""
+def export_rows(
+    session: Session, batch: int = 1000, scope: AssetScope | None = None
+) -> Iterator[Row[Artifact, Asset]]:
+    """Every current library (of the scope's assets) with its asset, streamed in batches."""
+    conds = [Artifact.is_current.expression]
+    if scope is not None:
+        conds.append(scopes.asset_condition(scope))
     result = session.execute(
         select(Artifact, Asset)
         .join(Asset, Asset.id == Artifact.asset_id)
-        .where(Artifact.is_current)
+        .where(*conds)
         .order_by(Artifact.asset_id, Artifact.path, Artifact.id)
         .execution_options(yield_per=batch)
     )

@@ -26,16 +26,17 @@ _CREDENTIALS = select(
     ApiToken.revoked_at,
     ApiToken.expires_at,
     ApiToken.policy_names,
+    ApiToken.team_id,
 ).where(ApiToken.token_hash == bindparam("token_hash"))
 
 
 def credentials(
     db: Session | Connection, token_hash: str
-) -> Row[int, str, Any, Any, Any, Any, Any, Any] | None:
-    """(id, name, scopes, asset patterns, last use, revocation, expiry, policy names) of the
+) -> Row[int, str, Any, Any, Any, Any, Any, Any, Any] | None:
+    """(id, name, scopes, asset patterns, last use, revocation, expiry, policy names, team) of the
     token with this hash, read as one plain row by a statement built once: it runs on every
     request."""
-    row: Row[int, str, Any, Any, Any, Any, Any, Any] | None = db.execute(
+    row: Row[int, str, Any, Any, Any, Any, Any, Any, Any] | None = db.execute(
         _CREDENTIALS, {"token_hash": token_hash}
     ).first()
     return row
@@ -51,15 +52,16 @@ _CREDENTIALS_BY_ID = select(
     ApiToken.expires_at,
     ApiToken.policy_names,
     ApiToken.token_hash,
+    ApiToken.team_id,
 ).where(ApiToken.id == bindparam("token_id"))
 
 
 def credentials_by_id(
     db: Session | Connection, token_id: int
-) -> Row[int, str, Any, Any, Any, Any, Any, Any, str] | None:
+) -> Row[int, str, Any, Any, Any, Any, Any, Any, str, Any] | None:
     """The columns of `credentials` and the token's hash, by id: a dashboard session names its
     token by id and is bound to its hash."""
-    row: Row[int, str, Any, Any, Any, Any, Any, Any, str] | None = db.execute(
+    row: Row[int, str, Any, Any, Any, Any, Any, Any, str, Any] | None = db.execute(
         _CREDENTIALS_BY_ID, {"token_id": token_id}
     ).first()
     return row

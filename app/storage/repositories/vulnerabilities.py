@@ -13,6 +13,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from app.storage.base import table
+from app.storage.repositories import scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryDocument as Doc
 from app.storage.tables import AdvisoryFinding as Finding
 from app.storage.tables import AdvisoryProductStatus as Status
@@ -245,46 +247,61 @@ def match_state(session: Session, asset_id: int) -> Stack | None:
 
 
 def affected_by_cve(
-    session: Session, cve: str, status: str | None, limit: int, offset: int
+    session: Session,
+    cve: str,
+    status: str | None,
+    limit: int,
+    offset: int,
+    scope: AssetScope | None = None,
 ) -> tuple[Sequence[tuple[Finding, Asset]], int]:
-    """A page of the findings of one CVE with the assets holding them, and their number."""
+    """A page of the findings of one CVE with the assets (of the scope) holding them, and their
+    number."""
     where = [Finding.cve == cve]
     if status is not None:
         where.append(Finding.status == status)
+    if scope is not None:
+        where.append(scopes.asset_condition(scope))
     joined = (
         select(Finding, Asset)
         .join(Match, Match.stack == Finding.stack)
         .join(Asset, Asset.id == Match.asset_id)
         .where(*where)
     )
-    # each finding appears once per asset holding its stack: the number is the sum of those
-    # stacks' sizes, counted per stack (never joined per asset)
-    stacks = select(Finding.stack).where(*where)
-    sizes = (
-        select(Match.stack, func.count().label("n"))
-        .where(Match.stack.in_(stacks))
-        .group_by(Match.stack)
-        .subquery()
-    )
-    total = session.scalar(
-        select(func.coalesce(func.sum(sizes.c.n), 0))
-        .select_from(Finding)
-        .join(sizes, sizes.c.stack == Finding.stack)
-        .where(*where)
-    )
+    if scope is None:
+        # each finding appears once per asset holding its stack: the number is the sum of
+        # those stacks' sizes, counted per stack (never joined per asset)
+        stacks = select(Finding.stack).where(*where)
+        sizes = (
+            select(Match.stack, func.count().label("n"))
+            .where(Match.stack.in_(stacks))
+            .group_by(Match.stack)
+            .subquery()
+        )
+        total = session.scalar(
+            select(func.coalesce(func.sum(sizes.c.n), 0))
+            .select_from(Finding)
+            .join(sizes, sizes.c.stack == Finding.stack)
+            .where(*where)
+        )
+    else:  # the scope's assets only: counted on the join itself
+        total = session.scalar(select(func.count()).select_from(joined.subquery()))
     rows = session.execute(
         joined.order_by(STATUS_ORDER, Asset.id, Finding.id).limit(limit).offset(offset)
     ).all()
     return [(f, a) for f, a in rows], int(total or 0)
 
 
-def status_counts(session: Session, cve: str) -> dict[str, int]:
-    """Per status, the assets with a finding of one CVE in it (an asset with two products of
-    one status counts once)."""
+def status_counts(session: Session, cve: str, scope: AssetScope | None = None) -> dict[str, int]:
+    """Per status, the assets (of the scope) with a finding of one CVE in it (an asset with two
+    products of one status counts once)."""
+    where = [Finding.cve == cve]
+    visible = scopes.in_scope(Match.asset_id, scope)
+    if visible is not None:
+        where.append(visible)
     rows = session.execute(
         select(Finding.status, func.count(func.distinct(Match.asset_id)))
         .join(Match, Match.stack == Finding.stack)
-        .where(Finding.cve == cve)
+        .where(*where)
         .group_by(Finding.status)
     ).all()
     return {str(s): int(n) for s, n in rows}
