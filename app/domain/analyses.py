@@ -24,6 +24,8 @@ from app.domain import audit
 from app.domain.audit import Actor
 from app.errors import AppError, NotFound
 from app.storage.repositories import analyses as repo
+from app.storage.repositories import scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryAnalysis, Asset
 
 #: OpenVEX v0.2.0 statuses (https://github.com/openvex/spec, "Status Labels")
@@ -251,10 +253,18 @@ def delete_analysis(
     return document
 
 
-def get_analysis(session: Session, analysis_id: int, trusted: Collection[str]) -> dict[str, Any]:
-    """One analysis, with whether its author is trusted."""
+def get_analysis(
+    session: Session,
+    analysis_id: int,
+    trusted: Collection[str],
+    scope: AssetScope | None = None,
+) -> dict[str, Any]:
+    """One analysis, with whether its author is trusted (404 for one of an asset outside the
+    caller's ``scope``, as for none)."""
     row = repo.by_id(session, analysis_id)
-    if row is None:
+    if row is None or (
+        row.asset_id is not None and not scopes.asset_visible(session, row.asset_id, scope)
+    ):
         raise NotFound(f"no analysis {analysis_id}")
     return analysis_dict(row, trusted)
 
@@ -267,9 +277,10 @@ def list_analyses(
     asset_id: int | None,
     limit: int,
     offset: int,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
-    """A page of analyses, newest first."""
-    rows, total = repo.page(session, cve, asset_id, limit, offset)
+    """A page of analyses (of the caller's ``scope``), newest first."""
+    rows, total = repo.page(session, cve, asset_id, limit, offset, scope)
     return {
         "items": [analysis_dict(r, trusted) for r in rows],
         "total": total,

@@ -23,7 +23,9 @@ from app.domain import analyses
 from app.domain.audit import Actor
 from app.errors import AppError, NotFound
 from app.storage.repositories import analyses as analyses_repo
+from app.storage.repositories import scopes
 from app.storage.repositories import vulnerabilities as repo
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryFinding, Asset
 from scanner.advisories.match import Finding
 from scanner.advisories.vex_in import VexRefused, VexStatement, read_vex
@@ -98,11 +100,20 @@ def _info(session: Session, cves: list[str]) -> dict[str, VulnInfo]:
     return {cve: info for cve, (_, info) in best.items()}
 
 
-def asset_vex(session: Session, asset_id: int, fmt: VexFormat, *, author: str, tooling: str) -> str:
-    """The VEX document of one asset's findings; 404 for an unknown asset, or for an OpenVEX
-    document with nothing to state (OpenVEX needs a statement)."""
+def asset_vex(
+    session: Session,
+    asset_id: int,
+    fmt: VexFormat,
+    *,
+    author: str,
+    tooling: str,
+    scope: AssetScope | None = None,
+) -> str:
+    """The VEX document of one asset's findings; 404 for an unknown asset or one outside the
+    caller's ``scope``, or for an OpenVEX document with nothing to state (OpenVEX needs a
+    statement)."""
     asset = session.get(Asset, asset_id)
-    if asset is None:
+    if asset is None or not scopes.asset_visible(session, asset_id, scope):
         raise NotFound(f"no asset {asset_id}")
     rows, total = repo.findings_of(session, asset_id, None, MAX_FINDINGS, 0)
     if total > MAX_FINDINGS:

@@ -393,3 +393,34 @@ def test_the_cli_makes_and_lists_a_team_token(service: Service, fleet: dict[str,
     assert any("ml-cli" in line and "team=ml" in line for line in out.splitlines()), out
     code, _, err = _run(*create, "--name", "x", "--team", "nope")
     assert code == 2 and "no team named" in err
+
+
+def test_analyses_and_vex_of_another_teams_asset_are_not_found(
+    service: Service, fleet: dict[str, Any]
+) -> None:
+    """Triage written for another team's asset is that team's business: a team reader lists
+    the analyses of its own assets and the label selectors', and finds the others nowhere."""
+    ids, admin = fleet["ids"], fleet["admin"]
+    made = {}
+    for key, body in (
+        ("ml", {"asset_id": ids[ML_IMAGE]}),
+        ("prod", {"asset_id": ids[PROD_IMAGE]}),
+        ("selector", {"selector": {"env": "lab"}}),
+    ):
+        answer = service.client.post(
+            "/api/v1/analyses",
+            json={"cve": "CVE-2023-0193", "state": "under_investigation", **body},
+            headers=admin,
+        )
+        assert answer.status_code == 201, answer.text
+        made[key] = answer.json()["id"]
+    reader = auth(_team_token(service, "ml", "inventory:read"))
+    listed = service.client.get("/api/v1/analyses", headers=reader).json()
+    assert {i["id"] for i in listed["items"]} == {made["ml"], made["selector"]}
+    assert listed["total"] == 2
+    assert service.client.get(f"/api/v1/analyses/{made['ml']}", headers=reader).status_code == 200
+    hidden = service.client.get(f"/api/v1/analyses/{made['prod']}", headers=reader)
+    assert hidden.status_code == 404
+    assert service.client.get("/api/v1/analyses", headers=admin).json()["total"] == 3
+    vex = service.client.get(f"/api/v1/assets/{ids[PROD_IMAGE]}/vex", headers=reader)
+    assert vex.status_code == 404 and "no asset" in vex.text

@@ -138,7 +138,7 @@ def post_analysis(
 
 @router.get("/analyses", response_model=AnalysisPage)
 def list_analyses(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     settings: SettingsDep,
     cve: Annotated[str | None, Query(max_length=64, description="only this CVE")] = None,
@@ -151,7 +151,13 @@ def list_analyses(
 ) -> dict[str, Any]:
     """Analyses, newest first, each with whether its author is trusted."""
     return analyses.list_analyses(
-        session, settings.trusted_authors, cve=cve, asset_id=asset_id, limit=limit, offset=offset
+        session,
+        settings.trusted_authors,
+        cve=cve,
+        asset_id=asset_id,
+        limit=limit,
+        offset=offset,
+        scope=reader.scope,
     )
 
 
@@ -161,10 +167,10 @@ def list_analyses(
     responses=error_responses((404, "no such analysis")),
 )
 def get_analysis(
-    _: InventoryReader, session: SessionDep, settings: SettingsDep, analysis_id: IdPath
+    reader: InventoryReader, session: SessionDep, settings: SettingsDep, analysis_id: IdPath
 ) -> dict[str, Any]:
     """One analysis."""
-    return analyses.get_analysis(session, analysis_id, settings.trusted_authors)
+    return analyses.get_analysis(session, analysis_id, settings.trusted_authors, reader.scope)
 
 
 @router.delete(

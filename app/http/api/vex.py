@@ -65,7 +65,7 @@ EXAMPLE: dict[str, Any] = {
     summary="The asset's advisory findings as a VEX document",
 )
 def get_asset_vex(
-    _: InventoryReader,
+    reader: InventoryReader,
     session: SessionDep,
     settings: SettingsDep,
     asset_id: IdPath,
@@ -82,6 +82,7 @@ def get_asset_vex(
         format,
         author=settings.vex_author,
         tooling=f"gpuprov {__version__}",
+        scope=reader.scope,
     )
     suffix = "openvex.json" if format == "openvex" else "cdx.json"
     return Response(

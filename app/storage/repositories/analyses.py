@@ -8,6 +8,8 @@ from datetime import datetime
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from app.storage.repositories import scopes
+from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryAnalysis as Analysis
 from app.storage.tables import Asset, AssetProduct
 
@@ -33,11 +35,20 @@ def remove(session: Session, row: Analysis) -> None:
 
 
 def page(
-    session: Session, cve: str | None, asset_id: int | None, limit: int, offset: int
+    session: Session,
+    cve: str | None,
+    asset_id: int | None,
+    limit: int,
+    offset: int,
+    scope: AssetScope | None = None,
 ) -> tuple[Sequence[Analysis], int]:
     """A page of analyses, newest first, and their number; ``asset_id`` keeps those written for
-    that asset (not the selectors naming it)."""
+    that asset (not the selectors naming it); a caller's ``scope`` sees those of its assets and
+    the selectors'."""
     where = []
+    visible = scopes.in_scope(Analysis.asset_id, scope)
+    if visible is not None:
+        where.append(or_(Analysis.asset_id.is_(None), visible))
     if cve is not None:
         where.append(Analysis.cve == cve)
     if asset_id is not None:
