@@ -57,7 +57,7 @@ class Role(StrEnum):
 #: writes for analysts need scopes of their own, docs/sso.md)
 ROLE_SCOPES: Mapping[Role, frozenset[str]] = {
     Role.VIEWER: frozenset({Scope.INVENTORY_READ.value}),
-    Role.ANALYST: frozenset({Scope.INVENTORY_READ.value}),
+    Role.ANALYST: frozenset({Scope.INVENTORY_READ.value, Scope.TRIAGE.value}),
     Role.ADMIN: frozenset({Scope.ADMIN.value}),
 }
 _RANK = {Role.VIEWER: 0, Role.ANALYST: 1, Role.ADMIN: 2}

@@ -77,6 +77,8 @@ class Scope(StrEnum):
     REPORT_WRITE = "report:write"
     INVENTORY_READ = "inventory:read"
     GATE = "gate"
+    #: triage: advisory analyses written and withdrawn, VEX documents imported
+    TRIAGE = "triage"
     ADMIN = "admin"
 
 

@@ -241,3 +241,4 @@ def ci_scoped(scope: Scope) -> Any:
 ReportWriter = Annotated[Principal, ci_scoped(Scope.REPORT_WRITE)]
 InventoryReader = Annotated[Principal, scoped(Scope.INVENTORY_READ)]
 Admin = Annotated[Principal, scoped(Scope.ADMIN)]
+Triager = Annotated[Principal, scoped(Scope.TRIAGE)]

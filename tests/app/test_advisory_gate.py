@@ -293,13 +293,19 @@ def test_an_analysis_never_hides_a_finding_without_a_reason(
     assert answer.status_code == 403
     assert service.count("advisory_analysis") == 0
     assert service.client.get("/api/v1/analyses/1", headers=reader).status_code == 404
+    # an analyst's token: triage without admin
+    analyst = auth(service.token("triage", name="analyst-bot"))
     accepted = service.client.post(
-        "/api/v1/analyses", json={**base, "detail": "the device node is not exposed"}, headers=admin
+        "/api/v1/analyses",
+        json={**base, "detail": "the device node is not exposed"},
+        headers=analyst,
     )
     assert accepted.status_code == 201, accepted.text
+    assert accepted.json()["author"] == "analyst-bot"
+    assert service.client.get("/api/v1/tokens", headers=analyst).status_code == 403
     assert accepted.headers["Location"] == f"/api/v1/analyses/{accepted.json()['id']}"
     one = service.client.get(f"/api/v1/analyses/{accepted.json()['id']}", headers=reader).json()
-    assert (one["author"], one["source"], one["trusted"]) == ("alice", "api", False)
+    assert (one["author"], one["source"], one["trusted"]) == ("analyst-bot", "api", False)
 
 
 def test_a_selector_analysis_and_the_domain_function(

@@ -1,5 +1,5 @@
 """``/api/v1/analyses``: triage decisions on advisories per CVE and asset or label selector
-(docs/advisories.md, "Triage"). Admins write them (there is no analyst scope for tokens yet);
+(docs/advisories.md, "Triage"). Callers holding ``triage`` (analysts, admins) write them;
 the author is the authenticated caller, never a field of the body; every change is audited."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from app.clock import utcnow
 from app.domain import analyses, compliance
 from app.http.body import read_model
 from app.http.deps import (
-    Admin,
     DatabaseDep,
     InventoryReader,
     SessionDep,
     SettingsDep,
+    Triager,
     WriteSessionDep,
 )
 from app.http.params import MAX_BIGINT, IdPath, Limit, Offset
@@ -65,8 +65,8 @@ class AnalysisIn(BaseModel):
     expires: AwareDatetime | None = None
 
 
-async def _analysis_request(request: Request, _: Admin) -> AnalysisIn:
-    # a dependency after Admin: the body is read once the caller is known to be an admin
+async def _analysis_request(request: Request, _: Triager) -> AnalysisIn:
+    # a dependency after Triager: the body is read once the caller is known to triage
     return await read_model(request, AnalysisIn, "an analysis")
 
 
@@ -106,7 +106,7 @@ def _compliance(
     summary="Record an analysis of a CVE for an asset or a label selector",
 )
 def post_analysis(
-    principal: Admin,
+    principal: Triager,
     body: Annotated[AnalysisIn, Depends(_analysis_request)],
     session: WriteSessionDep,
     settings: SettingsDep,
@@ -179,7 +179,7 @@ def get_analysis(
     responses=error_responses((404, "no such analysis")),
 )
 def delete_analysis(
-    principal: Admin,
+    principal: Triager,
     session: WriteSessionDep,
     settings: SettingsDep,
     db: DatabaseDep,

@@ -1,5 +1,5 @@
 """VEX (docs/vex.md): ``GET /api/v1/assets/{id}/vex`` writes one asset's advisory findings as
-OpenVEX v0.2.0 or CycloneDX 1.6 VEX; ``POST /api/v1/vex`` (admin) reads an OpenVEX or
+OpenVEX v0.2.0 or CycloneDX 1.6 VEX; ``POST /api/v1/vex`` (triage) reads an OpenVEX or
 CycloneDX VEX document and records its statements as analyses of the assets they name
 (``dry_run=true``: only what it would record)."""
 
@@ -16,11 +16,11 @@ from app.domain import compliance, vex
 from app.errors import AppError
 from app.http.body import check_limited, ingest_slot, read_limited
 from app.http.deps import (
-    Admin,
     DatabaseDep,
     InventoryReader,
     SessionDep,
     SettingsDep,
+    Triager,
     WriteSessionDep,
 )
 from app.http.params import IdPath
@@ -93,9 +93,9 @@ def get_asset_vex(
 
 
 async def _vex_body(
-    request: Request, settings: SettingsDep, principal: Admin
+    request: Request, settings: SettingsDep, principal: Triager
 ) -> AsyncIterator[bytes]:
-    # megabytes and a schema check: read once the caller is known to be an admin, in an ingest
+    # megabytes and a schema check: read once the caller is known to triage, in an ingest
     # slot, never past the configured limit
     what = "a VEX document"
     check_limited(request, settings.max_vex_bytes, VEX_TYPES, what)
@@ -126,7 +126,7 @@ VexBody = Annotated[bytes, Depends(_vex_body, scope="function")]
     summary="Import a VEX document as analyses of the assets it names",
 )
 def post_vex(
-    principal: Admin,
+    principal: Triager,
     raw: VexBody,
     settings: SettingsDep,
     session: WriteSessionDep,
