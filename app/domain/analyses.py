@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from app.clock import utcnow
 from app.domain import audit
 from app.domain.audit import Actor
-from app.errors import AppError, NotFound
+from app.errors import AppError, Forbidden, NotFound
 from app.storage.repositories import analyses as repo
 from app.storage.repositories import scopes
 from app.storage.repositories.scopes import AssetScope
@@ -187,10 +187,12 @@ def record_analysis(
     expires: datetime | None = None,
     actor: Actor | None = None,
     now: datetime | None = None,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
     """Store an analysis of ``cve`` for one asset or a label selector, audited in the caller's
     transaction (``actor``: who acted; default the author, as the service). Raises
-    InvalidAnalysis (422) naming the bad field, NotFound for an unknown asset."""
+    InvalidAnalysis (422) naming the bad field, NotFound for an unknown asset or one outside
+    the caller's ``scope``, Forbidden for a team's selector (it would reach other teams)."""
     now = now or utcnow()
     _check(
         cve=cve,
@@ -204,8 +206,7 @@ def record_analysis(
         source=source,
         now=now,
     )
-    if asset_id is not None and session.get(Asset, asset_id) is None:
-        raise NotFound(f"no asset {asset_id}")
+    _confined(session, asset_id, selector, scope)
     row = repo.add(
         session,
         AdvisoryAnalysis(
@@ -233,13 +234,41 @@ def record_analysis(
     return document
 
 
+def _confined(
+    session: Session,
+    asset_id: int | None,
+    selector: Mapping[str, str] | None,
+    scope: AssetScope | None,
+) -> None:
+    """A team's analyst writes for the team's own assets only: another team's asset is not
+    found (as one no asset has), and a label selector, which names assets across teams, is
+    refused."""
+    if asset_id is not None and (
+        session.get(Asset, asset_id) is None or not scopes.asset_visible(session, asset_id, scope)
+    ):
+        raise NotFound(f"no asset {asset_id}")
+    if selector is not None and scope is not None:
+        raise Forbidden(
+            "a label selector names assets of every team: a team's analyst writes analyses "
+            "of its own assets (asset_id); an admin writes selectors"
+        )
+
+
 def delete_analysis(
-    session: Session, analysis_id: int, actor: Actor, now: datetime | None = None
+    session: Session,
+    analysis_id: int,
+    actor: Actor,
+    now: datetime | None = None,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
-    """Withdraw an analysis (answered with it), audited."""
+    """Withdraw an analysis (answered with it), audited; a team's analyst only those of the
+    team's assets."""
     row = repo.by_id(session, analysis_id)
-    if row is None:
+    if row is None or (
+        row.asset_id is not None and not scopes.asset_visible(session, row.asset_id, scope)
+    ):
         raise NotFound(f"no analysis {analysis_id}")
+    _confined(session, row.asset_id, row.selector, scope)
     document = analysis_dict(row)
     repo.remove(session, row)
     audit.record(

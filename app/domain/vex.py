@@ -156,6 +156,7 @@ def import_vex(
     author: str,
     actor: Actor,
     now: datetime,
+    scope: AssetScope | None = None,
 ) -> dict[str, Any]:
     """Read an OpenVEX or CycloneDX VEX document and record each statement as an analysis of
     every stored asset it names (``dry_run``: only say what would be recorded). The author is
@@ -169,7 +170,13 @@ def import_vex(
         raise AppError(str(e), status, details=[{"reason": e.reason}]) from None
     named = doc.id or f"sha256:{hashlib.sha256(data).hexdigest()}"
     source = f"{doc.format} VEX {named}" + (f" by {doc.author}" if doc.author else "")
-    targets = _targets(session, doc.statements)
+    # a team's analyst imports for the team's assets only: the others are not named
+    targets = [
+        [a for a in assets if scopes.asset_visible(session, a, scope)]
+        if scope is not None
+        else assets
+        for assets in _targets(session, doc.statements)
+    ]
     recorded = 0
     items: list[dict[str, Any]] = []
     for index, (statement, assets) in enumerate(zip(doc.statements, targets, strict=True)):

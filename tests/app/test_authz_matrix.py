@@ -28,6 +28,7 @@ from tests.app import boms
 from tests.app.conftest import Service, auth
 from tests.app.pages import login
 from tests.app.test_auth import Walk
+from tests.scanner.advisories import documents as advisory_documents
 
 #: the issuer of the scoped person's session (never contacted: the session is made directly)
 _ISSUER = "http://127.0.0.1:9/op"
@@ -179,7 +180,7 @@ def test_without_token_and_public_routes(service: Service) -> None:
 OTHER = "registry.example.com/secret/other:9"
 _OTHER_DIGEST = boms.gpuprov_bom(name=OTHER)["metadata"]["component"]["version"]
 #: values a page may take for each path parameter of the dashboard's pages
-_PAGE_PARAMS = {"control_id": "CIS-2.5", "name": "prod", "version": "1"}
+_PAGE_PARAMS = {"control_id": "CIS-2.5", "name": "prod", "version": "1", "cve": "CVE-2026-1111"}
 _PAGE_QUERIES = {
     "/libraries/where-used": {"family": "cudnn"},
     "/libraries/search": {"q": "libcudnn*"},
@@ -208,6 +209,13 @@ class ScopedFleet:
             assign_labels(session, self.walk.asset_id, {"team": "ml"}, cli_actor())
             assign_labels(session, self.other_id, {"team": "other"}, cli_actor())
         admin = auth(service.token("admin", name="gate-admin"))
+        # an advisory for the advisory pages (a cuDNN wheel's: neither team's asset holds it)
+        posted = service.client.post(
+            "/api/v1/advisories",
+            content=advisory_documents.encode(advisory_documents.osv()),
+            headers={**admin, "Content-Type": "application/json"},
+        )
+        assert posted.status_code in (200, 201), posted.text
         self.decisions = {}
         for digest in (self.walk.digest, _OTHER_DIGEST):
             gated = service.client.post(
@@ -239,7 +247,7 @@ def test_scoped_token_walks_every_api_route_and_sees_only_its_team(
     fleet = ScopedFleet(service, post_report)
     app: Any = service.client.app
     found, _ = classify(app)
-    token = fleet.team_token("inventory:read", "gate", "report:write")
+    token = fleet.team_token("inventory:read", "gate", "report:write", "triage")
     failures = []
     walked = 0
     for (method, path), kind in sorted(found.items()):

@@ -424,3 +424,32 @@ def test_analyses_and_vex_of_another_teams_asset_are_not_found(
     assert service.client.get("/api/v1/analyses", headers=admin).json()["total"] == 3
     vex = service.client.get(f"/api/v1/assets/{ids[PROD_IMAGE]}/vex", headers=reader)
     assert vex.status_code == 404 and "no asset" in vex.text
+
+
+def test_a_teams_analyst_triages_only_the_teams_assets(
+    service: Service, fleet: dict[str, Any]
+) -> None:
+    """A team token with ``triage`` writes analyses of its team's assets; another team's asset
+    is not found, and a label selector (which names assets of every team) is refused."""
+    ids = fleet["ids"]
+    triager = auth(_team_token(service, "ml", "inventory:read", "triage"))
+    body = {"cve": "CVE-2023-0193", "state": "under_investigation"}
+    own = service.client.post(
+        "/api/v1/analyses", json={**body, "asset_id": ids[ML_IMAGE]}, headers=triager
+    )
+    assert own.status_code == 201, own.text
+    other = service.client.post(
+        "/api/v1/analyses", json={**body, "asset_id": ids[PROD_IMAGE]}, headers=triager
+    )
+    assert other.status_code == 404 and "no asset" in other.text
+    selector = service.client.post(
+        "/api/v1/analyses", json={**body, "selector": {"env": "prod"}}, headers=triager
+    )
+    assert selector.status_code == 403 and "label selector" in selector.text
+    theirs = service.client.post(
+        "/api/v1/analyses", json={**body, "asset_id": ids[PROD_IMAGE]}, headers=fleet["admin"]
+    )
+    assert theirs.status_code == 201
+    gone = service.client.delete(f"/api/v1/analyses/{theirs.json()['id']}", headers=triager)
+    assert gone.status_code == 404
+    assert service.count("advisory_analysis") == 2

@@ -130,6 +130,7 @@ def post_analysis(
         source=principal.actor.source,
         actor=principal.actor,
         now=utcnow(),
+        scope=principal.scope,
     )
     response.headers["Location"] = f"/api/v1/analyses/{document['id']}"
     _compliance(session, db, background, document)
@@ -188,6 +189,8 @@ def delete_analysis(
 ) -> dict[str, Any]:
     """Withdraw an analysis (answered with it), audited: the finding shows the matcher's
     answer again from the next request on."""
-    document = analyses.delete_analysis(session, analysis_id, principal.actor, utcnow())
+    document = analyses.delete_analysis(
+        session, analysis_id, principal.actor, utcnow(), principal.scope
+    )
     _compliance(session, db, background, document)
     return {**document, "trusted": document["author"] in settings.trusted_authors}

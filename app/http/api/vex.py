@@ -148,6 +148,7 @@ def post_vex(
         author=principal.actor.name,
         actor=principal.actor,
         now=now,
+        scope=principal.scope,
     )
     if answer["recorded"] and principal.actor.name in settings.trusted_authors:
         # a trusted author's analyses change what the advisories rule sees
