@@ -675,8 +675,9 @@ def test_the_installed_service_signs_people_in_and_gates_keyless_ci(
 ) -> None:
     """Issue 20 against the installed wheel: people sign in at a real OpenID Provider
     (oidc-provider under node) with the role their group gives, a person with no mapped group
-    gets no session, and a GitHub-shaped CI ID token gates an image under its trust rule's
-    policy and is refused for another repository, another policy and once it has expired."""
+    gets no session, a GitHub-shaped CI ID token gates an image under its trust rule's policy
+    and is refused for another repository, another policy and once it has expired, and a team's
+    token sees only the assets an admin labelled for its team."""
     from tests.app.test_gate_api import digest, image_bom
     from tests.fixtures.ci_issuer import AUDIENCE, IssuerServer, github_claims
     from tests.fixtures.oidc import (
@@ -807,6 +808,46 @@ def test_the_installed_service_signs_people_in_and_gates_keyless_ci(
             assert expired.status_code == 401 and "expired" in expired.text
             decisions = call("GET", "/api/v1/gate/decisions", admin).json()["items"]
             assert [d["token_name"] for d in decisions] == ["ci:release:acme/trainer"]
+
+            # teams: a team's token sees its team's assets only; another team's is not found
+            other = image_bom("registry.example/prod/serving:1")
+            pushed = call("POST", "/api/v1/reports", agent, json=other, headers=cdx)
+            assert pushed.status_code == 201, pushed.text
+            assets = {
+                a["name"]: a["id"] for a in call("GET", "/api/v1/assets", admin).json()["items"]
+            }
+            for team in ("ml", "prod"):
+                made = call("PUT", f"/api/v1/teams/{team}", admin, json={"labels": {"team": team}})
+                assert made.status_code == 201, made.text
+            for name, team in (
+                ("registry.example/acme/trainer:1", "ml"),
+                ("registry.example/prod/serving:1", "prod"),
+            ):
+                labelled = call(
+                    "PUT",
+                    f"/api/v1/assets/{assets[name]}/labels",
+                    admin,
+                    json={"labels": {"team": team}},
+                )
+                assert labelled.status_code == 200, labelled.text
+            made = cli(
+                "token",
+                "create",
+                "--name",
+                "ml-reader",
+                "--scope",
+                "inventory:read",
+                "--team",
+                "ml",
+            )
+            assert made.returncode == 0, made.stderr
+            reader = made.stdout.strip()
+            seen = [a["name"] for a in call("GET", "/api/v1/assets", reader).json()["items"]]
+            assert seen == ["registry.example/acme/trainer:1"]
+            hidden = call(
+                "GET", f"/api/v1/assets/{assets['registry.example/prod/serving:1']}", reader
+            )
+            assert hidden.status_code == 404
         finally:
             server.terminate()
             _, stderr = server.communicate(timeout=30)
