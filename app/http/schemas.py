@@ -654,3 +654,24 @@ class PolicyChangeOut(TrustPolicyOut):
 class CatalogImportOut(CatalogOut):
     created: bool = Field(description="false when the same bytes were imported before")
     reevaluation: ReevaluationOut | None
+
+
+def body_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema with its nested models written in place: a request body
+    declared in ``openapi_extra`` is not registered under components, so a ``#/$defs/...``
+    reference would point nowhere in the OpenAPI document (ReDoc refuses it)."""
+    schema = model.model_json_schema()
+    defs: dict[str, Any] = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    inlined: dict[str, Any] = inline(schema)
+    return inlined

@@ -157,6 +157,12 @@ DASHBOARD_FORMS = (
     "/admin/tokens/1/revoke",
     "/admin/ci-trust",
     "/admin/ci-trust/prod/delete",
+    "/admin/webhooks",
+    "/admin/webhooks/prod/delete",
+    "/admin/webhooks/prod/test",
+    "/admin/teams",
+    "/admin/teams/prod/delete",
+    "/admin/teams/labels",
 )
 JSON_MEDIA = {"Content-Type": "application/json"}
 #: every operation that reads a body, by a concrete path
@@ -166,6 +172,10 @@ BODIES = (
     ("POST", "/api/v1/catalogs"),
     ("POST", "/api/v1/advisories"),
     ("POST", "/api/v1/analyses"),
+    ("POST", "/api/v1/vex"),
+    ("POST", "/api/v1/webhooks"),
+    ("PUT", "/api/v1/teams/prod"),
+    ("PUT", "/api/v1/assets/1/labels"),
     ("PUT", "/api/v1/policies/prod"),
     ("PUT", "/api/v1/trust-policy"),
     ("POST", "/api/v1/tokens"),
@@ -175,7 +185,11 @@ BODIES = (
     *(("POST", path) for path in DASHBOARD_FORMS),
 )
 #: operations that take no body
-NO_BODY = {("POST", "/api/v1/tokens/{token_id}/rotate")}
+NO_BODY = {
+    ("POST", "/api/v1/tokens/{token_id}/rotate"),
+    ("POST", "/api/v1/webhooks/{name}/rotate"),
+    ("POST", "/api/v1/webhooks/{name}/test"),
+}
 
 
 def test_the_walk_below_covers_every_operation_that_takes_a_body(service: Service) -> None:
@@ -187,8 +201,14 @@ def test_the_walk_below_covers_every_operation_that_takes_a_body(service: Servic
         for method in getattr(route, "methods", None) or ()
         if method in ("POST", "PUT", "PATCH")
     }
-    templates = {(m, re.sub(r"/(prod|1)(?=/|$)", _template, p)) for m, p in BODIES}
+    templates = {(m, _templated(p)) for m, p in BODIES}
     assert served - NO_BODY == templates
+
+
+def _templated(path: str) -> str:
+    """A concrete path as its route's template."""
+    path = re.sub(r"/assets/1(?=/|$)", "/assets/{asset_id}", path)
+    return re.sub(r"/(prod|1)(?=/|$)", _template, path)
 
 
 def _template(match: re.Match[str]) -> str:
@@ -217,7 +237,11 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
         ),
         ("POST", "/api/v1/catalogs", auth(reader, **{"Content-Type": "application/json"}), 403, ""),
         ("POST", "/api/v1/advisories", auth(reader, **JSON_MEDIA), 403, "admin"),
-        ("POST", "/api/v1/analyses", auth(reader, **JSON_MEDIA), 403, "admin"),
+        ("POST", "/api/v1/analyses", auth(reader, **JSON_MEDIA), 403, "triage"),
+        ("POST", "/api/v1/vex", auth(reader, **JSON_MEDIA), 403, "triage"),
+        ("POST", "/api/v1/webhooks", auth(reader, **JSON_MEDIA), 403, "admin"),
+        ("PUT", "/api/v1/teams/prod", auth(reader, **JSON_MEDIA), 403, "admin"),
+        ("PUT", "/api/v1/assets/1/labels", auth(reader, **JSON_MEDIA), 403, "admin"),
         ("PUT", "/api/v1/policies/prod", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
         ("PUT", "/api/v1/trust-policy", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
         ("POST", "/api/v1/tokens", auth(reader, **{"Content-Type": "application/json"}), 403, ""),

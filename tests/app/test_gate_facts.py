@@ -675,8 +675,8 @@ def test_no_other_writer_gets_in_once_the_gate_has_read(
     if step == "image":
         read = gate_module._image
 
-        def reading(session: Any, digest: str) -> Any:
-            asset, scan = read(session, digest)
+        def reading(session: Any, digest: str, scope: Any = None) -> Any:
+            asset, scan = read(session, digest, scope)
             told.append(_other_writer(service, asset.id))
             return asset, scan
 

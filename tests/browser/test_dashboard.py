@@ -127,6 +127,7 @@ def test_log_in_and_visit_every_page(live: Seeded, page: Any, artifacts: Path) -
         "admin-tokens": "/admin/tokens",
         "admin-ci-trust": "/admin/ci-trust",
         "admin-webhooks": "/admin/webhooks",
+        "admin-teams": "/admin/teams",
     }
     paths = [urlsplit(p).path for p in ("/login", *pages.values())]
     unvisited = sorted(

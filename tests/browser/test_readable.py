@@ -114,6 +114,8 @@ def _urls(live: Seeded) -> dict[str, list[str]]:
         "/admin/catalogs": ["/admin/catalogs"],
         "/admin/tokens": ["/admin/tokens"],
         "/admin/ci-trust": ["/admin/ci-trust"],
+        "/admin/webhooks": ["/admin/webhooks"],
+        "/admin/teams": ["/admin/teams"],
     }
 
 

@@ -16,7 +16,7 @@ from app.errors import AppError
 from app.http.body import read_model
 from app.http.deps import Admin, DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
 from app.http.params import Limit, Offset
-from app.http.schemas import error_responses
+from app.http.schemas import body_schema, error_responses
 from app.http.schemas_webhooks import (
     DeliveryPage,
     NewWebhookOut,
@@ -50,7 +50,7 @@ async def _webhook_request(request: Request, _: Admin) -> WebhookIn:
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"application/json": {"schema": WebhookIn.model_json_schema()}},
+            "content": {"application/json": {"schema": body_schema(WebhookIn)}},
         }
     },
 )
