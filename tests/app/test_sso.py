@@ -340,7 +340,7 @@ def test_signing_in_again_rotates_the_session_id(site: Site) -> None:
 @pytest.mark.parametrize(
     ("ending", "ended", "said"),
     [
-        ("outlived", "session-expired", "a session lasts"),
+        ("outlived", "session-expired", "a session lasts 8 hours"),
         ("deleted", "session-ended", "signed out, or replaced"),
         ("no role", "access-removed", "no longer give you a role"),
     ],
