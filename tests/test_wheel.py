@@ -661,7 +661,14 @@ def test_the_installed_service_bounds_slow_and_large_bodies(
         assert 'status="500"' not in text
         with connect(port) as sock:
             send_head(sock, "GET", "/healthz", {"X-Big": "a" * 100_000})
-            assert answer_of(sock)[0] in (400, 431)
+            try:
+                refused = answer_of(sock)[0]
+            except ConnectionResetError:
+                # the server answered and closed with part of the head unread: TCP resets the
+                # connection, and under load the reset can overtake the answer; never served
+                refused = None
+            assert refused in (400, 431, None)
+        assert httpx.get(f"{url}/healthz", timeout=30).status_code == 200  # still serving
     finally:
         for trickler in slow:
             trickler.close()
