@@ -23,5 +23,8 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   exit 1
 fi
 echo "system-deps: installing ${need[*]}" >&2
-apt-get update -qq
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+# another apt (unattended upgrades, a parallel set-up) may hold the dpkg lock: wait for it
+# rather than fail the whole run
+lock_wait=(-o DPkg::Lock::Timeout=600)
+apt-get "${lock_wait[@]}" update -qq
+DEBIAN_FRONTEND=noninteractive apt-get "${lock_wait[@]}" install -y -qq --no-install-recommends "${need[@]}" >/dev/null
