@@ -57,6 +57,43 @@ class Installed:
             assert done.returncode == 0, f"{args}: {done.stdout}{done.stderr}"
         return done
 
+    def gpuprov(self, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+        """The installed `gpuprov` with ``args`` under ``env``, its exit status unchecked."""
+        return subprocess.run(
+            [str(self.venv / "bin" / "gpuprov"), *args],
+            cwd=self.work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def serve(self, port: int, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        """`gpuprov serve` on ``port``, answering /readyz with 200 when this returns."""
+        server = subprocess.Popen(
+            [str(self.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
+            cwd=self.work,
+            env=env or self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                        return server
+                except httpx.HTTPError:
+                    pass
+                assert server.poll() is None, server.communicate()[1]
+                time.sleep(0.2)
+            raise AssertionError(f"gpuprov serve on port {port} was not ready in 60 s")
+        except BaseException:
+            server.kill()
+            server.wait(timeout=30)
+            raise
+
 
 def _tracked() -> list[str]:
     """The files of a clean clone that the build reads (untracked files left around in this
@@ -215,24 +252,9 @@ def test_installed_gpuprov_migrates_serves_ingests_and_answers(
     _valid_spdx(spdx_text)
 
     port = free_port()
-    server = subprocess.Popen(
-        [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
-        cwd=installed.work,
-        env=installed.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = installed.serve(port)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(150):
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None, server.communicate()[1]
-            time.sleep(0.2)
         pushed = run(
             "gpuprov", "push", "host.cdx.json", "--server", url, "--token-file", "agent.token"
         )
@@ -327,14 +349,7 @@ def test_the_installed_gate_decides_only_on_stored_facts(
     env["GPUPROV_VSA_KEY_FILE"] = str(key)
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(installed.venv / "bin" / "gpuprov"), *args],
-            cwd=installed.work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return installed.gpuprov(env, *args)
 
     assert cli("db", "upgrade").returncode == 0
     admin = cli("token", "create", "--name", "ops", "--scope", "admin").stdout.strip()
@@ -345,14 +360,7 @@ def test_the_installed_gate_decides_only_on_stored_facts(
     assert made.returncode == 0, made.stderr
     ci = made.stdout.strip()
     port = free_port()
-    server = subprocess.Popen(
-        [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
-        cwd=installed.work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = installed.serve(port, env)
     url = f"http://127.0.0.1:{port}"
 
     def call(
@@ -366,14 +374,6 @@ def test_the_installed_gate_decides_only_on_stored_facts(
         return httpx.request(method, f"{url}{path}", headers=headers, timeout=30, **kw)
 
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None, server.communicate()[1]
-            time.sleep(0.2)
         yaml = {"Content-Type": "application/yaml"}
         for name, document in (
             ("prod", POLICY),
@@ -466,14 +466,7 @@ def test_the_installed_service_checks_every_value_where_it_enters(
     env = {**installed.env, "GPUPROV_DATABASE_URL": fresh_db}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(installed.venv / "bin" / "gpuprov"), *args],
-            cwd=installed.work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return installed.gpuprov(env, *args)
 
     assert cli("db", "upgrade").returncode == 0
     admin = cli("token", "create", "--name", "ops", "--scope", "admin").stdout.strip()
@@ -492,25 +485,10 @@ def test_the_installed_service_checks_every_value_where_it_enters(
         assert reason in gated.stderr and "Traceback" not in gated.stderr, case
 
     port = free_port()
-    server = subprocess.Popen(
-        [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
-        cwd=installed.work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = installed.serve(port, env)
     url = f"http://127.0.0.1:{port}"
     auth = {"Authorization": f"Bearer {admin}"}
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None, server.communicate()[1]
-            time.sleep(0.2)
         yaml = {**auth, "Content-Type": "application/yaml"}
         with httpx.Client(base_url=url, timeout=60) as browser:
             form = browser.get("/login").text
@@ -579,14 +557,7 @@ def test_the_installed_service_bounds_slow_and_large_bodies(
     }
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(installed.venv / "bin" / "gpuprov"), *args],
-            cwd=installed.work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return installed.gpuprov(env, *args)
 
     assert cli("db", "upgrade").returncode == 0
     greedy = cli("token", "create", "--name", "ci", "--scope", "report:write").stdout.strip()
@@ -598,14 +569,7 @@ def test_the_installed_service_bounds_slow_and_large_bodies(
         boms.encode(boms.gpuprov_bom(kind="host", name="gpu-node-1"))
     )
     port = free_port()
-    server = subprocess.Popen(
-        [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
-        cwd=installed.work,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server = installed.serve(port, env)
     url = f"http://127.0.0.1:{port}"
 
     def metric(name: str) -> float:
@@ -616,14 +580,6 @@ def test_the_installed_service_bounds_slow_and_large_bodies(
 
     slow: list[Trickler] = []
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert server.poll() is None, server.communicate()[1]
-            time.sleep(0.2)
         # a 40 MB gate request from a token that may only gate digests: refused unsent
         with connect(port) as sock:
             headers = {"Authorization": f"Bearer {gate_only}", "Content-Type": "application/json"}
@@ -722,35 +678,13 @@ def test_the_installed_service_signs_people_in_and_gates_keyless_ci(
         }
 
         def cli(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                [str(installed.venv / "bin" / "gpuprov"), *args],
-                cwd=installed.work,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
+            return installed.gpuprov(env, *args)
 
         assert cli("db", "upgrade").returncode == 0
         admin = cli("token", "create", "--name", "ops", "--scope", "admin").stdout.strip()
         agent = cli("token", "create", "--name", "agent", "--scope", "report:write").stdout.strip()
-        server = subprocess.Popen(
-            [str(installed.venv / "bin" / "gpuprov"), "serve", "--port", str(port)],
-            cwd=installed.work,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        server = installed.serve(port, env)
         try:
-            for _ in range(300):
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert server.poll() is None, server.communicate()[1]
-                time.sleep(0.2)
             # people: the role comes from the group, no mapped group means no session
             with httpx.Client(timeout=30) as browser:
                 landed = browser.get(sign_in_at_provider(browser, url, "alice", "/assets"))

@@ -89,19 +89,20 @@ def analysis_dict(row: AdvisoryAnalysis, trusted: Collection[str] | None = None)
     return out
 
 
-def _check(
+def check_analysis(
     *,
     cve: str,
-    asset_id: int | None,
-    selector: Mapping[str, str] | None,
     state: str,
-    justification: str | None,
-    detail: str | None,
-    expires: datetime | None,
     author: str,
     source: str,
     now: datetime,
+    asset_id: int | None = None,
+    selector: Mapping[str, str] | None = None,
+    justification: str | None = None,
+    detail: str | None = None,
+    expires: datetime | None = None,
 ) -> None:
+    """What `record_analysis` checks, storing nothing (a dry run): InvalidAnalysis (422)."""
     if not _CVE.fullmatch(cve):
         raise InvalidAnalysis("cve", f"{cve[:80]!r} is not an advisory id (like CVE-2025-23280)")
     if (asset_id is None) == (selector is None):
@@ -145,34 +146,6 @@ def _check(
         raise InvalidAnalysis("source", "must be 1 to 512 characters")
 
 
-def check_analysis(
-    *,
-    cve: str,
-    state: str,
-    author: str,
-    source: str,
-    now: datetime,
-    asset_id: int | None = None,
-    selector: Mapping[str, str] | None = None,
-    justification: str | None = None,
-    detail: str | None = None,
-    expires: datetime | None = None,
-) -> None:
-    """What `record_analysis` checks, storing nothing (a dry run): InvalidAnalysis (422)."""
-    _check(
-        cve=cve,
-        asset_id=asset_id,
-        selector=selector,
-        state=state,
-        justification=justification,
-        detail=detail,
-        expires=expires,
-        author=author,
-        source=source,
-        now=now,
-    )
-
-
 def record_analysis(
     session: Session,
     *,
@@ -194,7 +167,7 @@ def record_analysis(
     InvalidAnalysis (422) naming the bad field, NotFound for an unknown asset or one outside
     the caller's ``scope``, Forbidden for a team's selector (it would reach other teams)."""
     now = now or utcnow()
-    _check(
+    check_analysis(
         cve=cve,
         asset_id=asset_id,
         selector=selector,

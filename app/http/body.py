@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -233,6 +233,27 @@ async def read_limited(request: Request, limit: int, accepted: tuple[str, ...], 
     once the caller is authorized (and holds an ingest slot where one applies)."""
     check_limited(request, limit, accepted, what)
     return await _read(request, limit, what)
+
+
+@asynccontextmanager
+async def uploaded(
+    request: Request,
+    principal: Principal,
+    settings: Settings,
+    limit: int,
+    accepted: tuple[str, ...],
+    what: str,
+    send: str,
+) -> AsyncIterator[bytes]:
+    """A whole uploaded document (megabytes: read once the caller is authorized), its declared
+    size checked first, read and used in an ingest slot, never past ``limit``; an empty body is
+    a 422 asking for ``send``."""
+    check_limited(request, limit, accepted, what)
+    with ingest_slot(request, principal, settings):
+        raw = await read_limited(request, limit, accepted, what)
+        if not raw:
+            raise AppError(f"the request body is empty; send {send}", 422)
+        yield raw
 
 
 async def read_model(request: Request, model: type[Model], what: str) -> Model:

@@ -10,8 +10,7 @@ from fastapi import APIRouter, BackgroundTasks, Depends, Path, Query, Request, R
 
 from app.clock import utcnow
 from app.domain import advisories, audit, compliance, vulnerabilities
-from app.errors import AppError
-from app.http.body import check_limited, ingest_slot, read_limited
+from app.http.body import uploaded
 from app.http.deps import (
     Admin,
     DatabaseDep,
@@ -56,16 +55,15 @@ ADVISORY_EXAMPLE: dict[str, Any] = {
 async def _advisory_body(
     request: Request, settings: SettingsDep, principal: Admin
 ) -> AsyncIterator[bytes]:
-    # megabytes: read once the caller is known to be an admin, in an ingest slot, never past
-    # the configured limit
-    what = "an advisory document"
-    check_limited(request, settings.max_advisory_bytes, ADVISORY_TYPES, what)
-    with ingest_slot(request, principal, settings):
-        raw = await read_limited(request, settings.max_advisory_bytes, ADVISORY_TYPES, what)
-        if not raw:
-            raise AppError(
-                "the request body is empty; send one CSAF, OSV or CVE Record document", 422
-            )
+    async with uploaded(
+        request,
+        principal,
+        settings,
+        settings.max_advisory_bytes,
+        ADVISORY_TYPES,
+        "an advisory document",
+        "one CSAF, OSV or CVE Record document",
+    ) as raw:
         yield raw
 
 

@@ -13,8 +13,7 @@ from fastapi.responses import Response
 
 from app.clock import utcnow
 from app.domain import compliance, vex
-from app.errors import AppError
-from app.http.body import check_limited, ingest_slot, read_limited
+from app.http.body import uploaded
 from app.http.deps import (
     DatabaseDep,
     InventoryReader,
@@ -95,16 +94,16 @@ def get_asset_vex(
 async def _vex_body(
     request: Request, settings: SettingsDep, principal: Triager
 ) -> AsyncIterator[bytes]:
-    # megabytes and a schema check: read once the caller is known to triage, in an ingest
-    # slot, never past the configured limit
-    what = "a VEX document"
-    check_limited(request, settings.max_vex_bytes, VEX_TYPES, what)
-    with ingest_slot(request, principal, settings):
-        raw = await read_limited(request, settings.max_vex_bytes, VEX_TYPES, what)
-        if not raw:
-            raise AppError(
-                "the request body is empty; send one OpenVEX or CycloneDX VEX document", 422
-            )
+    # megabytes and a schema check
+    async with uploaded(
+        request,
+        principal,
+        settings,
+        settings.max_vex_bytes,
+        VEX_TYPES,
+        "a VEX document",
+        "one OpenVEX or CycloneDX VEX document",
+    ) as raw:
         yield raw
 
 
