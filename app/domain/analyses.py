@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -138,6 +138,10 @@ def check_analysis(
     if expires is not None:
         if expires.tzinfo is None or expires.utcoffset() is None:
             raise InvalidAnalysis("expires", "give the time zone (2027-01-31T00:00:00Z)")
+        try:
+            expires.astimezone(UTC)  # what storing it does: year 9999 west of UTC is beyond it
+        except OverflowError:
+            raise InvalidAnalysis("expires", "lies beyond the year 9999 in UTC") from None
         if expires <= now:
             raise InvalidAnalysis("expires", "is not in the future")
     if not author.strip() or len(author) > 256:
