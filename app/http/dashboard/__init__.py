@@ -31,6 +31,7 @@ from app.http.dashboard import (
     overview,
     policies,
     sso,
+    triage,
 )
 from app.http.dashboard.auth import LoginRequired
 from app.http.dashboard.paging import query_string
@@ -53,6 +54,7 @@ router.include_router(assets.router)
 router.include_router(libraries.router)
 router.include_router(drift.router)
 router.include_router(advisories.router)
+router.include_router(triage.router)
 router.include_router(compliance.router)
 router.include_router(decisions.router)
 router.include_router(policies.router)

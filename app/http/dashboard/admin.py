@@ -38,9 +38,7 @@ TOKEN_EXPIRY_DEFAULT = "90d"
 
 def _actor(state: PageState) -> audit.Actor:
     """The signed-in admin as the audit log names them."""
-    if state.user.person is not None:
-        return state.user.actor  # the person signed in with the OpenID Provider
-    return audit.web_actor(state.user.name, state.user.token_id)
+    return state.actor
 
 
 def _field(scope: str) -> str:

@@ -1,6 +1,6 @@
 """Who is looking at a page: the session dependency (redirect to the login form without one),
-scope checks (``inventory:read`` for pages, ``admin`` for admin actions), the CSRF check of
-every posted form, and the ``/login`` and ``/logout`` pages.
+scope checks (``inventory:read`` for pages, ``triage`` for the triage forms, ``admin`` for admin
+actions), the CSRF check of every posted form, and the ``/login`` and ``/logout`` pages.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
-from app.domain import users
+from app.domain import audit, users
 from app.domain.tokens import (
     Principal,
     Scope,
@@ -78,6 +78,18 @@ class PageState:
     @property
     def is_admin(self) -> bool:
         return Scope.ADMIN.value in self.user.scopes
+
+    @property
+    def may_triage(self) -> bool:
+        """Whether the user holds ``triage`` (analysts, admins): the triage forms are shown."""
+        return self.user.has(Scope.TRIAGE)
+
+    @property
+    def actor(self) -> audit.Actor:
+        """The signed-in user as the audit log names them (a form's action is ``web``)."""
+        if self.user.person is not None:
+            return self.user.actor  # the person signed in with the OpenID Provider
+        return audit.web_actor(self.user.name, self.user.token_id)
 
 
 def signer_of(request: Request) -> Signer:
@@ -190,8 +202,17 @@ async def admin(request: Request, state: Annotated[PageState, Depends(page_state
     return state
 
 
+@after_authentication
+async def triager(request: Request, state: Annotated[PageState, Depends(page_state)]) -> PageState:
+    """A logged-in user holding the triage scope (then the query string's rules)."""
+    _require(Scope.TRIAGE, state)
+    check_query(request)
+    return state
+
+
 Reader = Annotated[PageState, Depends(reader)]
 AdminUser = Annotated[PageState, Depends(admin)]
+TriageUser = Annotated[PageState, Depends(triager)]
 
 
 async def read_form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, str]:
