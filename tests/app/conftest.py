@@ -42,6 +42,7 @@ ADVISORY_TABLES = (
 #: webhook endpoints and their outbox (tests/app/test_webhooks*.py)
 WEBHOOK_TABLES = ("webhook_delivery", "webhook_endpoint")
 TABLES = (
+    "runtime_proposal",  # a host's --runtime reports fill it (tests/app/test_runtime_proposals.py)
     *WEBHOOK_TABLES,
     *ADVISORY_TABLES,
     *POLICY_TABLES,

@@ -189,6 +189,8 @@ NO_BODY = {
     ("POST", "/api/v1/tokens/{token_id}/rotate"),
     ("POST", "/api/v1/webhooks/{name}/rotate"),
     ("POST", "/api/v1/webhooks/{name}/test"),
+    ("POST", "/api/v1/proposals/{proposal_id}/accept"),
+    ("POST", "/api/v1/proposals/{proposal_id}/dismiss"),
 }
 
 
