@@ -143,6 +143,7 @@ class Service:
                 "asset_scope_label",  # admins assign these (a team token's new asset too)
                 "ci_trust_rule",
                 "ci_token_use",
+                "runtime_proposal",  # needs an advisory feed, as the advisory tables
                 *PROVENANCE_TABLES,
                 *POLICY_TABLES,
             )

@@ -164,6 +164,8 @@ DASHBOARD_FORMS = (
     "/admin/teams/prod/delete",
     "/admin/teams/labels",
 )
+#: the dashboard's triage forms (a reader's session is refused for want of triage)
+TRIAGE_FORMS = ("/proposals/1/accept", "/proposals/1/dismiss")
 JSON_MEDIA = {"Content-Type": "application/json"}
 #: every operation that reads a body, by a concrete path
 BODIES = (
@@ -183,6 +185,7 @@ BODIES = (
     ("POST", "/login"),
     ("POST", "/logout"),
     *(("POST", path) for path in DASHBOARD_FORMS),
+    *(("POST", path) for path in TRIAGE_FORMS),
 )
 #: operations that take no body
 NO_BODY = {
@@ -210,6 +213,7 @@ def test_the_walk_below_covers_every_operation_that_takes_a_body(service: Servic
 def _templated(path: str) -> str:
     """A concrete path as its route's template."""
     path = re.sub(r"/assets/1(?=/|$)", "/assets/{asset_id}", path)
+    path = re.sub(r"/proposals/1(?=/|$)", "/proposals/{proposal_id}", path)
     return re.sub(r"/(prod|1)(?=/|$)", _template, path)
 
 
@@ -260,6 +264,9 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
     for path in DASHBOARD_FORMS:  # no session: to the login form; a reader's: not an admin
         cases.append(("POST", path, {"Content-Type": FORM}, 303, ""))
         cases.append(("POST", path, {"Content-Type": FORM, "Cookie": ""}, 403, "admin"))
+    for path in TRIAGE_FORMS:
+        cases.append(("POST", path, {"Content-Type": FORM}, 303, ""))
+        cases.append(("POST", path, {"Content-Type": FORM, "Cookie": ""}, 403, "triage"))
     assert {(m, p) for m, p, *_ in cases} >= {(m, p) for m, p in BODIES}
     with live(service) as (server, _):
         reader_session = session_cookie(server, reader)

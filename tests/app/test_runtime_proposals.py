@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
 from app.cli_advisories import import_paths
@@ -42,6 +43,7 @@ from scanner.model import (
     Sha256,
 )
 from tests.app.conftest import Service, auth
+from tests.app.pages import csrf_of, login
 from tests.scanner.advisories.documents import PSIRT
 
 NVJPEG_CVES = {"CVE-2025-23272", "CVE-2025-23273", "CVE-2025-23274", "CVE-2025-23275"}
@@ -436,3 +438,48 @@ def test_the_expiry_setting_is_bounded(tmp_path: Path) -> None:
     for days in (0, 366):
         with pytest.raises(ValidationError, match="runtime_proposal_days"):
             Settings(database_url=url, environment="test", runtime_proposal_days=days)
+
+
+def test_the_asset_page_lists_proposals_with_forms_for_triage_only(
+    service: Service, feed: None, post_report: Callable[..., Any]
+) -> None:
+    at = utcnow().replace(microsecond=0) - timedelta(hours=1)
+    host = _push(post_report, report(at))
+    pid = _by_cve(_proposals(service, host))["CVE-2025-23272"]["id"]
+    reader = TestClient(service.client.app)
+    assert login(reader, service.token("inventory:read", name="viewer")).status_code == 303
+    page = reader.get(f"/assets/{host}")
+    assert page.status_code == 200, page.text
+    assert 'id="proposals"' in page.text and "Runtime proposals (4)" in page.text
+    assert "libnvjpeg.so.12.3.1.117" in page.text and "1 observation" in page.text
+    assert f'action="/proposals/{pid}/accept"' not in page.text  # no forms for a viewer
+    csrf = csrf_of(page.text)  # the session's (logout form)
+    refused = reader.post(f"/proposals/{pid}/accept", data={"csrf_token": csrf})
+    assert refused.status_code == 403 and "triage" in refused.text
+
+    analyst = TestClient(service.client.app)
+    token = service.token("inventory:read", "triage", name="web-analyst")
+    assert login(analyst, token).status_code == 303
+    page = analyst.get(f"/assets/{host}")
+    assert f'action="/proposals/{pid}/accept"' in page.text
+    csrf = csrf_of(page.text)
+    no_csrf = analyst.post(f"/proposals/{pid}/accept", data={"csrf_token": "x"})
+    assert no_csrf.status_code == 403 and "CSRF" in no_csrf.text
+    assert service.count("advisory_analysis") == 0
+    done = analyst.post(
+        f"/proposals/{pid}/accept", data={"csrf_token": csrf}, follow_redirects=False
+    )
+    assert done.status_code == 303 and done.headers["location"] == f"/assets/{host}#proposals"
+    shown = _analysis_of(service, host, "CVE-2025-23272")
+    assert shown is not None and shown["author"] == "web-analyst"
+    (event,) = _audit(service, "proposal.accept")
+    assert (event["source"], event["actor"]) == ("web", "web-analyst")
+    page = analyst.get(f"/assets/{host}")
+    assert f'action="/proposals/{pid}/accept"' not in page.text and "by web-analyst" in page.text
+    other = _by_cve(_proposals(service, host))["CVE-2025-23273"]["id"]
+    dismissed = analyst.post(
+        f"/proposals/{other}/dismiss", data={"csrf_token": csrf}, follow_redirects=False
+    )
+    assert dismissed.status_code == 303
+    again = analyst.post(f"/proposals/{other}/dismiss", data={"csrf_token": csrf})
+    assert again.status_code == 409 and "dismissed, not proposed" in again.text

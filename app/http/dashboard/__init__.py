@@ -30,6 +30,7 @@ from app.http.dashboard import (
     libraries,
     overview,
     policies,
+    proposals,
     sso,
 )
 from app.http.dashboard.auth import LoginRequired
@@ -57,6 +58,7 @@ router.include_router(compliance.router)
 router.include_router(decisions.router)
 router.include_router(policies.router)
 router.include_router(admin.router)
+router.include_router(proposals.router)
 
 
 class PageErrors:

@@ -17,6 +17,7 @@ from app.domain.inventory.history import scan_changes
 from app.errors import BadRequest
 from app.http.dashboard.auth import Reader
 from app.http.dashboard.paging import PageNumber, Pager, PerPage, blank_to_none
+from app.http.dashboard.proposals import asset_context as proposals_context
 from app.http.dashboard.templating import render
 from app.http.deps import SessionDep
 from app.http.params import MAX_BIGINT, IdPath
@@ -249,6 +250,7 @@ def asset_page(
             "compliance": compliance_by_framework(
                 compliance.asset_compliance(session, asset_id, utcnow())
             ),
+            **proposals_context(session, state, asset_id),
         },
     )
 
