@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
+from sqlalchemy import text
 
 from app.cli_advisories import import_paths
 from app.clock import utcnow
@@ -483,3 +484,22 @@ def test_the_asset_page_lists_proposals_with_forms_for_triage_only(
     assert dismissed.status_code == 303
     again = analyst.post(f"/proposals/{other}/dismiss", data={"csrf_token": csrf})
     assert again.status_code == 409 and "dismissed, not proposed" in again.text
+
+
+def test_accepting_needs_the_finding_still_affected(
+    service: Service, feed: None, post_report: Callable[..., Any]
+) -> None:
+    host = _push(post_report, report(utcnow().replace(microsecond=0) - timedelta(hours=1)))
+    pid = _by_cve(_proposals(service, host))["CVE-2025-23272"]["id"]
+    # a feed revision that states a fix (the findings change with the import, the proposals at
+    # the host's next report): the proposal no longer matches what the host is affected by
+    with service.db.transaction(write=True) as session:
+        session.execute(
+            text("UPDATE advisory_finding SET status = 'fixed' WHERE cve = 'CVE-2025-23272'")
+        )
+    triage = auth(service.token("triage", name="alice"))
+    answer = service.client.post(f"/api/v1/proposals/{pid}/accept", headers=triage)
+    assert answer.status_code == 409, answer.text
+    assert "no longer matches the host's latest scan" in answer.text
+    assert service.count("advisory_analysis") == 0
+    assert _proposals(service, host, status="accepted") == []
