@@ -12,6 +12,7 @@ NVIDIA's bulletin 2025/5661 states nvJPEG of CUDA Toolkit releases before 12.9 U
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -43,7 +44,7 @@ from scanner.model import (
     ScanResult,
     Sha256,
 )
-from tests.app.conftest import Service, auth
+from tests.app.conftest import JSON_HEADERS, Service, auth
 from tests.app.pages import csrf_of, login
 from tests.scanner.advisories.documents import PSIRT
 
@@ -503,3 +504,55 @@ def test_accepting_needs_the_finding_still_affected(
     assert "no longer matches the host's latest scan" in answer.text
     assert service.count("advisory_analysis") == 0
     assert _proposals(service, host, status="accepted") == []
+
+
+def _together(*calls: Callable[[], Any]) -> list[Any]:
+    """Run the calls at once (each in its thread, released by one barrier): their answers."""
+    barrier = threading.Barrier(len(calls))
+    answers: list[Any] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        answers[i] = calls[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers
+
+
+def test_concurrent_decisions_and_a_loaded_report_leave_one_outcome(
+    service: Service, feed: None, post_report: Callable[..., Any]
+) -> None:
+    first = utcnow().replace(microsecond=0) - timedelta(hours=2)
+    host = _push(post_report, report(first))
+    proposals = _by_cve(_proposals(service, host))
+    triage = auth(service.token("triage", name="alice"))
+    # six people accept one proposal at once: one analysis, the others are told it is decided
+    pid = proposals["CVE-2025-23272"]["id"]
+    path = f"/api/v1/proposals/{pid}/accept"
+    answers = _together(*[lambda: service.client.post(path, headers=triage)] * 6)
+    assert sorted(a.status_code for a in answers) == [200] + [409] * 5
+    assert service.count("advisory_analysis") == 1
+    assert len(_audit(service, "proposal.accept")) == 1
+
+    # an acceptance racing a report that shows the library loaded: whichever comes first, the
+    # proposal ends withdrawn and no analysis of it stays in force
+    other = proposals["CVE-2025-23273"]["id"]
+    loader = LoadedBy(9, "/usr/bin/python3.11", sha256=OLD, via=LoadedVia.INODE)
+    body = report(first + timedelta(hours=1), loaders=(loader,))
+    writer = auth(service.token("report:write", name="agent"), **JSON_HEADERS)
+    accepted, reported = _together(
+        lambda: service.client.post(f"/api/v1/proposals/{other}/accept", headers=triage),
+        lambda: service.client.post("/api/v1/reports", content=body, headers=writer),
+    )
+    assert reported.status_code == 201, reported.text
+    assert accepted.status_code in (200, 409), accepted.text
+    after = _by_cve(_proposals(service, host))
+    assert {p["status"] for p in after.values()} == {"withdrawn"}
+    assert _analysis_of(service, host, "CVE-2025-23273") is None
+    assert _analysis_of(service, host, "CVE-2025-23272") is None
+    if accepted.status_code == 200:
+        assert after["CVE-2025-23273"]["analysis_id"] == accepted.json()["analysis"]["id"]
