@@ -1007,3 +1007,64 @@ class WebhookDelivery(Base):
     #: why the last attempt failed, in the service's words (never the receiver's body)
     last_error: Mapped[str | None] = mapped_column(Text)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+#: a proposal still in play: at most one per (asset, CVE) (the partial unique index's predicate)
+PROPOSAL_OPEN = "status IN ('proposed', 'accepted')"
+
+
+class RuntimeProposal(Base):
+    """Runtime evidence on a host scanned with ``--runtime``: an affected finding whose library
+    files no process mapped over the observed window, proposed as not_affected /
+    vulnerable_code_not_in_execute_path for a person to accept (then ``analysis_id`` is the
+    analysis recorded) or dismiss; withdrawn by the service when a report shows a file loaded
+    (docs/advisories.md, "Runtime evidence")."""
+
+    __tablename__ = "runtime_proposal"
+    __table_args__ = (
+        Index(None, "asset_id", "cve"),
+        Index(
+            "uq_runtime_proposal_open",
+            "asset_id",
+            "cve",
+            unique=True,
+            postgresql_where=text(PROPOSAL_OPEN),
+            sqlite_where=text(PROPOSAL_OPEN),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    asset_id: Mapped[int] = mapped_column(BigId, ForeignKey("asset.id", ondelete="CASCADE"))
+    cve: Mapped[str] = mapped_column(String(64))
+    #: the product found whose files the evidence is about (nvjpeg, tensorrt, ...)
+    product: Mapped[str] = mapped_column(String(64))
+    #: ``[{"path": ..., "sha256": ...}]``: the library files of the affected findings
+    files: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    #: proposed, accepted, dismissed or withdrawn
+    status: Mapped[str] = mapped_column(String(16))
+    #: the first and latest --runtime report (their scanned_at) that saw the files unmapped
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: how many such reports, and the fewest and most processes' maps one of them read
+    observations: Mapped[int] = mapped_column(Integer)
+    processes_min: Mapped[int] = mapped_column(Integer)
+    processes_max: Mapped[int] = mapped_column(Integer)
+    first_scan_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("scan.id", ondelete="SET NULL")
+    )
+    last_scan_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("scan.id", ondelete="SET NULL")
+    )
+    #: the expiry an accepted analysis gets: the window's end plus GPUPROV_RUNTIME_PROPOSAL_DAYS
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: when and by whom it was accepted or dismissed
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decided_by: Mapped[str | None] = mapped_column(String(256))
+    #: the analysis an acceptance recorded
+    analysis_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("advisory_analysis.id", ondelete="SET NULL")
+    )
+    withdrawn_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: why it was withdrawn (the service's words)
+    reason: Mapped[str | None] = mapped_column(Text)

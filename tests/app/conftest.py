@@ -75,6 +75,7 @@ ADVISORY_TABLES = (
 #: webhook endpoints and their outbox (tests/app/test_webhooks*.py)
 WEBHOOK_TABLES = ("webhook_delivery", "webhook_endpoint")
 TABLES = (
+    "runtime_proposal",  # a host's --runtime reports fill it (tests/app/test_runtime_proposals.py)
     *WEBHOOK_TABLES,
     *ADVISORY_TABLES,
     *POLICY_TABLES,
@@ -175,6 +176,7 @@ class Service:
                 "asset_scope_label",  # admins assign these (a team token's new asset too)
                 "ci_trust_rule",
                 "ci_token_use",
+                "runtime_proposal",  # needs an advisory feed, as the advisory tables
                 *PROVENANCE_TABLES,
                 *POLICY_TABLES,
             )

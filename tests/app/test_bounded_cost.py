@@ -169,6 +169,8 @@ TRIAGE_FORMS = (
     "/assets/1/analyses",
     "/advisories/CVE-2025-23280/analyses",
     "/analyses/1/withdraw",
+    "/proposals/1/accept",
+    "/proposals/1/dismiss",
 )
 JSON_MEDIA = {"Content-Type": "application/json"}
 #: every operation that reads a body, by a concrete path
@@ -196,6 +198,8 @@ NO_BODY = {
     ("POST", "/api/v1/tokens/{token_id}/rotate"),
     ("POST", "/api/v1/webhooks/{name}/rotate"),
     ("POST", "/api/v1/webhooks/{name}/test"),
+    ("POST", "/api/v1/proposals/{proposal_id}/accept"),
+    ("POST", "/api/v1/proposals/{proposal_id}/dismiss"),
 }
 
 
@@ -217,6 +221,7 @@ def _templated(path: str) -> str:
     path = re.sub(r"/assets/1(?=/|$)", "/assets/{asset_id}", path)
     path = re.sub(r"/analyses/1(?=/|$)", "/analyses/{analysis_id}", path)
     path = re.sub(r"/advisories/CVE-[0-9-]+(?=/|$)", "/advisories/{cve}", path)
+    path = re.sub(r"/proposals/1(?=/|$)", "/proposals/{proposal_id}", path)
     return re.sub(r"/(prod|1)(?=/|$)", _template, path)
 
 

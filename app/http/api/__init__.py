@@ -11,6 +11,7 @@ from app.http.api import (
     gate,
     inventory,
     policies,
+    proposals,
     provenance,
     reports,
     teams,
@@ -32,5 +33,6 @@ router.include_router(ci_trust.router)
 router.include_router(advisories.router)
 router.include_router(vex.router)
 router.include_router(analyses.router)
+router.include_router(proposals.router)
 router.include_router(webhooks.router)
 router.include_router(teams.router)

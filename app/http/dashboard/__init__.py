@@ -30,6 +30,7 @@ from app.http.dashboard import (
     libraries,
     overview,
     policies,
+    proposals,
     sso,
     triage,
 )
@@ -59,6 +60,7 @@ router.include_router(compliance.router)
 router.include_router(decisions.router)
 router.include_router(policies.router)
 router.include_router(admin.router)
+router.include_router(proposals.router)
 
 
 class PageErrors:

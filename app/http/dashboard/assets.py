@@ -21,6 +21,7 @@ from app.errors import BadRequest
 from app.http.dashboard import triage
 from app.http.dashboard.auth import PageState, Reader, TriageUser, checked_form
 from app.http.dashboard.paging import PageNumber, Pager, PerPage, blank_to_none, query_string
+from app.http.dashboard.proposals import asset_context as proposals_context
 from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
 from app.http.params import MAX_BIGINT, IdPath
@@ -255,6 +256,7 @@ def asset_context(
         "triage_error": None,
         "triage_form": {},
         "flash": None,
+        **proposals_context(session, state, asset_id),
     }
 
 
