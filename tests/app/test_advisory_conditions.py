@@ -130,6 +130,14 @@ def test_a_hosts_own_facts_decide_its_conditions(
     assert facts[("cdi-node", "vgpu_guest")][0] == "false"
     assert ("bare-node", "cdi_mode") not in facts
     assert len(stacks) == 3
+    # the asset detail shows them, with where each was read
+    reader = auth(service.token("inventory:read"))
+    assets = service.client.get("/api/v1/assets", headers=reader).json()["items"]
+    (cdi_id,) = [a["id"] for a in assets if a["name"] == "cdi-node"]
+    detail = service.client.get(f"/api/v1/assets/{cdi_id}", headers=reader).json()
+    shown = {c["name"]: (c["value"], c["source"]) for c in detail["conditions"]}
+    assert shown["cdi_mode"] == facts[("cdi-node", "cdi_mode")]
+    assert shown["gpu_architecture"][0] == "hopper"
 
     # a full rematch (a feed change) reads the facts back from storage: the same stacks
     from app.clock import utcnow
