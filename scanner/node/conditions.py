@@ -58,6 +58,10 @@ def read_configs(root: Root, notes: list[str]) -> tuple[list[ToolkitConfig], boo
             why = "not a readable regular file"
         elif len(text.encode("utf-8")) > CONFIG_MAX:
             why = f"larger than {CONFIG_MAX} bytes, not read"
+        elif "\ufffd" in text:
+            # read with errors replaced: a TOML file must be UTF-8 (TOML 1.0, "Spec"), and one
+            # that is not could read as other settings here than in the toolkit
+            why = "not UTF-8, which TOML requires"
         else:
             try:
                 configs.append(parse_config(text, path))

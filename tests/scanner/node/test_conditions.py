@@ -215,6 +215,38 @@ def test_malformed_text_is_a_config_error_never_a_crash(text: str) -> None:
         assert check_fact(fact.name, fact.value) == fact.value
 
 
+@given(
+    st.binary(max_size=300)
+    | st.sampled_from(
+        [
+            nt.TOOLKIT_CONFIG.encode()[:cut] + tail
+            for cut in range(0, len(nt.TOOLKIT_CONFIG), 53)
+            for tail in (b"", b"\xff\xfe", b"\x00", b"[[")
+        ]
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_any_bytes_in_the_config_file_decide_by_the_rules_or_nothing(data: bytes) -> None:
+    import tempfile
+
+    from scanner.node.conditions import read_configs
+    from scanner.node.rootfs import Root
+
+    with tempfile.TemporaryDirectory() as tmp:
+        nt.write(Path(tmp), ETC, data)
+        notes: list[str] = []
+        configs, ok = read_configs(Root(tmp), notes)
+    if not ok:
+        # unreadable as the toolkit reads it: undecided, said in a note, never a default
+        assert configs == [] and len(notes) == 1 and notes[0].startswith(f"toolkit-config: {ETC}:")
+        return
+    (cfg,) = configs
+    assert notes == []
+    for fact in toolkit_conditions(configs, ()):
+        assert check_fact(fact.name, fact.value) == fact.value
+    assert cfg == parse_config(data.decode("utf-8"), ETC)  # only valid UTF-8 is read
+
+
 # -- GPUs ---------------------------------------------------------------------------------------
 
 
@@ -318,8 +350,9 @@ def _fifo(path: Path) -> None:
         lambda root: (root / ETC.lstrip("/")).mkdir(parents=True),
         lambda root: nt.write(root, ETC, "#" * ((1 << 20) + 1)),
         lambda root: _fifo(root / ETC.lstrip("/")),
+        lambda root: nt.write(root, ETC, nt.TOOLKIT_CONFIG.encode() + b"# \xff\n"),
     ],
-    ids=["not-toml", "wrong-type", "a-directory", "too-large", "a-fifo"],
+    ids=["not-toml", "wrong-type", "a-directory", "too-large", "a-fifo", "not-utf-8"],
 )
 def test_a_config_that_cannot_be_read_decides_nothing(tmp_path: Path, make: Any) -> None:
     root = nt.gpu_node(tmp_path / "root")
