@@ -226,10 +226,15 @@ def match(
             continue
         if key in ("nvjpeg",) and "cuda-toolkit" in by_key and cve in d.components:
             continue  # judged with the toolkit's statement above
-        if key in ("driver", "vgpu-guest-driver"):
+        if key == "driver":
             continue  # the host's driver, judged below on the line its vGPU fact names
         for p in asset.products:
-            if p.key == key:
+            if p.key != key:
+                continue
+            if key == "vgpu-guest-driver":  # a product reported as such: branch-aware too
+                f = _driver(cve, entries, p, asset, extra_conditions)
+                findings.append(_replace(f, product=key))
+            else:
                 findings.append(
                     _judge(cve, entries, p, p.version, key, None, asset, extra_conditions)
                 )

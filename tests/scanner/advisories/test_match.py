@@ -369,6 +369,12 @@ def test_a_vgpu_guest_driver_is_judged_on_the_vgpu_guest_line() -> None:
     assert (g.status, g.product) == ("fixed", "vgpu-guest-driver")
 
 
+def test_a_product_reported_as_the_vgpu_guest_driver_is_judged_on_its_line() -> None:
+    guest = Installed("vgpu-guest-driver", "580.82.07", branch="R580")
+    f = _one("2025/5703", "CVE-2025-23280", AssetFacts(products=(guest,)))
+    assert (f.status, f.product, f.conditions_unevaluated) == ("affected", "vgpu-guest-driver", ())
+
+
 def test_an_undecided_vgpu_guest_matters_only_where_the_lines_disagree() -> None:
     # R535: the datacenter fix is 535.274.02; the vGPU 16 guest line's fix reads "575.274.02"
     # (the vendor's anomaly), so 535.274.02 as a guest driver is affected, for review
