@@ -273,10 +273,12 @@ def _ctk(version: str, **facts: str) -> AssetFacts:
 
 
 def test_container_toolkit_cdi_condition_only_below_1_17_5() -> None:
-    # 2025/5659 CVE-2025-23266: up to and including 1.17.7 (CDI mode only for < 1.17.5)
+    # 2025/5659 CVE-2025-23266: up to and including 1.17.7 (CDI mode only for < 1.17.5), and
+    # "does not affect systems where crun is used as the low-level runtime" (no node fact)
     f = _one("2025/5659", "CVE-2025-23266", _ctk("1.17.3"))
-    assert (f.status, f.conditions_unevaluated) == ("affected", ("cdi_mode",))
-    assert _one("2025/5659", "CVE-2025-23266", _ctk("1.17.6")).conditions_unevaluated == ()
+    assert (f.status, f.conditions_unevaluated) == ("affected", ("cdi_mode", "crun_runtime"))
+    later = _one("2025/5659", "CVE-2025-23266", _ctk("1.17.6"))
+    assert later.conditions_unevaluated == ("crun_runtime",)
     assert _one("2025/5659", "CVE-2025-23266", _ctk("1.17.8")).status == "fixed"
     off = _one("2025/5659", "CVE-2025-23266", _ctk("1.17.3", cdi_mode="false"))
     assert (off.status, off.justification) == (
