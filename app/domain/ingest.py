@@ -255,8 +255,9 @@ def ingest(
         raise Forbidden(f"token {principal.name!r} may not report for asset {spec.name!r}")
     # the advisories the new latest scan carries, against the stored feed
     vulnerabilities.store_products(session, asset.id, report.products, replace=known)
+    vulnerabilities.store_conditions(session, asset.id, spec.conditions, replace=known)
     facts = vulnerabilities.facts_of_report(
-        report.products, (lib.family for lib in report.libraries)
+        report.products, (lib.family for lib in report.libraries), spec.conditions
     )
     vulnerabilities.rematch(session, now, [asset.id], facts=facts)
     if spec.kind == "host":  # runtime evidence: what live processes map (--runtime)

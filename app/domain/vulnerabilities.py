@@ -1,10 +1,11 @@
 """Advisory findings of the fleet: the scanner's pure matcher (scanner/advisories/match.py) run
 on stored products and the stored feed, its answers stored per (asset, CVE, product found).
 
-Matched once per distinct set of facts (products, CUDA Toolkit libraries): assets holding the
-same stack share one evaluation, fanned out to each. Re-evaluated for one asset when its report
-arrives (ingest) and for the whole fleet when the feed changes (import). Every answer names the
-feed it was matched against (the newest import and the number of documents).
+Matched once per distinct set of facts (products, CUDA Toolkit libraries, a host's condition
+facts): assets holding the same stack share one evaluation, fanned out to each. Re-evaluated
+for one asset when its report arrives (ingest) and for the whole fleet when the feed changes
+(import). Every answer names the feed it was matched against (the newest import and the
+number of documents).
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryFinding, AdvisoryProductStatus, AssetProduct
 from scanner.advisories.match import (
     TOOLKIT_FAMILIES,
-    TOOLKIT_PARTS,
     AssetFacts,
     Installed,
     StatusEntry,
     match,
     matching_data,
     product_key,
+    product_keys,
 )
 from scanner.policy.facts import AdvisoryFacts, VulnerabilityFact
 
@@ -75,6 +76,22 @@ def store_products(
     repo.replace_products(session, asset_id, rows, replace=replace)
 
 
+def store_conditions(
+    session: Session,
+    asset_id: int,
+    conditions: Mapping[str, tuple[str, str | None]],
+    *,
+    replace: bool,
+) -> None:
+    """Keep the condition facts of an asset's latest report (a host's own; an image's report
+    carries none, so its latest report clears any)."""
+    rows = [
+        {"name": name, "value": value, "source": source}
+        for name, (value, source) in sorted(conditions.items())
+    ]
+    repo.replace_conditions(session, asset_id, rows, replace=replace)
+
+
 def _installed(row: AssetProduct) -> Installed:
     return Installed(
         key=row.key,
@@ -101,24 +118,31 @@ def _entry(s: AdvisoryProductStatus) -> StatusEntry:
 
 def _wanted_keys(facts: AssetFacts) -> set[str]:
     """The bulletin product keys whose statements may concern an asset of these facts."""
-    keys = {p.key for p in facts.products}
-    if keys & TOOLKIT_PARTS or any(f in TOOLKIT_FAMILIES for f, _ in facts.libraries):
-        keys.add("cuda-toolkit")
-    return keys
+    return product_keys(facts)
 
 
 def stack_key(facts: AssetFacts) -> str:
-    """The identity of a stack: SHA-256 of the matcher's inputs."""
-    text = json.dumps(
-        [[list(astuple(p)) for p in facts.products], [list(x) for x in facts.libraries]],
-        separators=(",", ":"),
-    )
+    """The identity of a stack: SHA-256 of the matcher's inputs. Condition facts are inputs:
+    two hosts of one stack but different configurations never share an answer (without any,
+    the key is the one it was before facts existed)."""
+    inputs: list[Any] = [
+        [list(astuple(p)) for p in facts.products],
+        [list(x) for x in facts.libraries],
+    ]
+    if facts.facts:
+        inputs.append(sorted([k, v] for k, v in facts.facts.items()))
+    text = json.dumps(inputs, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def facts_of_report(products: Iterable[Any], families: Iterable[str]) -> AssetFacts:
-    """The matcher's inputs of a report: its products (``ReportProduct``) and the CUDA Toolkit
-    library families it holds (what ``rematch`` would read back from storage)."""
+def facts_of_report(
+    products: Iterable[Any],
+    families: Iterable[str],
+    conditions: Mapping[str, tuple[str, str | None]] | None = None,
+) -> AssetFacts:
+    """The matcher's inputs of a report: its products (``ReportProduct``), the CUDA Toolkit
+    library families it holds and a host's condition facts (what ``rematch`` would read back
+    from storage)."""
     return _facts(
         [
             Installed(
@@ -134,14 +158,19 @@ def facts_of_report(products: Iterable[Any], families: Iterable[str]) -> AssetFa
             for p in products
         ],
         {(f, None) for f in families if f in TOOLKIT_FAMILIES},
+        {name: value for name, (value, _) in (conditions or {}).items()},
     )
 
 
 def _facts(
-    products: Iterable[Installed], libraries: Iterable[tuple[str, str | None]]
+    products: Iterable[Installed],
+    libraries: Iterable[tuple[str, str | None]],
+    conditions: Mapping[str, str] | None = None,
 ) -> AssetFacts:
     return AssetFacts(
-        products=tuple(sorted(products, key=repr)), libraries=tuple(sorted(libraries, key=repr))
+        products=tuple(sorted(products, key=repr)),
+        libraries=tuple(sorted(libraries, key=repr)),
+        facts=dict(sorted((conditions or {}).items())),
     )
 
 
@@ -197,8 +226,15 @@ def _rematch(
             # the family alone: a toolkit library's version decides nothing (its component
             # does), and assets with the same families share one evaluation
             libraries[asset_id].add((family, None))
+        conditions: dict[int, dict[str, str]] = defaultdict(dict)
+        for asset_id, name, value in repo.conditions_of(session, ids):
+            conditions[asset_id][name] = value
         for asset_id in ids:
-            one = _facts(products.get(asset_id, ()), libraries.get(asset_id, ()))
+            one = _facts(
+                products.get(asset_id, ()),
+                libraries.get(asset_id, ()),
+                conditions.get(asset_id),
+            )
             key = stack_key(one)
             stacks.setdefault(key, one)
             pairs.append((asset_id, key))

@@ -286,6 +286,12 @@ class InjectedOut(BaseModel):
     sources: list[str] = Field(description="cdi:/etc/cdi/nvidia.yaml, nvidia-container-cli list")
 
 
+class ConditionOut(BaseModel):
+    name: str = Field(description="cdi_mode, ldconfig_from_container, vgpu_guest, ...")
+    value: str = Field(description='"true", "false", or both ("false|true"): either can happen')
+    source: str | None = Field(description="where the host read it (its config.toml, nvidia-smi)")
+
+
 class AssetDetail(AssetOut):
     libraries: list[LibraryOut]
     packages: list[PackageOut]
@@ -312,6 +318,11 @@ class AssetDetail(AssetOut):
         default_factory=list,
         description="the host files a host's NVIDIA Container Toolkit injects into its "
         "containers (CDI specs, nvidia-container-cli list)",
+    )
+    conditions: list[ConditionOut] = Field(
+        default_factory=list,
+        description="a host's condition facts (its latest report's), which decide bulletins' "
+        "conditions (docs/advisories.md, Conditions); an undecided one is absent",
     )
 
 

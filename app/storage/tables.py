@@ -862,9 +862,29 @@ class AssetProduct(Base):
     owner: Mapped[str | None] = mapped_column(Text)
 
 
+class AssetCondition(Base):
+    """Current state: a condition fact of a host's latest report (``gpuprov:condition:*``: CDI
+    mode, where ldconfig runs, vGPU guest, GPU architecture), which the advisory matcher decides
+    bulletins' conditions by. Only the host's own report sets them; an image has none, and an
+    undecided condition has no row (never a default)."""
+
+    __tablename__ = "asset_condition"
+
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    #: scanner/advisories/conditions.py: cdi_mode, ldconfig_from_container, vgpu_guest, ...
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: "true", "false", or several joined by "|" ("false|true": either can happen)
+    value: Mapped[str] = mapped_column(String(640))
+    #: where the host read it ('/etc/nvidia-container-runtime/config.toml: mode = "cdi"')
+    source: Mapped[str | None] = mapped_column(Text)
+
+
 class AdvisoryStack(Base):
-    """A distinct set of matcher inputs (products, CUDA Toolkit library families) that assets
-    hold: matched once against the feed, its findings shared by every asset holding it."""
+    """A distinct set of matcher inputs (products, CUDA Toolkit library families, condition
+    facts) that assets hold: matched once against the feed, its findings shared by every asset
+    holding it."""
 
     __tablename__ = "advisory_stack"
 

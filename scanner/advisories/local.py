@@ -73,8 +73,8 @@ def load_feed(paths: Iterable[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> L
 
 
 def asset_facts(result: ScanResult) -> AssetFacts:
-    """The matcher's inputs of a scan: its products and the CUDA Toolkit library families it
-    holds (as the service keeps them for a pushed report)."""
+    """The matcher's inputs of a scan: its products, the CUDA Toolkit library families it holds
+    and a host's condition facts (as the service keeps them for a pushed report)."""
     products = [
         Installed(
             key=p.key,
@@ -91,8 +91,13 @@ def asset_facts(result: ScanResult) -> AssetFacts:
     families = {
         (lib.ident.family, None) for lib in result.libraries if lib.ident.family in TOOLKIT_FAMILIES
     }
+    # a host's own condition facts (its node scan); an image is no node and has none
+    node = result.node if result.asset.kind is AssetKind.HOST else None
+    facts = {c.name: c.value for c in node.conditions} if node is not None else {}
     return AssetFacts(
-        products=tuple(sorted(products, key=repr)), libraries=tuple(sorted(families, key=repr))
+        products=tuple(sorted(products, key=repr)),
+        libraries=tuple(sorted(families, key=repr)),
+        facts=facts,
     )
 
 

@@ -90,6 +90,7 @@ TABLES = (
     "node_container",
     "node_gpu",
     "node_injected",
+    "asset_condition",
     "asset_label",
     "asset_scope_label",
     "scan",
