@@ -5,7 +5,7 @@ guest line, fixes a configuration switches off), so every stored stack is matche
 is marked as matched against no feed, and the next report or import matches it anew.
 
 Revision ID: 0026
-Revises: 0024
+Revises: 0025
 Create Date: 2026-12-08
 """
 
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0026"
-down_revision: str | None = "0024"
+down_revision: str | None = "0025"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
