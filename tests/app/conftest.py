@@ -65,6 +65,7 @@ TABLES = (
     "team",
     "ci_trust_rule",
     "ci_token_use",
+    "oidc_group_mapping",
 )
 
 
@@ -142,6 +143,7 @@ class Service:
                 "asset_scope_label",  # admins assign these (a team token's new asset too)
                 "ci_trust_rule",
                 "ci_token_use",
+                "oidc_group_mapping",
                 *PROVENANCE_TABLES,
                 *POLICY_TABLES,
             )
