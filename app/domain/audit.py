@@ -41,6 +41,8 @@ ACTIONS = (
     "team.put",
     "team.delete",
     "asset.labels",
+    "group_mapping.put",
+    "group_mapping.delete",
     # a stored document found altered behind the service's back (app/domain/stored.py)
     "integrity.mismatch",
 )

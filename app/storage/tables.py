@@ -102,6 +102,22 @@ class Team(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class OidcGroupMapping(Base):
+    """An identity-provider group mapped by an admin (app.domain.group_mappings): the role its
+    members get and, optionally, the team they belong to. GPUPROV_OIDC_ROLES maps groups too;
+    a group it names is never stored here."""
+
+    __tablename__ = "oidc_group_mapping"
+
+    group_name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    #: ``viewer``, ``analyst`` or ``admin``
+    role: Mapped[str] = mapped_column(String(16))
+    #: a team's name (None: no team by this mapping); a team removed later confines to nothing
+    team: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class CiTrustRule(Base):
     """A CI trust rule (app.domain.ci_claims): which claims of a CI provider's OIDC ID token
     grant which rights. The document is the rule as the API shows it."""

@@ -100,6 +100,7 @@ TABLES = (
     "team",
     "ci_trust_rule",
     "ci_token_use",
+    "oidc_group_mapping",
 )
 
 
@@ -178,6 +179,7 @@ class Service:
                 "ci_trust_rule",
                 "ci_token_use",
                 "runtime_proposal",  # needs an advisory feed, as the advisory tables
+                "oidc_group_mapping",
                 *PROVENANCE_TABLES,
                 *POLICY_TABLES,
             )

@@ -128,6 +128,12 @@ class Walk:
         with self.service.db.transaction(write=True) as session:
             put_team(session, "prod", check_team(TEAM), cli_actor())
 
+    def _group_mapping(self) -> None:
+        from app.domain.group_mappings import put_mapping
+
+        with self.service.db.transaction(write=True) as session:
+            put_mapping(session, "prod", "viewer", None, {}, cli_actor(), utcnow())
+
     def _token_id(self) -> int:
         victim = self.service.token("inventory:read", name="victim")
         with self.service.db.session() as session:
@@ -228,6 +234,10 @@ class Walk:
             self._team()  # each method finds the team (DELETE removes it)
             if method == "put":
                 return client.put(path, json=TEAM, headers=headers)
+        if path == "/api/v1/group-mappings/prod":
+            self._group_mapping()  # each method finds the mapping (DELETE removes it)
+            if method == "put":
+                return client.put(path, json={"role": "analyst"}, headers=headers)
         if method == "put" and path == f"/api/v1/assets/{self.asset_id}/labels":
             return client.put(path, json={"labels": {"team": "prod"}}, headers=headers)
         params: dict[str, str] = {"family": "cudnn"} if path.endswith("where-used") else {}

@@ -163,6 +163,8 @@ DASHBOARD_FORMS = (
     "/admin/teams",
     "/admin/teams/prod/delete",
     "/admin/teams/labels",
+    "/admin/group-mappings",
+    "/admin/group-mappings/prod/delete",
 )
 #: the dashboard's triage forms (the triage scope: a reader's session is refused)
 TRIAGE_FORMS = (
@@ -188,6 +190,7 @@ BODIES = (
     ("PUT", "/api/v1/trust-policy"),
     ("POST", "/api/v1/tokens"),
     ("PUT", "/api/v1/ci-trust/prod"),
+    ("PUT", "/api/v1/group-mappings/prod"),
     ("POST", "/login"),
     ("POST", "/logout"),
     *(("POST", path) for path in DASHBOARD_FORMS),
@@ -256,7 +259,13 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
         ("POST", "/api/v1/webhooks", auth(reader, **JSON_MEDIA), 403, "admin"),
         ("PUT", "/api/v1/teams/prod", auth(reader, **JSON_MEDIA), 403, "admin"),
         ("PUT", "/api/v1/assets/1/labels", auth(reader, **JSON_MEDIA), 403, "admin"),
-        ("PUT", "/api/v1/policies/prod", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
+        (
+            "PUT",
+            "/api/v1/policies/prod",
+            auth(reader, **{"Content-Type": YAML}),
+            403,
+            "policy:write",
+        ),
         ("PUT", "/api/v1/trust-policy", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
         ("POST", "/api/v1/tokens", auth(reader, **{"Content-Type": "application/json"}), 403, ""),
         (
@@ -266,6 +275,7 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
             403,
             "admin",
         ),
+        ("PUT", "/api/v1/group-mappings/prod", auth(reader, **JSON_MEDIA), 403, "admin"),
         ("POST", "/login", {"Content-Type": FORM}, 413, "16384 bytes"),
         ("POST", "/logout", {"Content-Type": FORM}, 303, ""),
     ]

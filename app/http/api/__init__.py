@@ -9,6 +9,7 @@ from app.http.api import (
     ci_trust,
     compliance,
     gate,
+    group_mappings,
     inventory,
     policies,
     proposals,
@@ -36,3 +37,4 @@ router.include_router(analyses.router)
 router.include_router(proposals.router)
 router.include_router(webhooks.router)
 router.include_router(teams.router)
+router.include_router(group_mappings.router)

@@ -107,8 +107,11 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
     app.state.page_errors = PageErrors()
     app.state.oidc = OpenIdProvider(settings) if settings.oidc_enabled else None
     if settings.oidc_enabled and not settings.oidc_roles:
+        # not an error: admins may map groups on Admin → Group mappings; until one is stored,
+        # every sign-in is refused (no default role)
         log.warning(
-            "GPUPROV_OIDC_ROLES maps no group to a role: nobody who signs in with %s has access",
+            "GPUPROV_OIDC_ROLES maps no group to a role: only the group mappings stored on "
+            "Admin → Group mappings give access to people who sign in with %s (none: nobody)",
             settings.oidc_issuer,
         )
     app.state.overview_cache = overview.FiguresCache(settings.dashboard_cache_seconds)

@@ -1,6 +1,7 @@
 """Who is looking at a page: the session dependency (redirect to the login form without one),
 scope checks (``inventory:read`` for pages, ``triage`` for the triage forms, ``admin`` for admin
-actions), the CSRF check of every posted form, and the ``/login`` and ``/logout`` pages.
+actions, policy writers for the policy form), the CSRF check of every posted form, and the
+``/login`` and ``/logout`` pages.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
-from app.domain import audit, users
+from app.domain import audit, group_mappings, users
+from app.domain.policies import check_writer
 from app.domain.tokens import (
     Principal,
     Scope,
@@ -140,10 +142,14 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
     person_cookie = request.cookies.get(PERSON_COOKIE)
     if person_cookie and settings.oidc_enabled:
         with db.transaction() as session:
+            # the group mappings in effect now: a mapping removed ends its access at this page
+            mapping = group_mappings.effective(session, settings.oidc_roles)
             person = users.session_of(
-                session, person_cookie, now, settings.oidc_roles, settings.teamless_access
+                session, person_cookie, now, mapping, settings.teamless_access
             )
-            gone = users.session_end(session, person_cookie, now) if person is None else None
+            gone = None
+            if person is None:
+                gone = users.session_end(session, person_cookie, now, mapping)
         if gone is not None and not request.cookies.get(SESSION_COOKIE):
             # a person's sign-in that ended: the login page says why (no token session to try)
             raise LoginRequired(_here(request), gone)
@@ -203,6 +209,17 @@ async def admin(request: Request, state: Annotated[PageState, Depends(page_state
 
 
 @after_authentication
+async def policy_writer(
+    request: Request, state: Annotated[PageState, Depends(page_state)]
+) -> PageState:
+    """A logged-in user who may store promotion policies (admins, analysts in no team): 403
+    saying why for the others (then the query string's rules)."""
+    check_writer(state.user)
+    check_query(request)
+    return state
+
+
+@after_authentication
 async def triager(request: Request, state: Annotated[PageState, Depends(page_state)]) -> PageState:
     """A logged-in user holding the triage scope (then the query string's rules)."""
     _require(Scope.TRIAGE, state)
@@ -211,6 +228,7 @@ async def triager(request: Request, state: Annotated[PageState, Depends(page_sta
 
 
 Reader = Annotated[PageState, Depends(reader)]
+PolicyWriterUser = Annotated[PageState, Depends(policy_writer)]
 AdminUser = Annotated[PageState, Depends(admin)]
 TriageUser = Annotated[PageState, Depends(triager)]
 
