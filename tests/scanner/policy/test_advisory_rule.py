@@ -613,3 +613,19 @@ def test_findings_and_feeds_cannot_be_changed() -> None:
         finding.status = "fixed"  # type: ignore[misc]
     with pytest.raises(AttributeError):
         advisory.documents = 0  # type: ignore[misc]
+
+
+def test_a_basic_format_date_string_is_no_date() -> None:
+    """Only the extended form 2027-01-31 is read as a date; 20270131 would be a time without
+    its zone, refused rather than guessed."""
+    with pytest.raises(D.PolicyError, match="give the expiry's time zone"):
+        policy(_ignore(expires="20270131"))
+
+
+def test_a_feed_age_limit_that_is_not_a_number_is_named_so() -> None:
+    with pytest.raises(D.PolicyError, match="finite number"):
+        policy({**HIGH, "max_feed_age_hours": float("nan")})
+
+
+def test_a_finding_has_no_fix_unless_the_vendor_names_one() -> None:
+    assert v("CVE-2025-1").fix_available is False
