@@ -27,6 +27,7 @@ from scanner.node.inputs import NodeInputs
 from scanner.node.toolkit import CONFIG_PATHS
 from scanner.pipeline import ScanOptions, run_scan
 from tests.app.conftest import Service, auth
+from tests.app.pages import login
 from tests.fixtures import elf
 from tests.scanner.advisories.documents import PSIRT
 from tests.scanner.node import nodetree as nt
@@ -138,6 +139,11 @@ def test_a_hosts_own_facts_decide_its_conditions(
     shown = {c["name"]: (c["value"], c["source"]) for c in detail["conditions"]}
     assert shown["cdi_mode"] == facts[("cdi-node", "cdi_mode")]
     assert shown["gpu_architecture"][0] == "hopper"
+    # and so does the dashboard's asset page, escaped as every field
+    login(service.client, service.token("inventory:read", name="viewer"))
+    page = service.client.get(f"/assets/{cdi_id}").text
+    assert "Advisory conditions" in page and "cdi_mode = true" in page
+    assert "nvidia-container-runtime.mode = &#34;cdi&#34;" in page
 
     # a full rematch (a feed change) reads the facts back from storage: the same stacks
     from app.clock import utcnow
