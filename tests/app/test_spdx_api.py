@@ -136,6 +136,12 @@ def test_gate_reads_an_spdx_bom(service: Service) -> None:
     integrity = next(r for r in doc["reasons"] if r["rule"] == "integrity")
     assert integrity["missing_input"] is True and doc["decision"] == "deny"
     assert doc["subject"]["digest"] == DIGEST
+    # the gated BOM is kept as sent, under its own media type (never labelled CycloneDX)
+    reader = auth(service.token("inventory:read", name="r3"))
+    (item,) = service.client.get("/api/v1/assets", headers=reader).json()["items"]
+    original = service.client.get(f"/api/v1/assets/{item['id']}/sbom", headers=reader)
+    assert original.headers["content-type"].startswith("application/spdx+json")
+    assert json.loads(original.content) == syft_like()
 
 
 def test_round_trip_stores_the_rows_of_the_cyclonedx(

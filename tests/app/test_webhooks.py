@@ -31,7 +31,7 @@ from app.storage.tables import WebhookDelivery, WebhookEndpoint
 from gpuprov.cli import app as gpuprov_app
 from tests.app import boms
 from tests.app.conftest import Service, auth
-from tests.app.test_gate_api import POLICY, digest, gate, put_policy, tampered
+from tests.app.test_gate_api import HEAD, POLICY, digest, gate, put_policy, tampered
 from tests.app.webhook_receiver import Receiver, run_receiver
 
 
@@ -266,6 +266,23 @@ def test_an_allowed_gate_and_an_unsubscribed_event_write_nothing(
         gate(service, service.token("gate"), policy="prod", image=digest(bom)).json()["decision"]
         == "deny"
     )
+    assert deliveries(service) == []
+
+
+def test_only_a_denial_writes_a_gate_denied_event(
+    service: Service, admin: dict[str, str], post_report: Callable[..., Any]
+) -> None:
+    """A subscriber of gate.denied hears of a deny, never of an allow or a warn (a warning
+    promotes the image)."""
+    create(service, admin, "https://hooks.example.com/x", ["gate.denied"])
+    put_policy(service, HEAD + "rules:\n  integrity: {forbid: [modified], action: warn}\n")
+    put_policy(service, HEAD.replace("prod", "open") + "rules: {}\n", name="open")
+    bom = tampered("reg.example/w:1")
+    post_report(boms.encode(bom))
+    token = service.token("gate")
+    for policy, expected in (("prod", "warn"), ("open", "allow")):
+        answer = gate(service, token, policy=policy, image=digest(bom)).json()
+        assert answer["decision"] == expected, answer
     assert deliveries(service) == []
 
 
