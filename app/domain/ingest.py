@@ -254,7 +254,7 @@ def ingest(
     # the advisories the new latest scan carries, against the stored feed
     vulnerabilities.store_products(session, asset.id, report.products, replace=known)
     facts = vulnerabilities.facts_of_report(
-        report.products, (lib.family for lib in report.libraries)
+        report.products, (lib.family for lib in report.libraries), report.packages
     )
     vulnerabilities.rematch(session, now, [asset.id], facts=facts)
     notifications.drift_of_report(session, now, {**ref, "labels": merged}, retired, files)
@@ -352,6 +352,8 @@ def _store_contents(
             "name": p.name,
             "version": p.version,
             "bom_ref": p.bom_ref,
+            "source_name": p.source_name,
+            "source_version": p.source_version,
         }
         for p in report.packages
     ]

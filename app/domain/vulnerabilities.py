@@ -1,9 +1,11 @@
 """Advisory findings of the fleet: the scanner's pure matcher (scanner/advisories/match.py) run
-on stored products and the stored feed, its answers stored per (asset, CVE, product found).
+on stored products and packages and the stored feed, its answers stored per (asset, CVE,
+product or package found).
 
-Matched once per distinct set of facts (products, CUDA Toolkit libraries): assets holding the
-same stack share one evaluation, fanned out to each. Re-evaluated for one asset when its report
-arrives (ingest) and for the whole fleet when the feed changes (import). Every answer names the
+Matched once per distinct set of facts (products, CUDA Toolkit libraries, the packages OSV
+documents may name): assets holding the same stack share one evaluation, fanned out to each.
+Re-evaluated for one asset when its report arrives (ingest) and for the whole fleet when the
+feed changes (import). Every answer names the
 feed it was matched against (the newest import and the number of documents).
 """
 
@@ -26,7 +28,7 @@ from app.storage.repositories import advisories as adv_repo
 from app.storage.repositories import scopes
 from app.storage.repositories import vulnerabilities as repo
 from app.storage.repositories.scopes import AssetScope
-from app.storage.tables import AdvisoryFinding, AdvisoryProductStatus, AssetProduct
+from app.storage.tables import AdvisoryFinding, AssetProduct
 from scanner.advisories.match import (
     TOOLKIT_FAMILIES,
     TOOLKIT_PARTS,
@@ -36,6 +38,14 @@ from scanner.advisories.match import (
     match,
     matching_data,
     product_key,
+    status_entry,
+)
+from scanner.advisories.package_match import (
+    InstalledPackage,
+    entry_key,
+    package_keys,
+    package_of,
+    product_packages,
 )
 from scanner.policy.facts import AdvisoryFacts, VulnerabilityFact
 
@@ -88,37 +98,54 @@ def _installed(row: AssetProduct) -> Installed:
     )
 
 
-def _entry(s: AdvisoryProductStatus) -> StatusEntry:
-    return StatusEntry(
-        product=s.product,
-        status=s.status,
-        version_text=s.version_text,
-        parsed=s.parsed,
-        platform=s.platform,
-        justification=s.justification,
-    )
-
-
 def _wanted_keys(facts: AssetFacts) -> set[str]:
-    """The bulletin product keys whose statements may concern an asset of these facts."""
+    """The bulletin product keys whose statements may concern an asset of these facts, and
+    the ``osv:<scheme>:<name>`` keys of the packages OSV statements may name."""
     keys = {p.key for p in facts.products}
     if keys & TOOLKIT_PARTS or any(f in TOOLKIT_FAMILIES for f, _ in facts.libraries):
         keys.add("cuda-toolkit")
-    return keys
+    held = [*facts.packages, *product_packages(facts.products)]
+    return keys | {_osv_key(scheme, name) for scheme, name in package_keys(held)}
+
+
+def _osv_key(scheme: str, name: str) -> str:
+    return f"osv:{scheme}:{name}"
 
 
 def stack_key(facts: AssetFacts) -> str:
-    """The identity of a stack: SHA-256 of the matcher's inputs."""
-    text = json.dumps(
-        [[list(astuple(p)) for p in facts.products], [list(x) for x in facts.libraries]],
-        separators=(",", ":"),
-    )
+    """The identity of a stack: SHA-256 of the matcher's inputs (the packages only where there
+    are any, so a stack without them keeps the key it had before packages were matched)."""
+    parts: list[Any] = [
+        [list(astuple(p)) for p in facts.products],
+        [list(x) for x in facts.libraries],
+    ]
+    if facts.packages:
+        parts.append([list(astuple(p)) for p in facts.packages])
+    text = json.dumps(parts, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def facts_of_report(products: Iterable[Any], families: Iterable[str]) -> AssetFacts:
-    """The matcher's inputs of a report: its products (``ReportProduct``) and the CUDA Toolkit
-    library families it holds (what ``rematch`` would read back from storage)."""
+def _packages(
+    rows: Iterable[tuple[str | None, str | None, str | None, str | None]],
+) -> set[InstalledPackage]:
+    """The packages OSV statements may name, of (purl, version, source name, source version)
+    rows; the others (rpm, conda, a deb of another distribution) are no matcher input."""
+    out = set()
+    for purl, version, source_name, source_version in rows:
+        if not purl:
+            continue
+        found = package_of(purl, version, source_name=source_name, source_version=source_version)
+        if found is not None:
+            out.add(found)
+    return out
+
+
+def facts_of_report(
+    products: Iterable[Any], families: Iterable[str], packages: Iterable[Any] = ()
+) -> AssetFacts:
+    """The matcher's inputs of a report: its products (``ReportProduct``), the CUDA Toolkit
+    library families it holds and its packages (``ReportPackage``): what ``rematch`` would read
+    back from storage."""
     return _facts(
         [
             Installed(
@@ -134,14 +161,19 @@ def facts_of_report(products: Iterable[Any], families: Iterable[str]) -> AssetFa
             for p in products
         ],
         {(f, None) for f in families if f in TOOLKIT_FAMILIES},
+        _packages((p.purl, p.version, p.source_name, p.source_version) for p in packages),
     )
 
 
 def _facts(
-    products: Iterable[Installed], libraries: Iterable[tuple[str, str | None]]
+    products: Iterable[Installed],
+    libraries: Iterable[tuple[str, str | None]],
+    packages: Iterable[InstalledPackage] = (),
 ) -> AssetFacts:
     return AssetFacts(
-        products=tuple(sorted(products, key=repr)), libraries=tuple(sorted(libraries, key=repr))
+        products=tuple(sorted(products, key=repr)),
+        libraries=tuple(sorted(libraries, key=repr)),
+        packages=tuple(sorted(set(packages), key=repr)),
     )
 
 
@@ -197,8 +229,15 @@ def _rematch(
             # the family alone: a toolkit library's version decides nothing (its component
             # does), and assets with the same families share one evaluation
             libraries[asset_id].add((family, None))
+        owned: dict[int, list[tuple[str, str | None, str | None, str | None]]] = defaultdict(list)
+        for asset_id, purl, version, source_name, source_version in repo.packages_of(session, ids):
+            owned[asset_id].append((purl, version, source_name, source_version))
         for asset_id in ids:
-            one = _facts(products.get(asset_id, ()), libraries.get(asset_id, ()))
+            one = _facts(
+                products.get(asset_id, ()),
+                libraries.get(asset_id, ()),
+                _packages(owned.get(asset_id, ())),
+            )
             key = stack_key(one)
             stacks.setdefault(key, one)
             pairs.append((asset_id, key))
@@ -232,13 +271,25 @@ def _rematch(
 
 
 def _statuses(session: Session, keys: set[str]) -> dict[str, dict[str, list[StatusEntry]]]:
-    """product key -> CVE -> its open statuses, of the products these keys name."""
+    """key -> CVE -> its open statuses: of the bulletin products these product keys name, and
+    of the packages the ``osv:`` keys name."""
     data = matching_data()
     out: dict[str, dict[str, list[StatusEntry]]] = defaultdict(lambda: defaultdict(list))
     names = {n: product_key(n, data) for n in repo.product_names(session)}
     wanted = sorted(n for n, k in names.items() if k is not None and k in keys)
     for cve, status in repo.open_statuses(session, wanted):
-        out[str(names[status.product])][cve].append(_entry(status))
+        out[str(names[status.product])][cve].append(status_entry(status, "bulletin"))
+    if any(k.startswith("osv:") for k in keys):
+        osv = {}
+        for platform, product in repo.package_names(session):
+            found = entry_key(StatusEntry(product, "", None, None, ecosystem=platform or ""))
+            if found is not None and _osv_key(found[0], found[1]) in keys:
+                osv[product] = _osv_key(found[0], found[1])
+        for cve, status in repo.open_statuses(session, sorted(osv), osv=True):
+            entry = status_entry(status, "osv")
+            found = entry_key(entry)
+            if found is not None:
+                out[_osv_key(found[0], found[1])][cve].append(entry)
     return out
 
 
