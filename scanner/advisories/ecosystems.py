@@ -70,7 +70,7 @@ _DEB: Final = re.compile(
 def deb_parts(text: str) -> tuple[int, str, str]:
     """(epoch, upstream, revision) of a Debian version; ``VersionError`` when it is not one."""
     m = _DEB.fullmatch(text.strip())
-    if m is None:
+    if m is None or text.strip().endswith("-"):  # dpkg: "revision number is empty"
         raise VersionError(f"{text!r} is not a Debian version")
     upstream = m.group("upstream")
     if ":" in upstream and m.group("epoch") is None:
@@ -268,22 +268,23 @@ def contains(vers: Vers, version: str) -> bool:
     if not ranges:
         return False
     ranges.sort(key=cmp_to_key(lambda x, y: cmp(x.version, y.version)))
+    below = ("<", "<=")
     for x, y in zip(ranges, ranges[1:], strict=False):
+        # the spec's constraints alternate: a lower bound, its upper bound, the next lower ...
         if cmp(x.version, y.version) == 0:
             raise VersionError(f"{vers.text[:200]!r}: version {x.version!r} is bounded twice")
-    below = ("<", "<=")
+        if (x.comparator in below) == (y.comparator in below):
+            raise VersionError(
+                f"{vers.text[:200]!r}: {x.comparator}{x.version} and "
+                f"{y.comparator}{y.version} form no range"
+            )
     if ranges[0].comparator in below and cmp(version, ranges[0].version) < 0:
         return True
     if ranges[-1].comparator not in below and cmp(version, ranges[-1].version) > 0:
         return True
     for cur, nxt in zip(ranges, ranges[1:], strict=False):
-        if cur.comparator in below and nxt.comparator not in below:
+        if cur.comparator in below:
             continue  # the gap between two ranges
-        if (cur.comparator in below) == (nxt.comparator in below):
-            raise VersionError(
-                f"{vers.text[:200]!r}: {cur.comparator}{cur.version} and "
-                f"{nxt.comparator}{nxt.version} form no range"
-            )
         if cmp(cur.version, version) < 0 < cmp(nxt.version, version):
             return True
     return False
