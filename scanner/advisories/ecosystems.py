@@ -15,10 +15,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cmp_to_key
-from typing import Final
+from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote
 
-from packaging.version import InvalidVersion, Version
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 #: the purl type (and ``vers:`` scheme) of each OSV ecosystem, by its name before any
 #: ":release" suffix (``Debian:12``); the reader (scanner/advisories/osv.py) takes these only
@@ -55,6 +56,9 @@ def _pep440(a: str, b: str) -> int:
 
 
 def _pypi_version(text: str) -> Version:
+    # imported here: reading an OSV document (osv.py takes SCHEMES) compares no version
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(text)
     except InvalidVersion:
