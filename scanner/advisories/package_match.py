@@ -119,12 +119,12 @@ def product_packages(products: Iterable[Installed]) -> list[InstalledPackage]:
 
 def match_name(p: InstalledPackage) -> str:
     """The name an OSV statement must give to name this package (deb: its source)."""
-    return p.source_name or p.name if p.scheme == "deb" else p.name
+    return (p.source_name or p.name) if p.scheme == "deb" else p.name
 
 
 def compared_version(p: InstalledPackage) -> str | None:
     """The version an OSV range is compared with (deb: the source's)."""
-    return p.source_version or p.version if p.scheme == "deb" else p.version
+    return (p.source_version or p.version) if p.scheme == "deb" else p.version
 
 
 def entry_key(entry: StatusEntry) -> tuple[str, str, str | None] | None:
