@@ -11,6 +11,7 @@ feed it was matched against (the newest import and the number of documents).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import defaultdict
@@ -43,6 +44,7 @@ from scanner.advisories.match import (
 from scanner.advisories.package_match import (
     InstalledPackage,
     entry_key,
+    match_name,
     package_keys,
     package_of,
     product_packages,
@@ -211,7 +213,11 @@ def _rematch(
     ids = list(asset_ids) if asset_ids is not None else repo.asset_ids(session)
     stacks: dict[str, AssetFacts] = {}
     pairs: list[tuple[int, str]] = []
+    # the packages that matter: those a stored OSV statement names (a stack's key holds only
+    # them, so assets differing in packages nothing names still share one evaluation)
+    named = _osv_names(session) if facts is None or facts.packages else {}
     if facts is not None and len(ids) == 1:
+        facts = _narrow(facts, named)
         key = stack_key(facts)
         held, current = repo.asset_stack_state(session, ids[0], key)
         if current:  # the usual report: its stack is matched against this feed already
@@ -230,7 +236,9 @@ def _rematch(
             # does), and assets with the same families share one evaluation
             libraries[asset_id].add((family, None))
         owned: dict[int, list[tuple[str, str | None, str | None, str | None]]] = defaultdict(list)
-        for asset_id, purl, version, source_name, source_version in repo.packages_of(session, ids):
+        for asset_id, purl, version, source_name, source_version in (
+            repo.packages_of(session, ids) if named else ()
+        ):
             owned[asset_id].append((purl, version, source_name, source_version))
         for asset_id in ids:
             one = _facts(
@@ -238,6 +246,7 @@ def _rematch(
                 libraries.get(asset_id, ()),
                 _packages(owned.get(asset_id, ())),
             )
+            one = _narrow(one, named)
             key = stack_key(one)
             stacks.setdefault(key, one)
             pairs.append((asset_id, key))
@@ -254,7 +263,7 @@ def _rematch(
         return MatchSummary(len(ids), 0, 0)
     feed_at, documents = repo.feed_state(session)
     wanted = set().union(*(_wanted_keys(stacks[k]) for k in todo)) if todo else set()
-    by_key = _statuses(session, wanted) if wanted else {}
+    by_key = _statuses(session, wanted, named) if wanted else {}
     rows: list[dict[str, Any]] = []
     for key in todo:
         facts = stacks[key]
@@ -270,9 +279,28 @@ def _rematch(
     return MatchSummary(len(ids), len(todo), len(rows))
 
 
-def _statuses(session: Session, keys: set[str]) -> dict[str, dict[str, list[StatusEntry]]]:
+def _osv_names(session: Session) -> dict[tuple[str, str], set[str]]:
+    """(scheme, normalized name) of each package a stored OSV statement names -> the names as
+    the statements write them."""
+    out: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for platform, product in repo.package_names(session):
+        found = entry_key(StatusEntry(product, "", None, None, ecosystem=platform or ""))
+        if found is not None:
+            out[found[:2]].add(product)
+    return dict(out)
+
+
+def _narrow(facts: AssetFacts, named: Mapping[tuple[str, str], Any]) -> AssetFacts:
+    """The facts with only the packages some OSV statement names."""
+    kept = tuple(p for p in facts.packages if (p.scheme, match_name(p)) in named)
+    return facts if kept == facts.packages else dataclasses.replace(facts, packages=kept)
+
+
+def _statuses(
+    session: Session, keys: set[str], named: Mapping[tuple[str, str], set[str]]
+) -> dict[str, dict[str, list[StatusEntry]]]:
     """key -> CVE -> its open statuses: of the bulletin products these product keys name, and
-    of the packages the ``osv:`` keys name."""
+    of the packages the ``osv:`` keys name (``named``: how the statements write them)."""
     data = matching_data()
     out: dict[str, dict[str, list[StatusEntry]]] = defaultdict(lambda: defaultdict(list))
     names = {n: product_key(n, data) for n in repo.product_names(session)}
@@ -280,11 +308,9 @@ def _statuses(session: Session, keys: set[str]) -> dict[str, dict[str, list[Stat
     for cve, status in repo.open_statuses(session, wanted):
         out[str(names[status.product])][cve].append(status_entry(status, "bulletin"))
     if any(k.startswith("osv:") for k in keys):
-        osv = {}
-        for platform, product in repo.package_names(session):
-            found = entry_key(StatusEntry(product, "", None, None, ecosystem=platform or ""))
-            if found is not None and _osv_key(found[0], found[1]) in keys:
-                osv[product] = _osv_key(found[0], found[1])
+        osv = {
+            n for (scheme, name), ns in named.items() if _osv_key(scheme, name) in keys for n in ns
+        }
         for cve, status in repo.open_statuses(session, sorted(osv), osv=True):
             entry = status_entry(status, "osv")
             found = entry_key(entry)

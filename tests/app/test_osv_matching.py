@@ -134,6 +134,7 @@ def test_osv_record_matches_the_packages_each_asset_holds(
     push(gpuprov_bom(name="reg.example/ml/old:2", owners=[cudnn_wheel("9.0.0.312")]))
     push(gpuprov_bom(name="reg.example/ml/new:1", owners=[cudnn_wheel("9.1.0.70")]))
     push(gpuprov_bom(name="reg.example/ml/nocudnn:1", owners=cuda_wheels()))
+    push(gpuprov_bom(name="reg.example/ml/nocudnn:2", owners=cuda_wheels("12.6.77")))
     push(_driver_host("gpu-b", source=False))
     ids = _ids(service, reader)
 
@@ -163,6 +164,8 @@ def test_osv_record_matches_the_packages_each_asset_holds(
     stacks = _stacks(service)
     assert stacks[ids["reg.example/ml/old:1"]] == stacks[ids["reg.example/ml/old:2"]]
     assert stacks[ids["reg.example/ml/new:1"]] != stacks[ids["reg.example/ml/old:1"]]
+    # packages no statement names are no matcher input: these two still share one stack
+    assert stacks[ids["reg.example/ml/nocudnn:1"]] == stacks[ids["reg.example/ml/nocudnn:2"]]
 
     (fixed,) = _findings(service, reader, ids["reg.example/ml/new:1"])["items"]
     assert (fixed["status"], fixed["installed"], fixed["fixed_in"]) == (
