@@ -2,8 +2,8 @@
 on stored products and packages and the stored feed, its answers stored per (asset, CVE,
 product or package found).
 
-Matched once per distinct set of facts (products, CUDA Toolkit libraries, the packages OSV
-documents may name): assets holding the same stack share one evaluation, fanned out to each.
+Matched once per distinct set of facts (products, CUDA Toolkit libraries, the packages stored
+OSV documents name): assets holding the same stack share one evaluation, fanned out to each.
 Re-evaluated for one asset when its report arrives (ingest) and for the whole fleet when the
 feed changes (import). Every answer names the
 feed it was matched against (the newest import and the number of documents).
