@@ -232,11 +232,6 @@ def match(
                 continue
             if key == "driver":
                 findings.append(_driver(cve, entries, p, asset, extra_conditions))
-            elif key == "vgpu-guest-driver":
-                # a vGPU guest driver is judged by the vGPU lines, never the Cloud Gaming ones
-                vgpu = [s for s in entries if (s.parsed or {}).get("branch_line") != "gaming"]
-                if vgpu:
-                    findings.append(_driver(cve, vgpu, p, asset, extra_conditions, key))
             else:
                 findings.append(
                     _judge(cve, entries, p, p.version, key, None, asset, extra_conditions)
@@ -366,7 +361,6 @@ def _driver(
     p: Installed,
     asset: AssetFacts,
     extra: Sequence[tuple[str, str, str]],
-    product: str = "driver",
 ) -> Finding:
     branch = _branch(p)
     listed = sorted(
@@ -382,15 +376,15 @@ def _driver(
         return Finding(
             cve=cve,
             status="affected",
-            product=product,
+            product="driver",
             installed=p.version,
             review="the driver's branch is unknown: a branch-scoped statement cannot be applied",
             evidence=_evidence(p, None),
         )
     if any((s.parsed or {}).get("branch") == branch for s in entries):
-        return _judge(cve, scoped, p, p.version, product, None, asset, extra)
+        return _judge(cve, scoped, p, p.version, "driver", None, asset, extra)
     if not listed:
-        return _judge(cve, entries, p, p.version, product, None, asset, extra)
+        return _judge(cve, entries, p, p.version, "driver", None, asset, extra)
     ev = _evidence(p, None)
     ev["branches_listed"] = listed
     newest = int(listed[-1][1:])
@@ -400,7 +394,7 @@ def _driver(
         return Finding(
             cve=cve,
             status="affected",
-            product=product,
+            product="driver",
             installed=p.version,
             inferred=True,
             affected_text=f"{branch} is not listed; the bulletin fixes {', '.join(listed)}",
@@ -412,7 +406,7 @@ def _driver(
     return Finding(
         cve=cve,
         status="not_affected",
-        product=product,
+        product="driver",
         installed=p.version,
         justification="vulnerable_code_not_present",
         inferred=True,

@@ -127,31 +127,7 @@ def find_products(
                 evidence=(_ev(driver.version, EvidenceMethod.OTHER, src),),
             )
         )
-    return merge_products(_driver_branch(p) for p in _guest_driver_version(out))
-
-
-def _guest_driver_version(products: list[Product]) -> list[Product]:
-    """The vGPU guest driver (found by its ``nvidia-gridd``) at the driver's version: the
-    -grid.run installer puts the driver's libraries there too. With no driver version, or
-    several, it stays of unknown version (the matcher's review)."""
-    versions = {p.version for p in products if p.key == "driver" and p.version}
-    if len(versions) != 1:
-        return products
-    (version,) = versions
-    source = next(p for p in products if p.key == "driver" and p.version == version)
-    where = source.paths[0] if source.paths else "the node's driver"
-    out = []
-    for p in products:
-        if p.key == "vgpu-guest-driver" and p.version is None:
-            ev = _ev(
-                version,
-                EvidenceMethod.OTHER,
-                f"the driver's version ({where}): nvidia-gridd is the guest driver's daemon",
-                Confidence.MEDIUM,
-            )
-            p = replace(p, version=version, evidence=(*p.evidence, ev))
-        out.append(p)
-    return out
+    return merge_products(_driver_branch(p) for p in out)
 
 
 def _with_launchers(tools: list[Product], launchers: list[Product]) -> list[Product]:
@@ -203,11 +179,11 @@ def _package_products(packages: Sequence[Package]) -> Iterable[Product]:
 
 
 def _driver_branch(p: Product) -> Product:
-    """A driver product (or the vGPU guest driver) with its branch, CPEs and purl."""
-    if p.key not in ("driver", "vgpu-guest-driver"):
+    """A driver product with its branch, CPEs and purl."""
+    if p.key != "driver":
         return p
     m = _DRIVER_VERSION.match(p.version or "")
-    row = product_row(p.key)
+    row = product_row("driver")
     return replace(
         p,
         branch=f"R{m.group('major')}" if m else None,

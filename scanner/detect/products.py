@@ -132,16 +132,6 @@ PRODUCTS += (
         ("nvidia:tesla", "nvidia:geforce", "nvidia:nvidia_rtx_quadro_nvs"),
         purl="pkg:generic/nvidia/driver",
     ),
-    # the vGPU software's guest driver (NVIDIA-Linux-<arch>-<version>-grid.run), at the driver
-    # version it installs. NVD names vGPU software by its own releases (nvidia:virtual_gpu 16.11),
-    # which no file states: the CPEs are NVIDIA's names with the driver version
-    ProductRow(
-        "vgpu-guest-driver",
-        "NVIDIA vGPU guest driver",
-        "nvidia:guest_driver",
-        ("nvidia:guest_driver", "nvidia:vgpu_software_guest_driver"),
-        purl="pkg:generic/nvidia/vgpu-guest-driver",
-    ),
 )
 
 _BY_KEY: Final = {row.key: row for row in PRODUCTS}
@@ -257,12 +247,6 @@ TOOLS: Final[tuple[ToolRow, ...]] = (
         (rb"cli-version: (?P<version>\d+\.\d+\.\d+)",),
         package_re=r"nvidia-container",
     ),
-    # the vGPU guest driver's licensing daemon: only the guest driver installs it. NVIDIA's
-    # driver container (NVIDIA/gpu-driver-container, <dist>/nvidia-driver `_start_daemons`,
-    # commit 06a208ca) starts `nvidia-gridd` for DRIVER_TYPE=vgpu (the -grid.run installer)
-    # after copying its /etc/nvidia/gridd.conf; no version text is known in it: the guest
-    # driver's version is the driver's (`scanner.detect.present`)
-    ToolRow("vgpu-guest-driver", ("nvidia-gridd",)),
     ToolRow(
         "dcgm",
         ("nv-hostengine", "dcgmi"),

@@ -127,43 +127,6 @@ def test_vgpu_lines_do_not_judge_a_datacenter_driver() -> None:
     )
 
 
-def _guest(version: str) -> AssetFacts:
-    branch = "R" + version.split(".")[0]
-    guest = Installed("vgpu-guest-driver", version, branch=branch, paths=("/usr/bin/nvidia-gridd",))
-    return AssetFacts(products=(guest,))
-
-
-@pytest.mark.parametrize(
-    ("version", "status", "review"),
-    [
-        # "535.261.03 (All versions prior to and including vGPU 16.11)" on Linux(R535 vGPU 16)
-        ("535.261.03", "affected", False),
-        ("535.216.01", "affected", False),
-        # the R535 vGPU fix NVIDIA wrote as 575.274.02 (vGPU 16.12): off its branch, reviewed
-        ("535.274.02", "affected", True),
-        # "570.195.03 (vGPU 18.5)", "580.95.05 (vGPU 19.2)"
-        ("570.195.03", "fixed", False),
-        ("580.95.05", "fixed", False),
-        ("580.82.07", "affected", False),
-    ],
-)
-def test_the_vgpu_guest_driver_is_judged_by_its_own_lines(
-    version: str, status: str, review: bool
-) -> None:
-    """2025/5703 CVE-2025-23280's Guest driver rows, branch by branch (the datacenter rows
-    never judge it: they name other products)."""
-    f = _one("2025/5703", "CVE-2025-23280", _guest(version))
-    assert (f.product, f.status, f.review is not None) == ("vgpu-guest-driver", status, review)
-    assert f.evidence["branch"] == "R" + version.split(".")[0]
-
-
-def test_cloud_gaming_lines_never_judge_a_vgpu_guest_driver() -> None:
-    statuses = _statuses("2025/5703", "CVE-2025-23280")
-    gaming = [s for s in statuses if "Gaming" in (s.platform or "")]
-    assert gaming and all((s.parsed or {}).get("branch_line") == "gaming" for s in gaming)
-    assert match("CVE-2025-23280", gaming, _guest("580.82.07")) == []
-
-
 # -- the CUDA Toolkit: component-aware -------------------------------------------------------
 
 

@@ -474,37 +474,3 @@ def test_driver_with_its_branch(tmp_path: Path) -> None:
     comps = json.loads(to_json(result))["components"]
     (comp,) = [c for c in comps if c["bom-ref"] == "product:driver:535.129.03"]
     assert {"name": "gpuprov:driver:branch", "value": "R535"} in comp["properties"]
-
-
-def test_vgpu_guest_driver_by_its_licensing_daemon(tmp_path: Path) -> None:
-    """The guest driver's ``nvidia-gridd`` (what NVIDIA's driver container starts for the
-    -grid.run driver) makes the driver's version a vGPU guest driver's too."""
-    root = tmp_path / "root"
-    lib = root / "usr/lib/x86_64-linux-gnu"
-    elf.build_driver_library(lib, "nvidia-ml", "535.261.03")
-    elf.build_driver_library(lib, "cuda", "535.261.03")
-    elf.build_tool(root / "usr/bin", "nvidia-gridd", ["no version text"])
-    result = run_scan(str(root), ScanOptions(use_cache=False))
-    got = _by_key(result)
-    assert set(got) == {"driver", "vgpu-guest-driver"}
-    guest = got["vgpu-guest-driver"]
-    assert (guest.version, guest.branch) == ("535.261.03", "R535")
-    assert guest.paths == ("/usr/bin/nvidia-gridd",)
-    assert guest.purl == "pkg:generic/nvidia/vgpu-guest-driver@535.261.03"
-    assert guest.cpes[0] == "cpe:2.3:a:nvidia:guest_driver:535.261.03:*:*:*:*:*:*:*"
-    assert any("nvidia-gridd is the guest driver" in e.source for e in guest.evidence)
-    comps = json.loads(to_json(result))["components"]
-    (comp,) = [c for c in comps if c["bom-ref"] == "product:vgpu-guest-driver:535.261.03"]
-    assert {"name": "gpuprov:driver:branch", "value": "R535"} in comp["properties"]
-    assert validate_json(to_json(result)) is None
-    # without the daemon: the driver alone
-    (tmp_path / "root/usr/bin/nvidia-gridd").unlink()
-    plain = run_scan(str(root), ScanOptions(use_cache=False))
-    assert [p.key for p in plain.products] == ["driver"]
-
-
-def test_vgpu_guest_driver_without_a_driver_version_stays_unknown(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    elf.build_tool(root / "usr/bin", "nvidia-gridd", ["no version text"])
-    (guest,) = run_scan(str(root), ScanOptions(use_cache=False)).products
-    assert (guest.key, guest.version, guest.branch) == ("vgpu-guest-driver", None, None)
