@@ -252,8 +252,8 @@ def token_create(
         list[str],
         typer.Option(
             "--scope",
-            help="report:write, inventory:read, gate, triage or admin (repeatable, or comma-"
-            "separated)",
+            help="report:write, inventory:read, gate, triage, policy:write or admin (repeatable, "
+            "or comma-separated)",
         ),
     ],
     asset: Annotated[

@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     #: token's name, a person's email, a VEX document's author); analyses by others are shown
     #: but decide nothing. Empty (the default): no analysis changes a decision (docs/advisories.md)
     vex_trusted_authors: str = Field(default="", max_length=8192)
+    #: days after a runtime proposal's window ends that an accepted proposal's analysis holds
+    #: (a newer --runtime report that still sees the library unmapped moves the window)
+    runtime_proposal_days: int = Field(default=30, ge=1, le=365)
     #: proxies whose ``X-Forwarded-For``/``-Proto`` headers are believed: IP addresses or CIDR
     #: ranges, comma-separated. Empty (the default): none; the connection's peer is the client
     forwarded_allow_ips: str = ""

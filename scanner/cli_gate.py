@@ -251,6 +251,7 @@ def _with_feed(
     paths, said out loud: the advisories rule then fails for want of a feed."""
     from msgspec.structs import replace
 
+    from scanner.model import AssetKind
     from scanner.policy.advisory_feed import advisory_facts, products_of_bom, read_feed
     from scanner.policy.bom_facts import reading
 
@@ -264,7 +265,7 @@ def _with_feed(
         return facts
     feed = read_feed(paths)
     doc, _ = reading(raw)
-    asset = products_of_bom(doc, [f.family for f in facts.files])
+    asset = products_of_bom(doc, [f.family for f in facts.files], host=facts.kind is AssetKind.HOST)
     return replace(facts, advisories=advisory_facts(asset, feed))
 
 

@@ -386,6 +386,8 @@ class GpuDevice(Struct, frozen=True):
     architecture: str | None = None  # nvidia-smi's product_architecture ("Hopper")
     compute_capability: str | None = None  # "9.0", from the model name (scanner/node/data)
     source: str = ""  # the file (or "nvidia-smi") it was read from
+    #: nvidia-smi's virtualization mode: "None", "Pass-Through", "VGPU", "Host VGPU", ...
+    virtualization: str | None = None
 
 
 class DriverFacts(Struct, frozen=True):
@@ -428,8 +430,18 @@ class L4tFacts(Struct, frozen=True):
     cuda: str | None = None  # JetPack's CUDA
 
 
+class ConditionFact(Struct, frozen=True):
+    """A fact of the host that decides a bulletin's condition (scanner/advisories/conditions.py
+    names them): its value ("true", "false|true") and where it was read."""
+
+    name: str  # "cdi_mode"
+    value: str
+    source: str  # '/etc/nvidia-container-runtime/config.toml: mode = "cdi"'
+
+
 class NodeFacts(Struct, frozen=True):
-    """What a GPU node says beyond its files: driver, GPUs, injected files, Jetson release."""
+    """What a GPU node says beyond its files: driver, GPUs, injected files, Jetson release,
+    and the facts that decide bulletins' conditions."""
 
     driver: DriverFacts | None = None
     gpus: tuple[GpuDevice, ...] = ()
@@ -439,10 +451,18 @@ class NodeFacts(Struct, frozen=True):
     device_nodes: tuple[str, ...] = ()  # /dev entries the toolkit gives containers
     l4t: L4tFacts | None = None
     notes: tuple[str, ...] = ()  # what disagreed or could not be read ("driver-mismatch: ...")
+    #: decided conditions only, by name; an undecided one is absent (never a default)
+    conditions: tuple[ConditionFact, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(
-            self.driver or self.gpus or self.injected or self.device_nodes or self.l4t or self.notes
+            self.driver
+            or self.gpus
+            or self.injected
+            or self.device_nodes
+            or self.l4t
+            or self.notes
+            or self.conditions
         )
 
 

@@ -56,7 +56,8 @@ def _image_line(result: ScanResult) -> str | None:
 
 
 def _node_lines(result: ScanResult) -> list[str]:
-    """The host's driver, GPUs, Jetson release and container injection, one line each."""
+    """The host's driver, GPUs, Jetson release, container injection and condition facts, one
+    line each."""
     node = result.node
     if node is None:
         return []
@@ -84,6 +85,8 @@ def _node_lines(result: ScanResult) -> list[str]:
         lines.append(
             f"container injection: {len(node.injected)} host file(s) from {', '.join(sources)}"
         )
+    if node.conditions:
+        lines.append("conditions: " + ", ".join(f"{c.name}={c.value}" for c in node.conditions))
     lines += [f"node: {n}" for n in node.notes]
     return lines
 

@@ -6,6 +6,7 @@ module. Documented in docs/bom-properties.md.
 
 from typing import Final
 
+from scanner.advisories import conditions as _conditions
 from scanner.model import Integrity, Provenance
 
 NS: Final = "gpuprov"
@@ -107,6 +108,11 @@ JETPACK_CUDA: Final = "gpuprov:jetpack:cuda"
 NODE_NOTE: Final = "gpuprov:node:note"  # repeated: what disagreed or could not be read
 INJECTED_DEVICE_NODE: Final = "gpuprov:injected:device-node"  # repeated: /dev/nvidia0 ...
 INJECTED_LINK: Final = "gpuprov:injected:link"  # repeated: "LINK -> TARGET" in containers
+#: a host's decided condition facts (scanner/advisories/conditions.py names them):
+#: ``gpuprov:condition:cdi_mode`` = "true" | "false" | "false|true", and beside it
+#: ``gpuprov:condition:cdi_mode:source`` = where it was read. Only a host's BOM carries them.
+CONDITION_PREFIX: Final = _conditions.PROPERTY_PREFIX
+CONDITION_SOURCE_SUFFIX: Final = _conditions.SOURCE_SUFFIX
 
 # on each GPU `device` component
 GPU_BUS_ID: Final = "gpuprov:gpu:bus-id"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -138,6 +138,10 @@ def check_analysis(
     if expires is not None:
         if expires.tzinfo is None or expires.utcoffset() is None:
             raise InvalidAnalysis("expires", "give the time zone (2027-01-31T00:00:00Z)")
+        try:
+            expires.astimezone(UTC)  # what storing it does: year 9999 west of UTC is beyond it
+        except OverflowError:
+            raise InvalidAnalysis("expires", "lies beyond the year 9999 in UTC") from None
         if expires <= now:
             raise InvalidAnalysis("expires", "is not in the future")
     if not author.strip() or len(author) > 256:
@@ -326,3 +330,27 @@ def applied(
             if all(have.get(k) == v for k, v in selector.items()):
                 offer(asset_id, row)
     return {key: Applied(row, row.author in trusted) for key, row in best.items()}
+
+
+def expire_analysis(
+    session: Session, analysis_id: int, actor: Actor, reason: str, now: datetime
+) -> dict[str, Any] | None:
+    """End an analysis at ``now`` (kept and listed, with its expiry), audited with the reason:
+    how the service withdraws one whose evidence no longer holds. None when it is gone or no
+    longer in force."""
+    row = repo.by_id(session, analysis_id)
+    if row is None or (row.expires_at is not None and row.expires_at <= now):
+        return None
+    row.expires_at = now
+    session.flush()
+    document = analysis_dict(row)
+    details = {k: document[k] for k in ("cve", "asset_id", "selector", "state", "author")}
+    audit.record(
+        session,
+        actor,
+        "analysis.expire",
+        f"analysis:{analysis_id}",
+        {**details, "reason": reason},
+        now,
+    )
+    return document

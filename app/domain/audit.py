@@ -28,6 +28,11 @@ ACTIONS = (
     "advisory.import",
     "analysis.put",
     "analysis.delete",
+    # an analysis ended by the service (its runtime evidence no longer holds)
+    "analysis.expire",
+    "proposal.accept",
+    "proposal.dismiss",
+    "proposal.withdraw",
     "ci_trust.put",
     "ci_trust.delete",
     "webhook.create",
@@ -36,6 +41,8 @@ ACTIONS = (
     "team.put",
     "team.delete",
     "asset.labels",
+    "group_mapping.put",
+    "group_mapping.delete",
     # a stored document found altered behind the service's back (app/domain/stored.py)
     "integrity.mismatch",
 )

@@ -322,6 +322,7 @@ def gate_bom(
             catalogs,
             max_labels=limits.max_labels,
             scoping_labels=scoping_labels,
+            proposal_days=db.settings.runtime_proposal_days,
         )
     if result.latest:
         from app.domain import compliance  # compliance builds on this module

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.domain import notifications, teams, vulnerabilities
+from app.domain import notifications, proposals, teams, vulnerabilities
 from app.domain.provenance import ActiveCatalogs, CatalogCache
 from app.domain.report_parser import Report, ReportLibrary
 from app.domain.retention import RetentionPolicy, prune_asset
@@ -74,11 +74,13 @@ def ingest(
     retention: RetentionPolicy | None = None,
     max_labels: int | None = None,
     scoping_labels: Sequence[str] = (),
+    proposal_days: int = proposals.DEFAULT_DAYS,
 ) -> IngestResult:
     """Store a report (the caller commits); raises Forbidden, Conflict or PayloadTooLarge (more
     than ``max_labels`` labels with the asset's stored ones), and then the caller's rollback
     leaves nothing behind. With `catalogs`, files get the service's verdicts; with
-    `retention`, the asset's history past it goes in the same transaction.
+    `retention`, the asset's history past it goes in the same transaction. A host's runtime
+    proposals follow its report (``proposal_days``: their expiry after the window).
 
     Labels whose key is a scoping key (``scoping_labels``, GPUPROV_SCOPING_LABELS, and every key
     a team selects on) or that an admin assigned to the asset are not the report's to set: they
@@ -253,10 +255,17 @@ def ingest(
         raise Forbidden(f"token {principal.name!r} may not report for asset {spec.name!r}")
     # the advisories the new latest scan carries, against the stored feed
     vulnerabilities.store_products(session, asset.id, report.products, replace=known)
+    vulnerabilities.store_conditions(session, asset.id, spec.conditions, replace=known)
     facts = vulnerabilities.facts_of_report(
-        report.products, (lib.family for lib in report.libraries), report.packages
+        report.products,
+        (lib.family for lib in report.libraries),
+        spec.conditions,
+        report.packages,
     )
     vulnerabilities.rematch(session, now, [asset.id], facts=facts)
+    if spec.kind == "host":  # runtime evidence: what live processes map (--runtime)
+        seen = proposals.observation(scan_id, scanned_at, report.runtime)
+        proposals.observe(session, asset.id, seen, now, proposal_days)
     notifications.drift_of_report(session, now, {**ref, "labels": merged}, retired, files)
     # last before the commit: rows other assets' ingests share stay locked the least time
     fleet.apply_asset_change(session, asset.id, retired, files)

@@ -15,7 +15,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -53,14 +53,56 @@ class Role(StrEnum):
     ADMIN = "admin"
 
 
-#: the service scopes each role holds (analyst reads like a viewer for now: triage and policy
-#: writes for analysts need scopes of their own, docs/sso.md)
+#: the service scopes each role holds wherever it reads
 ROLE_SCOPES: Mapping[Role, frozenset[str]] = {
     Role.VIEWER: frozenset({Scope.INVENTORY_READ.value}),
     Role.ANALYST: frozenset({Scope.INVENTORY_READ.value, Scope.TRIAGE.value}),
     Role.ADMIN: frozenset({Scope.ADMIN.value}),
 }
+#: what a role holds besides when its reads cover the whole fleet (in no team): policies gate
+#: every team's images, so only a fleet-wide analyst changes them (docs/sso.md)
+FLEET_SCOPES: Mapping[Role, frozenset[str]] = {Role.ANALYST: frozenset({Scope.POLICY_WRITE.value})}
 _RANK = {Role.VIEWER: 0, Role.ANALYST: 1, Role.ADMIN: 2}
+
+
+def role_scopes(role: Role, *, fleet_wide: bool) -> frozenset[str]:
+    """The scopes of `role` for a person whose reads cover the whole fleet (`fleet_wide`: in no
+    team, with GPUPROV_TEAMLESS_ACCESS=fleet) or not."""
+    extra = FLEET_SCOPES.get(role, frozenset()) if fleet_wide else frozenset()
+    return ROLE_SCOPES[role] | extra
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What an identity-provider group gives: a role, and the team whose asset scope confines
+    it (None: no team by this mapping)."""
+
+    role: Role
+    team: str | None = None
+
+
+def grants_of(configured: Mapping[str, Any]) -> dict[str, Grant]:
+    """GPUPROV_OIDC_ROLES (``"group": "viewer"`` or ``{"role": ..., "team": ...}``) as grants."""
+    return {
+        group: Grant(Role(_role_name(grant)), None if isinstance(grant, str) else grant.team)
+        for group, grant in configured.items()
+    }
+
+
+def highest(roles: Iterable[Role]) -> Role | None:
+    """The highest of `roles` (None for none)."""
+    return max(roles, key=_RANK.__getitem__, default=None)
+
+
+def lower(a: Role, b: Role) -> Role:
+    """The lower of two roles."""
+    return min(a, b, key=_RANK.__getitem__)
+
+
+def role_for(groups: Iterable[str], mapping: Mapping[str, Grant]) -> Role | None:
+    """The highest role `mapping` gives these groups; None when it gives none (never a default
+    role)."""
+    return highest(mapping[g].role for g in groups if g in mapping)
 
 
 class SignInRefused(Exception):
@@ -112,16 +154,16 @@ def groups_of(claims: Mapping[str, Any], groups_claim: str) -> list[str]:
     return sorted(set(groups))[:1024]
 
 
-def mapped_teams(groups: Sequence[str], roles: Mapping[str, Any]) -> list[str]:
-    """The teams GPUPROV_OIDC_ROLES gives these groups (``{"role": ..., "team": ...}``)."""
-    teams = {getattr(roles[g], "team", None) for g in groups if g in roles}
+def mapped_teams(groups: Sequence[str], mapping: Mapping[str, Grant]) -> list[str]:
+    """The teams the group mappings give these groups (``{"role": ..., "team": ...}``)."""
+    teams = {mapping[g].team for g in groups if g in mapping}
     return sorted(t for t in teams if t)
 
 
-def role_of(claims: Mapping[str, Any], groups_claim: str, roles: Mapping[str, Any]) -> Role:
-    """The highest role the ID token's groups map to; `NoAccess` when none does (never a default
-    role), and for an Entra ID groups overage (``_claim_names``), whose groups are not in the
-    token."""
+def role_of(claims: Mapping[str, Any], groups_claim: str, mapping: Mapping[str, Grant]) -> Role:
+    """The highest role the ID token's groups map to (`mapping`: GPUPROV_OIDC_ROLES and the
+    stored group mappings); `NoAccess` when none does (never a default role), and for an Entra
+    ID groups overage (``_claim_names``), whose groups are not in the token."""
     names = claims.get("_claim_names")
     if isinstance(names, Mapping) and groups_claim in names:
         raise NoAccess(
@@ -135,10 +177,14 @@ def role_of(claims: Mapping[str, Any], groups_claim: str, roles: Mapping[str, An
         groups = [groups]
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
         raise NoAccess(f"the ID token's {groups_claim!r} claim is not a list of group names")
-    mapped = [Role(_role_name(roles[g])) for g in groups if g in roles]
-    if not mapped:
-        raise NoAccess("none of your groups is given a role in gpuprov (GPUPROV_OIDC_ROLES)")
-    return max(mapped, key=_RANK.__getitem__)
+    # the groups a session keeps (`groups_of`): each page maps those again (app.domain.users)
+    role = role_for(groups_of(claims, groups_claim), mapping)
+    if role is None:
+        raise NoAccess(
+            "none of your groups is given a role in gpuprov (GPUPROV_OIDC_ROLES or the group "
+            "mappings of Admin → Group mappings)"
+        )
+    return role
 
 
 def check_url(url: str, what: str, *, allow_loopback: bool) -> str:

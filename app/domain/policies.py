@@ -4,6 +4,10 @@ version; gates and fleet compliance use the current one.
 A document is validated by the scanner's own loader (`scanner.policy.document.load_policy`), so
 the service and `gpuprov gate --policy-file` accept exactly the same policies; a refused one is
 a 422 whose details name each bad field by its path.
+
+Policies are global: one policy gates the images of every team. So storing one needs the
+``policy:write`` scope (admins, analysts whose reads cover the whole fleet, tokens given it) and
+no team: a team's member reads policies but never changes them (`check_writer`).
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.domain import stored as stored_documents
-from app.domain.tokens import Principal
-from app.errors import AppError, NotFound
+from app.domain.tokens import Principal, Scope
+from app.errors import AppError, Forbidden, NotFound
 from app.storage.repositories import policies as repo
 from app.storage.tables import PromotionPolicyVersion
 from scanner.policy.document import LoadedPolicy, PolicyError, load_policy
@@ -29,6 +33,39 @@ class InvalidPolicy(AppError):
     """A policy document that cannot be stored; details name each bad field (422)."""
 
     status = 422
+
+
+def writer_refusal(principal: Principal) -> str | None:
+    """Why `principal` may not store a policy (None: it may): a policy gates every team's
+    images, so a caller in a team never may, whatever its scopes; others need policy:write."""
+    if Scope.ADMIN.value in principal.scopes:
+        return None
+    if principal.teams:
+        return (
+            "policies are global: one policy gates the images of every team, so a member of "
+            f"team {', '.join(principal.teams)} reads policies but does not change them; an admin "
+            "or an analyst in no team (the policy:write scope) changes them"
+        )
+    if Scope.POLICY_WRITE.value in principal.scopes:
+        return None
+    if principal.person is not None and Scope.TRIAGE.value in principal.scopes:
+        # an analyst in no team whose reads are confined all the same (GPUPROV_TEAMLESS_ACCESS)
+        return (
+            "changing a policy needs the policy:write scope: analysts hold it when they see the "
+            "whole fleet, and here a person in no team sees no asset (GPUPROV_TEAMLESS_ACCESS="
+            "none); an admin changes policies"
+        )
+    return (
+        "changing a policy needs the policy:write scope (admins, analysts in no team, and "
+        "tokens given it)"
+    )
+
+
+def check_writer(principal: Principal) -> None:
+    """403 with the reason when `principal` may not store a policy (`writer_refusal`)."""
+    why = writer_refusal(principal)
+    if why is not None:
+        raise Forbidden(why)
 
 
 def _pointer(path: str) -> str:
@@ -110,7 +147,9 @@ def put_policy(
     session: Session, name: str, document: bytes, principal: Principal, now: datetime
 ) -> tuple[PromotionPolicyVersion, bool]:
     """Store ``document`` as the next version of ``name``; the same bytes as the current
-    version store nothing. Returns the current row and whether it is new."""
+    version store nothing. Returns the current row and whether it is new. 403 for a caller
+    that may not change policies (`check_writer`)."""
+    check_writer(principal)
     parse(document, name)
     repo.lock(session)
     sha256 = hashlib.sha256(document).hexdigest()

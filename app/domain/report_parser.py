@@ -41,6 +41,7 @@ from app.storage.tables import (
     Scan,
 )
 from scanner import vocabulary as v
+from scanner.advisories.conditions import BadFact, facts_of, names_in
 from scanner.bom.foreign import (
     PATH_PROPERTIES,
     BadComponent,
@@ -171,6 +172,8 @@ class ReportAsset:
     gpus: tuple[ReportGpu, ...] = ()
     #: the host files its container toolkit injects (``gpuprov:injected:host-path``)
     injected: tuple[ReportInjected, ...] = ()
+    #: a host's condition facts (``gpuprov:condition:*``): name -> (value, where it was read)
+    conditions: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -774,7 +777,32 @@ def _asset(metadata: Mapping[str, Any], operating_system: bool) -> ReportAsset:
         details=details,
         trust=trust,
         containers=_containers(component, props) if kind == "host" else (),
+        conditions=_conditions(component, props, kind),
     )
+
+
+def _conditions(
+    component: Mapping[str, Any], props: Mapping[str, list[str]], kind: str
+) -> dict[str, tuple[str, str | None]]:
+    """A host's condition facts (docs/advisories.md, "Conditions"), checked. An image's BOM
+    claiming one is refused: the facts are a node's own, and an image runs on many."""
+    where = ("metadata", "component")
+    claimed = names_in(props)
+    if claimed and kind != "host":
+        _fail(
+            f"{claimed[0]}: an image's BOM cannot carry a host's condition facts "
+            "(they are the scanned node's own)",
+            [(_origin(component, where, "", (claimed[0],)), "host condition on an image")],
+        )
+    try:
+        return facts_of(props)
+    except BadFact as e:
+        name = str(e).split(":", 1)[0]
+        prop = v.CONDITION_PREFIX + name
+        _fail(
+            f"{prop} {str(e).split(': ', 1)[-1]}",
+            [(_origin(component, where, "", (prop,)), "bad condition fact")],
+        )
 
 
 _ENGINES = ("containerd", "docker")

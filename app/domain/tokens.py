@@ -79,6 +79,9 @@ class Scope(StrEnum):
     GATE = "gate"
     #: triage: advisory analyses written and withdrawn, VEX documents imported
     TRIAGE = "triage"
+    #: promotion policies stored (new versions): they gate every team's images, so a caller in
+    #: a team never holds it (docs/sso.md "Who writes policies")
+    POLICY_WRITE = "policy:write"
     ADMIN = "admin"
 
 
@@ -216,7 +219,8 @@ def create_token(
 ) -> NewToken:
     """Create a token; refuses unknown scopes, asset patterns on tokens that cannot write and
     policy limits on tokens that cannot gate, and a team on an admin token (which sees
-    everything). With an `actor`, the creation is recorded in the audit log."""
+    everything) or a policy:write token (policies gate every team's images). With an `actor`,
+    the creation is recorded in the audit log."""
     if not _NAME.fullmatch(name):
         raise BadRequest(
             "token name must be 1-128 characters without control characters or white space "
@@ -237,6 +241,11 @@ def create_token(
     if team is not None:
         if Scope.ADMIN.value in scopes:
             raise BadRequest("an admin token sees every asset: it cannot belong to a team")
+        if Scope.POLICY_WRITE.value in scopes:
+            raise BadRequest(
+                "a policy:write token changes policies that gate every team's images: it cannot "
+                "belong to a team"
+            )
         team_ref = team_id(session, team)
     new = _new_token(
         session, name, sorted(set(scopes)), patterns, now, expires_at, policies, team_ref

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.domain.oidc import ROLE_SCOPES, Role, mapped_teams
+from app.domain.oidc import Grant, Role, lower, mapped_teams, role_for, role_scopes
 from app.domain.teams import person_membership
 from app.domain.tokens import Principal, SessionEnd
 from app.errors import ServiceUnavailable
@@ -170,33 +170,46 @@ class PersonSession:
     role: Role
 
 
+def _role_now(row: WebSession, user: AppUser, mapping: Mapping[str, Grant]) -> Role | None:
+    """The role a session holds now: what the group mappings give the groups of the person's
+    last sign-in, never more than the sign-in gave (a higher role waits for the provider's word
+    at the next refresh); None when the mappings give those groups nothing any more."""
+    if user.role is None:
+        return None
+    mapped = role_for(user.groups or (), mapping)
+    return None if mapped is None else lower(Role(row.role), mapped)
+
+
 def session_of(
     db: Session,
     cookie: str | None,
     now: datetime,
-    roles: Mapping[str, Any] | None = None,
+    mapping: Mapping[str, Grant] | None = None,
     teamless: str = "fleet",
 ) -> PersonSession | None:
-    """The session a cookie names, its person in the teams that name them or their groups
-    (GPUPROV_OIDC_ROLES, ``roles``, may map a group to a team); None when there is none or it
-    outlived its lifetime."""
+    """The session a cookie names, its role and teams from the group mappings in effect now
+    (`mapping`: GPUPROV_OIDC_ROLES and the stored ones, app.domain.group_mappings), its person in
+    the teams that name them or their groups; None when there is none, it outlived its lifetime,
+    or the mappings no longer give its groups a role."""
     if not cookie or len(cookie) > 128:
         return None
     found = repo.session_with_user(db, _digest(cookie))
     if found is None:
         return None
     row, user = found
-    if row.expires_at <= now or user.role is None:
+    mapping = mapping or {}
+    role = _role_now(row, user, mapping)
+    if row.expires_at <= now or role is None:
         return None
-    role = Role(row.role)
     groups = list(user.groups or ())
     team = person_membership(
-        db, user.issuer, user.subject, groups, mapped_teams(groups, roles or {}), teamless
+        db, user.issuer, user.subject, groups, mapped_teams(groups, mapping), teamless
     )
     principal = Principal(
         None,
         (user.email or user.subject)[:128],
-        ROLE_SCOPES[role],
+        # policy:write only for a role whose reads cover the whole fleet (in no team)
+        role_scopes(role, fleet_wide=team.scope is None),
         (),
         person=(user.issuer, user.subject),
         teams=team.teams,
@@ -206,16 +219,19 @@ def session_of(
     return PersonSession(principal, row.csrf, row.verified_at, role)
 
 
-def session_end(db: Session, cookie: str, now: datetime) -> SessionEnd:
+def session_end(
+    db: Session, cookie: str, now: datetime, mapping: Mapping[str, Grant] | None = None
+) -> SessionEnd:
     """Why the session a cookie names no longer works (`session_of` refused it): it outlived
-    its lifetime, its user lost every mapped group, or it is gone."""
+    its lifetime, its user lost every mapped group (at a sign-in, or a mapping removed since),
+    or it is gone."""
     found = repo.session_with_user(db, _digest(cookie)) if len(cookie) <= 128 else None
     if found is None:
         return SessionEnd.SESSION_ENDED
     row, user = found
     if row.expires_at <= now:
         return SessionEnd.SESSION_EXPIRED
-    if user.role is None:
+    if _role_now(row, user, mapping or {}) is None:
         return SessionEnd.ACCESS_REMOVED
     return SessionEnd.SESSION_ENDED
 

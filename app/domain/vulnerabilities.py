@@ -2,11 +2,11 @@
 on stored products and packages and the stored feed, its answers stored per (asset, CVE,
 product or package found).
 
-Matched once per distinct set of facts (products, CUDA Toolkit libraries, the packages stored
-OSV documents name): assets holding the same stack share one evaluation, fanned out to each.
-Re-evaluated for one asset when its report arrives (ingest) and for the whole fleet when the
-feed changes (import). Every answer names the
-feed it was matched against (the newest import and the number of documents).
+Matched once per distinct set of facts (products, CUDA Toolkit libraries, a host's condition
+facts, the packages stored OSV documents name): assets holding the same stack share one
+evaluation, fanned out to each. Re-evaluated for one asset when its report arrives (ingest) and
+for the whole fleet when the feed changes (import). Every answer names the feed it was matched
+against (the newest import and the number of documents).
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import AdvisoryFinding, AssetProduct
 from scanner.advisories.match import (
     TOOLKIT_FAMILIES,
-    TOOLKIT_PARTS,
     AssetFacts,
     Installed,
     StatusEntry,
     match,
     matching_data,
     product_key,
+    product_keys,
     status_entry,
 )
 from scanner.advisories.package_match import (
@@ -87,6 +87,22 @@ def store_products(
     repo.replace_products(session, asset_id, rows, replace=replace)
 
 
+def store_conditions(
+    session: Session,
+    asset_id: int,
+    conditions: Mapping[str, tuple[str, str | None]],
+    *,
+    replace: bool,
+) -> None:
+    """Keep the condition facts of an asset's latest report (a host's own; an image's report
+    carries none, so its latest report clears any)."""
+    rows = [
+        {"name": name, "value": value, "source": source}
+        for name, (value, source) in sorted(conditions.items())
+    ]
+    repo.replace_conditions(session, asset_id, rows, replace=replace)
+
+
 def _installed(row: AssetProduct) -> Installed:
     return Installed(
         key=row.key,
@@ -103,11 +119,8 @@ def _installed(row: AssetProduct) -> Installed:
 def _wanted_keys(facts: AssetFacts) -> set[str]:
     """The bulletin product keys whose statements may concern an asset of these facts, and
     the ``osv:<scheme>:<name>`` keys of the packages OSV statements may name."""
-    keys = {p.key for p in facts.products}
-    if keys & TOOLKIT_PARTS or any(f in TOOLKIT_FAMILIES for f, _ in facts.libraries):
-        keys.add("cuda-toolkit")
     held = [*facts.packages, *product_packages(facts.products)]
-    return keys | {_osv_key(scheme, name) for scheme, name in package_keys(held)}
+    return product_keys(facts) | {_osv_key(s, n) for s, n in package_keys(held)}
 
 
 def _osv_key(scheme: str, name: str) -> str:
@@ -115,15 +128,20 @@ def _osv_key(scheme: str, name: str) -> str:
 
 
 def stack_key(facts: AssetFacts) -> str:
-    """The identity of a stack: SHA-256 of the matcher's inputs (the packages only where there
-    are any, so a stack without them keeps the key it had before packages were matched)."""
-    parts: list[Any] = [
+    """The identity of a stack: SHA-256 of the matcher's inputs. Condition facts are inputs:
+    two hosts of one stack but different configurations never share an answer; so are the
+    packages a stored OSV statement names. Without facts or packages the key is the one it was
+    before either existed."""
+    inputs: list[Any] = [
         [list(astuple(p)) for p in facts.products],
         [list(x) for x in facts.libraries],
     ]
+    if facts.facts:
+        inputs.append(sorted([k, v] for k, v in facts.facts.items()))
     if facts.packages:
-        parts.append([list(astuple(p)) for p in facts.packages])
-    text = json.dumps(parts, separators=(",", ":"))
+        # tagged: a packages list is never read as a facts list
+        inputs.append(["packages", *(list(astuple(p)) for p in facts.packages)])
+    text = json.dumps(inputs, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -143,11 +161,14 @@ def _packages(
 
 
 def facts_of_report(
-    products: Iterable[Any], families: Iterable[str], packages: Iterable[Any] = ()
+    products: Iterable[Any],
+    families: Iterable[str],
+    conditions: Mapping[str, tuple[str, str | None]] | None = None,
+    packages: Iterable[Any] = (),
 ) -> AssetFacts:
     """The matcher's inputs of a report: its products (``ReportProduct``), the CUDA Toolkit
-    library families it holds and its packages (``ReportPackage``): what ``rematch`` would read
-    back from storage."""
+    library families it holds, a host's condition facts and its packages (``ReportPackage``):
+    what ``rematch`` would read back from storage."""
     return _facts(
         [
             Installed(
@@ -163,6 +184,7 @@ def facts_of_report(
             for p in products
         ],
         {(f, None) for f in families if f in TOOLKIT_FAMILIES},
+        {name: value for name, (value, _) in (conditions or {}).items()},
         _packages((p.purl, p.version, p.source_name, p.source_version) for p in packages),
     )
 
@@ -170,11 +192,13 @@ def facts_of_report(
 def _facts(
     products: Iterable[Installed],
     libraries: Iterable[tuple[str, str | None]],
+    conditions: Mapping[str, str] | None = None,
     packages: Iterable[InstalledPackage] = (),
 ) -> AssetFacts:
     return AssetFacts(
         products=tuple(sorted(products, key=repr)),
         libraries=tuple(sorted(libraries, key=repr)),
+        facts=dict(sorted((conditions or {}).items())),
         packages=tuple(sorted(set(packages), key=repr)),
     )
 
@@ -235,6 +259,9 @@ def _rematch(
             # the family alone: a toolkit library's version decides nothing (its component
             # does), and assets with the same families share one evaluation
             libraries[asset_id].add((family, None))
+        conditions: dict[int, dict[str, str]] = defaultdict(dict)
+        for asset_id, name, value in repo.conditions_of(session, ids):
+            conditions[asset_id][name] = value
         owned: dict[int, list[tuple[str, str | None, str | None, str | None]]] = defaultdict(list)
         for asset_id, purl, version, source_name, source_version in (
             repo.packages_of(session, ids) if named else ()
@@ -244,6 +271,7 @@ def _rematch(
             one = _facts(
                 products.get(asset_id, ()),
                 libraries.get(asset_id, ()),
+                conditions.get(asset_id),
                 _packages(owned.get(asset_id, ())),
             )
             one = _narrow(one, named)

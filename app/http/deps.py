@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from app.clock import utcnow
 from app.domain.ci_claims import CiTrustRule, build_rule
 from app.domain.ci_tokens import IssuerKeys, looks_like_jwt, verify_ci_token
+from app.domain.policies import writer_refusal
 from app.domain.provenance import CatalogCache
 from app.domain.tokens import Principal, Scope, authenticate, record_use, use_is_due
 from app.errors import AppError, Forbidden, TooManyRequests, Unauthorized
@@ -227,6 +228,19 @@ async def _require_scopes_of_caller(
     return principal
 
 
+@after_authentication
+async def _require_policy_writer(
+    security_scopes: SecurityScopes, principal: CurrentToken, request: Request
+) -> Principal:
+    # policy:write and no team: the 403 says which is missing (app.domain.policies.check_writer)
+    why = writer_refusal(principal)
+    if why is not None:
+        request.app.state.metrics.auth_failures.labels("scope").inc()
+        raise Forbidden(why)
+    check_query(request)
+    return principal
+
+
 def scoped(scope: Scope) -> Any:
     """A dependency admitting callers that hold ``scope``; the OpenAPI document lists it in
     the operation's security requirement."""
@@ -242,3 +256,7 @@ ReportWriter = Annotated[Principal, ci_scoped(Scope.REPORT_WRITE)]
 InventoryReader = Annotated[Principal, scoped(Scope.INVENTORY_READ)]
 Admin = Annotated[Principal, scoped(Scope.ADMIN)]
 Triager = Annotated[Principal, scoped(Scope.TRIAGE)]
+#: a caller that may store promotion policies: policy:write (or admin) and in no team
+PolicyWriter = Annotated[
+    Principal, Security(_require_policy_writer, scopes=[Scope.POLICY_WRITE.value])
+]

@@ -286,6 +286,12 @@ class InjectedOut(BaseModel):
     sources: list[str] = Field(description="cdi:/etc/cdi/nvidia.yaml, nvidia-container-cli list")
 
 
+class ConditionOut(BaseModel):
+    name: str = Field(description="cdi_mode, ldconfig_from_container, vgpu_guest, ...")
+    value: str = Field(description='"true", "false", or both ("false|true"): either can happen')
+    source: str | None = Field(description="where the host read it (its config.toml, nvidia-smi)")
+
+
 class AssetDetail(AssetOut):
     libraries: list[LibraryOut]
     packages: list[PackageOut]
@@ -312,6 +318,11 @@ class AssetDetail(AssetOut):
         default_factory=list,
         description="the host files a host's NVIDIA Container Toolkit injects into its "
         "containers (CDI specs, nvidia-container-cli list)",
+    )
+    conditions: list[ConditionOut] = Field(
+        default_factory=list,
+        description="a host's condition facts (its latest report's), which decide bulletins' "
+        "conditions (docs/advisories.md, Conditions); an undecided one is absent",
     )
 
 
@@ -457,7 +468,7 @@ class Drift(BaseModel):
 class TokenIn(BaseModel):
     """A token to create. The patterns document the domain's rules (`app.domain.tokens`), which
     refuse the rest with their own messages; asset patterns need the report:write scope, policy
-    limits the gate scope without admin."""
+    limits the gate scope without admin, a team neither admin nor policy:write."""
 
     model_config = ConfigDict(
         extra="forbid",
@@ -484,6 +495,26 @@ class TokenIn(BaseModel):
                             }
                         },
                         {"properties": {"policies": {"maxItems": 0}}},
+                    ]
+                },
+                # a team confines reads: never an admin's (it sees everything), nor a
+                # policy:write token's (a policy gates every team's images)
+                {
+                    "anyOf": [
+                        {"not": {"required": ["team"]}},
+                        {"properties": {"team": {"type": "null"}}},
+                        {
+                            "properties": {
+                                "scopes": {
+                                    "not": {
+                                        "anyOf": [
+                                            {"contains": {"const": Scope.ADMIN.value}},
+                                            {"contains": {"const": Scope.POLICY_WRITE.value}},
+                                        ]
+                                    }
+                                }
+                            }
+                        },
                     ]
                 },
             ]
@@ -518,8 +549,8 @@ class TokenIn(BaseModel):
         min_length=1,
         max_length=64,
         pattern=r"^[a-z0-9][a-z0-9._-]{0,63}$",
-        description="the team whose asset scope confines the token (not with admin); default "
-        "none: the whole fleet",
+        description="the team whose asset scope confines the token (not with admin or "
+        "policy:write, whose policies gate every team); default none: the whole fleet",
     )
     expires: str | None = Field(
         default=None,

@@ -102,6 +102,22 @@ class Team(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class OidcGroupMapping(Base):
+    """An identity-provider group mapped by an admin (app.domain.group_mappings): the role its
+    members get and, optionally, the team they belong to. GPUPROV_OIDC_ROLES maps groups too;
+    a group it names is never stored here."""
+
+    __tablename__ = "oidc_group_mapping"
+
+    group_name: Mapped[str] = mapped_column(String(256), primary_key=True)
+    #: ``viewer``, ``analyst`` or ``admin``
+    role: Mapped[str] = mapped_column(String(16))
+    #: a team's name (None: no team by this mapping); a team removed later confines to nothing
+    team: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class CiTrustRule(Base):
     """A CI trust rule (app.domain.ci_claims): which claims of a CI provider's OIDC ID token
     grant which rights. The document is the rule as the API shows it."""
@@ -866,9 +882,29 @@ class AssetProduct(Base):
     owner: Mapped[str | None] = mapped_column(Text)
 
 
+class AssetCondition(Base):
+    """Current state: a condition fact of a host's latest report (``gpuprov:condition:*``: CDI
+    mode, where ldconfig runs, vGPU guest, GPU architecture), which the advisory matcher decides
+    bulletins' conditions by. Only the host's own report sets them; an image has none, and an
+    undecided condition has no row (never a default)."""
+
+    __tablename__ = "asset_condition"
+
+    asset_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("asset.id", ondelete="CASCADE"), primary_key=True
+    )
+    #: scanner/advisories/conditions.py: cdi_mode, ldconfig_from_container, vgpu_guest, ...
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: "true", "false", or several joined by "|" ("false|true": either can happen)
+    value: Mapped[str] = mapped_column(String(640))
+    #: where the host read it ('/etc/nvidia-container-runtime/config.toml: mode = "cdi"')
+    source: Mapped[str | None] = mapped_column(Text)
+
+
 class AdvisoryStack(Base):
-    """A distinct set of matcher inputs (products, CUDA Toolkit library families) that assets
-    hold: matched once against the feed, its findings shared by every asset holding it."""
+    """A distinct set of matcher inputs (products, CUDA Toolkit library families, condition
+    facts) that assets hold: matched once against the feed, its findings shared by every asset
+    holding it."""
 
     __tablename__ = "advisory_stack"
 
@@ -1011,3 +1047,64 @@ class WebhookDelivery(Base):
     #: why the last attempt failed, in the service's words (never the receiver's body)
     last_error: Mapped[str | None] = mapped_column(Text)
     delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+
+#: a proposal still in play: at most one per (asset, CVE) (the partial unique index's predicate)
+PROPOSAL_OPEN = "status IN ('proposed', 'accepted')"
+
+
+class RuntimeProposal(Base):
+    """Runtime evidence on a host scanned with ``--runtime``: an affected finding whose library
+    files no process mapped over the observed window, proposed as not_affected /
+    vulnerable_code_not_in_execute_path for a person to accept (then ``analysis_id`` is the
+    analysis recorded) or dismiss; withdrawn by the service when a report shows a file loaded
+    (docs/advisories.md, "Runtime evidence")."""
+
+    __tablename__ = "runtime_proposal"
+    __table_args__ = (
+        Index(None, "asset_id", "cve"),
+        Index(
+            "uq_runtime_proposal_open",
+            "asset_id",
+            "cve",
+            unique=True,
+            postgresql_where=text(PROPOSAL_OPEN),
+            sqlite_where=text(PROPOSAL_OPEN),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    asset_id: Mapped[int] = mapped_column(BigId, ForeignKey("asset.id", ondelete="CASCADE"))
+    cve: Mapped[str] = mapped_column(String(64))
+    #: the product found whose files the evidence is about (nvjpeg, tensorrt, ...)
+    product: Mapped[str] = mapped_column(String(64))
+    #: ``[{"path": ..., "sha256": ...}]``: the library files of the affected findings
+    files: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    #: proposed, accepted, dismissed or withdrawn
+    status: Mapped[str] = mapped_column(String(16))
+    #: the first and latest --runtime report (their scanned_at) that saw the files unmapped
+    window_start: Mapped[datetime] = mapped_column(UTCDateTime)
+    window_end: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: how many such reports, and the fewest and most processes' maps one of them read
+    observations: Mapped[int] = mapped_column(Integer)
+    processes_min: Mapped[int] = mapped_column(Integer)
+    processes_max: Mapped[int] = mapped_column(Integer)
+    first_scan_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("scan.id", ondelete="SET NULL")
+    )
+    last_scan_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("scan.id", ondelete="SET NULL")
+    )
+    #: the expiry an accepted analysis gets: the window's end plus GPUPROV_RUNTIME_PROPOSAL_DAYS
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: when and by whom it was accepted or dismissed
+    decided_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    decided_by: Mapped[str | None] = mapped_column(String(256))
+    #: the analysis an acceptance recorded
+    analysis_id: Mapped[int | None] = mapped_column(
+        BigId, ForeignKey("advisory_analysis.id", ondelete="SET NULL")
+    )
+    withdrawn_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    #: why it was withdrawn (the service's words)
+    reason: Mapped[str | None] = mapped_column(Text)

@@ -2,7 +2,7 @@
 (its ``Source:`` field), which OSV's Debian advisories name.
 
 Revision ID: 0029
-Revises: 0024
+Revises: 0027
 Create Date: 2026-12-08
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0029"
-down_revision: str | None = "0024"
+down_revision: str | None = "0027"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -75,8 +75,8 @@ def load_feed(paths: Iterable[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> L
 
 
 def asset_facts(result: ScanResult) -> AssetFacts:
-    """The matcher's inputs of a scan: its products, the CUDA Toolkit library families it
-    holds and its packages (as the service keeps them for a pushed report)."""
+    """The matcher's inputs of a scan: its products, the CUDA Toolkit library families it holds,
+    its packages and a host's condition facts (as the service keeps them for a pushed report)."""
     products = [
         Installed(
             key=p.key,
@@ -104,9 +104,13 @@ def asset_facts(result: ScanResult) -> AssetFacts:
         )
         if found is not None:
             packages.add(found)
+    # a host's own condition facts (its node scan); an image is no node and has none
+    node = result.node if result.asset.kind is AssetKind.HOST else None
+    facts = {c.name: c.value for c in node.conditions} if node is not None else {}
     return AssetFacts(
         products=tuple(sorted(products, key=repr)),
         libraries=tuple(sorted(families, key=repr)),
+        facts=facts,
         packages=tuple(sorted(packages, key=repr)),
     )
 

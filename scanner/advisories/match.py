@@ -16,7 +16,13 @@ Rules (docs/advisories.md, "Matching"):
 - a vendor text under review decides only versions that lie inside it whatever the reading;
   any other version is ``affected`` with ``review`` set (fail safe: a person decides);
 - a condition the asset's facts cannot decide leaves the finding ``affected`` with the
-  condition named in ``conditions_unevaluated``.
+  condition named in ``conditions_unevaluated`` (the facts and their sources:
+  scanner/advisories/conditions.py, docs/advisories.md "Conditions");
+- a fixed version whose fix a configuration switches off again (``fix_disabled_by``) is
+  ``affected`` when that configuration holds or is undecided;
+- a host's driver is judged as the vGPU guest driver when its ``vgpu_guest`` fact is true, as
+  the datacenter driver when false; undecided, the datacenter answer stands unless the vGPU
+  guest line would be affected where it is not: then ``affected``, ``vgpu_guest`` unevaluated.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
+from scanner.advisories.conditions import VGPU_GUEST
 from scanner.advisories.versions import compare_versions, version_key
 
 if TYPE_CHECKING:
@@ -159,9 +166,12 @@ class Finding:
 class MatchingData:
     products: Mapping[str, str]
     components: Mapping[str, tuple[str, ...]]
+    #: CVE -> (condition name, the value that makes it hold, source)
     conditions: Mapping[str, tuple[tuple[str, str, str], ...]]
     #: (component key, component version) -> toolkit release
     toolkit_components: Mapping[tuple[str, str], str]
+    #: CVE -> the configurations that switch its fix off, as ``conditions``
+    fix_disabled_by: Mapping[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
 
 
 @cache
@@ -181,6 +191,11 @@ def matching_data() -> MatchingData:
         conds.setdefault(str(e["cve"]), []).append(
             (str(e["name"]), str(e["value"]), str(e["source"]))
         )
+    reopen: dict[str, list[tuple[str, str, str]]] = {}
+    for e in doc.get("fix_disabled_by") or []:
+        reopen.setdefault(str(e["cve"]), []).append(
+            (str(e["name"]), str(e["value"]), str(e["source"]))
+        )
     tk: dict[tuple[str, str], str] = {}
     for e in doc.get("toolkit_components") or []:
         for comp, ver in (e.get("versions") or {}).items():
@@ -190,6 +205,7 @@ def matching_data() -> MatchingData:
         components=comps,
         conditions={k: tuple(v) for k, v in conds.items()},
         toolkit_components=tk,
+        fix_disabled_by={k: tuple(v) for k, v in reopen.items()},
     )
 
 
@@ -200,6 +216,17 @@ def product_key(name: str, data: MatchingData | None = None) -> str | None:
 
 
 # -- matching ---------------------------------------------------------------------------------
+
+
+def product_keys(asset: AssetFacts) -> set[str]:
+    """The bulletin product keys whose statements may concern an asset of these facts: its own,
+    the CUDA Toolkit for its parts and libraries, the vGPU guest line for its driver."""
+    keys = {p.key for p in asset.products}
+    if keys & TOOLKIT_PARTS or any(f in TOOLKIT_FAMILIES for f, _ in asset.libraries):
+        keys.add("cuda-toolkit")
+    if "driver" in keys:
+        keys.add("vgpu-guest-driver")
+    return keys
 
 
 def match(
@@ -227,20 +254,99 @@ def match(
             continue
         if key in ("nvjpeg",) and "cuda-toolkit" in by_key and cve in d.components:
             continue  # judged with the toolkit's statement above
+        if key == "driver":
+            continue  # the host's driver, judged below on the line its vGPU fact names
         for p in asset.products:
             if p.key != key:
                 continue
-            if key == "driver":
-                findings.append(_driver(cve, entries, p, asset, extra_conditions))
+            if key == "vgpu-guest-driver":  # a product reported as such: branch-aware too
+                f = _driver(cve, entries, p, asset, extra_conditions)
+                findings.append(_replace(f, product=key))
             else:
                 findings.append(
                     _judge(cve, entries, p, p.version, key, None, asset, extra_conditions)
                 )
+    findings += _drivers(cve, by_key, asset, extra_conditions)
     if osv:
         from scanner.advisories.package_match import package_findings
 
         findings += package_findings(cve, osv, asset.packages, asset.products)
+    reopen = d.fix_disabled_by.get(cve)
+    if reopen:
+        # a configuration that switches the fix off reopens it whoever stated the fix
+        findings = [_fix_disabled(f, reopen, asset, extra_conditions) for f in findings]
     return findings
+
+
+def _drivers(
+    cve: str,
+    by_key: Mapping[str, list[StatusEntry]],
+    asset: AssetFacts,
+    extra: Sequence[tuple[str, str, str]],
+) -> list[Finding]:
+    """The driver products against the datacenter/GeForce lines or the vGPU guest line, as the
+    host's ``vgpu_guest`` fact says (docs/advisories.md, "Conditions")."""
+    datacenter, guest = by_key.get("driver"), by_key.get("vgpu-guest-driver")
+    fact = asset.facts.get(VGPU_GUEST)
+    is_guest = None if fact is None else _fact_matches(fact, "true")
+    out: list[Finding] = []
+    for p in asset.products:
+        if p.key != "driver":
+            continue
+        if is_guest:
+            if guest:  # a vGPU guest driver is never judged by the datacenter lines
+                f = _driver(cve, guest, p, asset, extra)
+                ev = {**f.evidence, "vgpu_guest": fact}
+                out.append(_replace(f, product="vgpu-guest-driver", evidence=ev))
+            continue
+        mine = _driver(cve, datacenter, p, asset, extra) if datacenter else None
+        if is_guest is False or not guest:
+            out += [mine] if mine is not None else []
+            continue
+        # undecided: the answer depends on the line only when the guest line is affected and
+        # the datacenter line is not (or is silent); then a person must say which it is
+        theirs = _driver(cve, guest, p, asset, extra)
+        if theirs.status != "affected" or (mine is not None and mine.status == "affected"):
+            out += [mine] if mine is not None else []
+            continue
+        base = mine if mine is not None else _replace(theirs, product="vgpu-guest-driver")
+        out.append(
+            _replace(
+                base,
+                status="affected",
+                justification=None,
+                conditions_unevaluated=tuple(
+                    dict.fromkeys((*base.conditions_unevaluated, VGPU_GUEST))
+                ),
+                evidence={
+                    **base.evidence,
+                    "vgpu_guest_line": {
+                        "status": theirs.status,
+                        "affected_text": theirs.affected_text,
+                        "fixed_in": theirs.fixed_in,
+                        "review": theirs.review,
+                    },
+                },
+            )
+        )
+    return out
+
+
+def _fix_disabled(
+    f: Finding,
+    reopen: Sequence[tuple[str, str, str]],
+    asset: AssetFacts,
+    extra: Sequence[tuple[str, str, str]],
+) -> Finding:
+    """A fixed finding whose fix a configuration can switch off: fixed only when a decided
+    condition says the vulnerable path is not taken, else affected (undecided: named)."""
+    if f.status != "fixed":
+        return f
+    conds, undecided, holds = _decide([*reopen, *extra], asset)
+    ev = {**f.evidence, "fix_disabled_by": conds}
+    if holds is False:
+        return _replace(f, evidence=ev)
+    return _replace(f, status="affected", conditions_unevaluated=undecided, evidence=ev)
 
 
 def _os_applies(s: StatusEntry, os_name: str) -> bool:
@@ -463,11 +569,14 @@ def _judge(
                 review=why,
             )
             if holds is False:
+                # a decided condition that does not hold settles it: an undecided one beside it
+                # is moot (its evidence row says asset: null)
                 return _replace(
                     f,
                     status="not_affected",
                     justification="vulnerable_code_not_in_execute_path",
                     review=None,
+                    conditions_unevaluated=(),
                     evidence={**f.evidence, "range": _vers(s), "conditions": conds},
                 )
             return _replace(f, evidence={**f.evidence, "range": _vers(s), "conditions": conds})
@@ -593,6 +702,14 @@ def _conditions(
             continue
         wanted.append((str(c["name"]), str(c.get("value") or "true"), "the version text"))
     wanted += list(extra)
+    return _decide(wanted, asset)
+
+
+def _decide(
+    wanted: Sequence[tuple[str, str, str]], asset: AssetFacts
+) -> tuple[list[dict[str, Any]], tuple[str, ...], bool | None]:
+    """Each (name, value, source) against the asset's facts: (their evidence, the undecided
+    names, False when a decided one does not hold, else None)."""
     out, undecided, holds = [], [], True
     for name, value, source in wanted:
         fact = asset.facts.get(name)

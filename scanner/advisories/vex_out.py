@@ -145,6 +145,17 @@ def _notes(f: Finding, info: VulnInfo) -> str:
         parts.append("found at " + ", ".join(paths[:_MAX_PATHS]) + more)
     if f.inferred:
         parts.append("inferred by a rule (no statement of the bulletin names this version)")
+    decided = [
+        c
+        for key in ("conditions", "fix_disabled_by")
+        for c in (f.evidence or {}).get(key) or ()
+        if isinstance(c, dict) and c.get("asset") is not None
+    ]
+    if decided:
+        parts.append(
+            "decided by the asset's facts: "
+            + ", ".join(f"{c.get('name')} = {c.get('asset')}" for c in decided)
+        )
     if f.conditions_unevaluated:
         parts.append("conditions not evaluated: " + ", ".join(f.conditions_unevaluated))
     if f.review:

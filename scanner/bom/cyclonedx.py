@@ -152,7 +152,8 @@ def _asset_component(result: ScanResult) -> Any:
 
 
 def _node_props(node: NodeFacts) -> list[tuple[str, str | None]]:
-    """The host's driver, GPU count, L4T release and injection edits as asset properties."""
+    """The host's driver, GPU count, L4T release, injection edits and condition facts as asset
+    properties."""
     out: list[tuple[str, str | None]] = []
     d = node.driver
     if d is not None:
@@ -180,6 +181,11 @@ def _node_props(node: NodeFacts) -> list[tuple[str, str | None]]:
     out += [(V.INJECTED_DEVICE_NODE, n) for n in node.device_nodes]
     out += [(V.INJECTED_LINK, f"{link} -> {target}") for link, target in node.container_links]
     out += [(V.NODE_NOTE, n) for n in node.notes]
+    for c in node.conditions:
+        out += [
+            (V.CONDITION_PREFIX + c.name, c.value),
+            (V.CONDITION_PREFIX + c.name + V.CONDITION_SOURCE_SUFFIX, c.source),
+        ]
     return out
 
 

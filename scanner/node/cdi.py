@@ -31,6 +31,8 @@ class Injection(Struct):
     """What one spec (or list) gives containers, before the host files are hashed."""
 
     source: str
+    #: the spec's device kind ("nvidia.com/gpu"); empty for the legacy list
+    kind: str = ""
     #: host path -> (container paths, devices)
     mounts: dict[str, tuple[set[str], set[str]]] = field(default_factory=dict)
     device_nodes: set[str] = field(default_factory=set)
@@ -115,7 +117,7 @@ def parse_spec(text: str, source: str) -> Injection:
     kind = _str(doc.get("kind"), "kind")
     if "/" not in kind:
         raise CdiError(f"kind {kind!r} is not vendor/class (e.g. nvidia.com/gpu)")
-    out = Injection(source)
+    out = Injection(source, kind=kind)
     _edits(doc.get("containerEdits"), "containerEdits", f"{kind}=*", out)
     for i, dev in enumerate(_list(doc.get("devices"), "devices")):
         if not isinstance(dev, dict):

@@ -110,9 +110,11 @@ def parse_nvidia_smi(xml: str) -> tuple[str | None, str | None, list[GpuDevice]]
 
     The document (root ``nvidia_smi_log``, DTD nvsmi_device_v12) has ``driver_version`` and
     ``cuda_version`` at its top and one ``gpu id="00000000:17:00.0"`` per GPU with
-    ``product_name``, ``product_architecture``, ``uuid``, ``minor_number`` and
-    ``vbios_version``. Raises NvidiaSmiError when it is no such document. The DTD is never
-    fetched: ElementTree ignores the DOCTYPE and expands no external entity.
+    ``product_name``, ``product_architecture``, ``uuid``, ``minor_number``, ``vbios_version``
+    and ``gpu_virtualization_mode/virtualization_mode`` (NVML's nvmlGpuVirtualizationMode_t as
+    text: "None" bare metal, "Pass-Through", "VGPU" a vGPU in a guest VM, "Host VGPU" and
+    "Host VSGA" a hypervisor's GPU). Raises NvidiaSmiError when it is no such document. The
+    DTD is never fetched: ElementTree ignores the DOCTYPE and expands no external entity.
     """
     from xml.etree import ElementTree  # a node without nvidia-smi output never parses XML
 
@@ -141,6 +143,7 @@ def parse_nvidia_smi(xml: str) -> tuple[str | None, str | None, list[GpuDevice]]
                 architecture=_text(g, "product_architecture"),
                 compute_capability=_compute_capability(model) if model else None,
                 source="nvidia-smi",
+                virtualization=_text(g, "gpu_virtualization_mode/virtualization_mode"),
             )
         )
     if driver is not None and not _VERSION.fullmatch(driver):
@@ -165,6 +168,7 @@ def merge_gpus(proc: Iterable[GpuDevice], smi: Iterable[GpuDevice]) -> tuple[Gpu
             vbios=have.vbios or g.vbios,
             architecture=have.architecture or g.architecture,
             compute_capability=have.compute_capability or g.compute_capability,
+            virtualization=have.virtualization or g.virtualization,
         )
     return tuple(sorted(by_bus.values(), key=lambda g: g.bus_id))
 

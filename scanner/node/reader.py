@@ -1,5 +1,6 @@
 """Node facts of a host root: driver and GPUs, what the NVIDIA Container Toolkit injects into
-containers, and a Jetson's L4T/JetPack release (issue 11, sections 2, 3 and 5).
+containers, a Jetson's L4T/JetPack release (issue 11, sections 2, 3 and 5), and the facts that
+decide bulletins' conditions (the toolkit's config.toml, GPU architecture, vGPU guest).
 
 `read_node` runs after the detect stage of a host scan (it takes the driver libraries'
 versions from the scan's libraries) and returns `NodeFacts`, or None when the root shows none
@@ -36,6 +37,7 @@ from scanner.node.cdi import (
     parse_legacy_list,
     parse_spec,
 )
+from scanner.node.conditions import gpu_conditions, read_configs, toolkit_conditions
 from scanner.node.driver import read_driver, run_nvidia_smi
 from scanner.node.inputs import NodeInputs
 from scanner.node.rootfs import MAX_SMALL, Root, read_small
@@ -230,6 +232,13 @@ def read_node(
             notes.append(f"cache: the injected files' digests were not saved: {e}")
     l4t, l4t_notes = read_l4t(root)
     notes.extend(l4t_notes)
+    configs, configs_ok = read_configs(root, notes)
+    nvidia_specs = sorted(
+        inj.source.removeprefix("cdi:") for inj in found if inj.kind.startswith("nvidia.com/")
+    )
+    conditions = gpu_conditions(gpus)
+    if configs_ok:
+        conditions += toolkit_conditions(configs, nvidia_specs)
     if l4t is not None and l4t.cuda and (driver is None or driver.cuda_max is None):
         # a Jetson's driver is L4T's: JetPack names the CUDA it ships
         driver = replace(
@@ -245,5 +254,6 @@ def read_node(
         device_nodes=tuple(sorted({n for inj in found for n in inj.device_nodes})),
         l4t=l4t,
         notes=tuple(notes),
+        conditions=tuple(sorted(conditions, key=lambda c: c.name)),
     )
     return facts or None

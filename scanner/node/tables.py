@@ -77,10 +77,16 @@ class JetPackTable(Struct, frozen=True):
 class ComputeCapabilityTable(Struct, frozen=True):
     source: Source
     models: tuple[tuple[re.Pattern[str], str], ...]
+    #: compute capability -> architecture ("9.0" -> "hopper")
+    architectures: tuple[tuple[str, str], ...] = ()
 
     def of(self, model: str) -> str | None:
         """The compute capability of a GPU model name, or None when no row names it."""
         return next((cc for pattern, cc in self.models if pattern.search(model)), None)
+
+    def architecture(self, cc: str) -> str | None:
+        """The architecture of a compute capability, or None when no row names it."""
+        return next((arch for c, arch in self.architectures if c == cc), None)
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -147,6 +153,9 @@ def default_compute_capability() -> ComputeCapabilityTable:
     name = "compute_capability.yaml"
     doc = _load(name)
     rows = _rows(doc, "models", name, ("match", "cc"))
+    archs = _rows(doc, "architectures", name, ("cc", "architecture"))
     return ComputeCapabilityTable(
-        _source(doc, name), tuple((re.compile(m, re.IGNORECASE), cc) for m, cc in rows)
+        _source(doc, name),
+        tuple((re.compile(m, re.IGNORECASE), cc) for m, cc in rows),
+        tuple((cc, arch) for cc, arch in archs),
     )

@@ -18,16 +18,17 @@ from typing import Any
 from msgspec import Struct
 
 from scanner import vocabulary as V
+from scanner.advisories.conditions import BadFact, facts_of, names_in
 from scanner.advisories.document import DEFAULT_MAX_BYTES, Advisory, DocumentRefused
 from scanner.advisories.feed import check_digest, complement, find_documents, read_document
 from scanner.advisories.match import (
     TOOLKIT_FAMILIES,
-    TOOLKIT_PARTS,
     AssetFacts,
     Installed,
     StatusEntry,
     match,
     product_key,
+    product_keys,
     status_entry,
 )
 from scanner.advisories.package_match import (
@@ -137,10 +138,14 @@ def read_feed(paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> L
     )
 
 
-def products_of_bom(doc: Mapping[str, Any], families: Iterable[str]) -> AssetFacts:
+def products_of_bom(
+    doc: Mapping[str, Any], families: Iterable[str], *, host: bool = False
+) -> AssetFacts:
     """The matcher's inputs of a CycloneDX BOM: its product components (``gpuprov:product:key``),
-    the CUDA Toolkit library families it holds and the packages the service keeps of it (GPU
-    packages and the owners of GPU files), as the service's ingest reads them."""
+    the CUDA Toolkit library families it holds, the packages the service keeps of it (GPU
+    packages and the owners of GPU files) and, for a host's BOM only, its condition facts
+    (``gpuprov:condition:*``), as the service's ingest reads them. Raises FeedError for a
+    condition fact not of its form, or on an image's BOM (an image is no node)."""
     products = []
     for component, _ in walk(doc.get("components")):
         props = properties(component)
@@ -161,6 +166,18 @@ def products_of_bom(doc: Mapping[str, Any], families: Iterable[str]) -> AssetFac
             )
         )
     libraries = {(f, None) for f in families if f in TOOLKIT_FAMILIES}
+    metadata = doc.get("metadata")
+    asset = metadata.get("component") if isinstance(metadata, dict) else None
+    asset_props = properties(asset) if isinstance(asset, dict) else {}
+    claimed = names_in(asset_props)
+    if claimed and not host:
+        raise FeedError(
+            f"the BOM's asset is no host but claims host conditions ({', '.join(claimed[:3])})"
+        )
+    try:
+        facts = {name: value for name, (value, _) in facts_of(asset_props).items()}
+    except BadFact as e:
+        raise FeedError(f"the BOM's condition fact {e}") from None
     packages: set[InstalledPackage] = set()
     for listed in gpu_libraries(doc).packages:
         purl, version = listed.component.get("purl"), listed.component.get("version")
@@ -176,6 +193,7 @@ def products_of_bom(doc: Mapping[str, Any], families: Iterable[str]) -> AssetFac
     return AssetFacts(
         products=tuple(sorted(products, key=repr)),
         libraries=tuple(sorted(libraries, key=repr)),
+        facts=facts,
         packages=tuple(sorted(packages, key=repr)),
     )
 
@@ -183,10 +201,8 @@ def products_of_bom(doc: Mapping[str, Any], families: Iterable[str]) -> AssetFac
 def advisory_facts(asset: AssetFacts, feed: LocalFeed) -> AdvisoryFacts:
     """The ``advisories`` rule's input: every finding of the feed on this asset (no analysis:
     analyses live in the service)."""
-    # the product keys whose statements may concern the asset (the service's _wanted_keys)
-    keys = {p.key for p in asset.products}
-    if keys & TOOLKIT_PARTS or asset.libraries:
-        keys.add("cuda-toolkit")
+    # the product keys whose statements may concern the asset (as the service reads them)
+    keys = product_keys(asset)
     held = package_keys([*asset.packages, *product_packages(asset.products)])
     found: list[VulnerabilityFact] = []
     for cve, (severity, entries) in feed.vulnerabilities.items():

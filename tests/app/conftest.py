@@ -8,6 +8,7 @@ the PostgreSQL half is skipped, except under CI (``CI`` set), where that is a fa
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -19,13 +20,45 @@ from typing import Any
 import psycopg
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from app.domain.tokens import create_token
 from app.main import create_app
 from app.settings import Settings
+from app.storage import session as storage_session
 from app.storage.migrate import upgrade
 from app.storage.session import Database
+
+_DML = re.compile(r"\s*(INSERT|UPDATE|DELETE|REPLACE)\b", re.IGNORECASE)
+
+
+class WriteOutsideWriteTransaction(AssertionError):
+    """A row written in a transaction that began without SQLite's write lock."""
+
+
+def _guard_sqlite_writes(configure: Callable[[Any], None]) -> Callable[[Any], None]:
+    """Every SQLite engine the service makes refuses a write in a transaction begun without
+    the write lock (``db.transaction(write=True)``): such a transaction fails half-way with
+    "database is locked" when a concurrent writer commits first, which no single-threaded test
+    would see. Refusing it here makes each missing ``write=True`` a test failure (and a killed
+    mutant, docs/mutation.md)."""
+
+    def configured(engine: Any) -> None:
+        configure(engine)
+
+        @event.listens_for(engine, "before_cursor_execute")
+        def _check(conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            if _DML.match(statement) and not conn.get_execution_options().get(
+                storage_session._WRITE, False
+            ):
+                raise WriteOutsideWriteTransaction(
+                    f"written outside a write transaction: {statement[:80]}"
+                )
+
+    return configured
+
+
+storage_session._configure_sqlite = _guard_sqlite_writes(storage_session._configure_sqlite)  # type: ignore[assignment]
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 #: filled by policy and catalog imports, never by a report
@@ -42,6 +75,7 @@ ADVISORY_TABLES = (
 #: webhook endpoints and their outbox (tests/app/test_webhooks*.py)
 WEBHOOK_TABLES = ("webhook_delivery", "webhook_endpoint")
 TABLES = (
+    "runtime_proposal",  # a host's --runtime reports fill it (tests/app/test_runtime_proposals.py)
     *WEBHOOK_TABLES,
     *ADVISORY_TABLES,
     *POLICY_TABLES,
@@ -56,6 +90,7 @@ TABLES = (
     "node_container",
     "node_gpu",
     "node_injected",
+    "asset_condition",
     "asset_label",
     "asset_scope_label",
     "scan",
@@ -65,6 +100,7 @@ TABLES = (
     "team",
     "ci_trust_rule",
     "ci_token_use",
+    "oidc_group_mapping",
 )
 
 
@@ -142,6 +178,8 @@ class Service:
                 "asset_scope_label",  # admins assign these (a team token's new asset too)
                 "ci_trust_rule",
                 "ci_token_use",
+                "runtime_proposal",  # needs an advisory feed, as the advisory tables
+                "oidc_group_mapping",
                 *PROVENANCE_TABLES,
                 *POLICY_TABLES,
             )

@@ -26,6 +26,7 @@ from app.main import create_app
 from app.storage.tables import AdvisoryDocument, Asset
 from scanner.advisories.document import DEFAULT_MAX_BYTES
 from scanner.bom.cyclonedx import to_json
+from scanner.node.inputs import NodeInputs
 from scanner.pipeline import ScanOptions, run_scan
 from tests.app.conftest import Service, auth
 from tests.app.test_gate_api import HEAD, put_policy
@@ -44,14 +45,19 @@ def _need_psirt() -> None:
 
 @pytest.fixture(scope="module")
 def hosts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    """BOMs of two GPU hosts scanned by gpuprov: an R535 driver before and at the fix."""
+    """BOMs of two bare-metal GPU hosts (their saved nvidia-smi says so) scanned by gpuprov:
+    an R535 driver before and at the fix."""
     base = tmp_path_factory.mktemp("hosts")
     out = {}
     for key, driver, machine in (("old", "535.129.03", "a"), ("patched", "535.274.02", "b")):
         root = nt.gpu_node(base / key, driver=driver)
         (root / "etc/machine-id").write_text(machine * 32 + "\n")
         (root / "etc/hostname").write_text(f"gpu-{key}\n")
-        doc = to_json(run_scan(str(root), ScanOptions(cache_dir=base / "cache")))
+        smi = nt.write(
+            base, f"/{key}.smi.xml", nt.nvidia_smi_xml("None").replace(nt.DRIVER, driver)
+        )
+        node = NodeInputs(nvidia_smi_xml=str(smi))
+        doc = to_json(run_scan(str(root), ScanOptions(cache_dir=base / "cache", node=node)))
         out[key] = json.loads(doc)
     return out
 

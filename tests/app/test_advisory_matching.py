@@ -23,6 +23,7 @@ from sqlalchemy import text
 from app.cli_advisories import import_paths
 from scanner.advisories.document import DEFAULT_MAX_BYTES
 from scanner.bom.cyclonedx import to_json
+from scanner.node.inputs import NodeInputs
 from scanner.pipeline import ScanOptions, run_scan
 from tests.app.conftest import Service, auth
 from tests.fixtures import elf
@@ -40,10 +41,14 @@ def _need_psirt() -> None:
         pytest.fail("../shared/fixtures/nvidia-psirt is absent: these tests need its bulletins")
 
 
-def _host(base: Path, driver: str, machine: str) -> str:
+def _host(base: Path, driver: str, machine: str, virtualization: str = "None") -> str:
+    """A GPU node root, with its saved ``nvidia-smi -q -x`` beside it (``<root>.smi.xml``):
+    bare metal unless ``virtualization`` says otherwise, so its driver is the datacenter one."""
     root = nt.gpu_node(base / f"host-{driver}", driver=driver)
     (root / "etc/machine-id").write_text(machine * 32 + "\n")
     (root / "etc/hostname").write_text(f"gpu-{driver}\n")
+    smi = nt.nvidia_smi_xml(virtualization).replace(nt.DRIVER, driver)
+    root.with_name(root.name + ".smi.xml").write_text(smi)
     return str(root)
 
 
@@ -80,7 +85,9 @@ def _cudnn_only(root: Path) -> None:
 
 
 def _push(post_report: Callable[..., Any], target: str, cache: Path) -> None:
-    doc = to_json(run_scan(target, ScanOptions(cache_dir=cache)))
+    smi = Path(target).with_name(Path(target).name + ".smi.xml")
+    node = NodeInputs(nvidia_smi_xml=str(smi) if smi.is_file() else None)
+    doc = to_json(run_scan(target, ScanOptions(cache_dir=cache, node=node)))
     response = post_report(doc.encode())
     assert response.status_code in (200, 201), response.text
 

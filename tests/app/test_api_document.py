@@ -166,6 +166,8 @@ def test_token_requests_are_refused_exactly_where_the_document_refuses(
         (["gate"], {"assets": ["gpu-*"]}),
         (["inventory:read"], {"policies": ["prod"]}),
         (["gate", "admin"], {"policies": ["prod"]}),
+        (["admin"], {"team": "ml"}),
+        (["inventory:read", "policy:write"], {"team": "ml"}),
     ):
         body = {"name": "t", "scopes": scopes, **extra}
         assert not _valid(schema, body), body

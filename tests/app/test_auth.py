@@ -128,6 +128,12 @@ class Walk:
         with self.service.db.transaction(write=True) as session:
             put_team(session, "prod", check_team(TEAM), cli_actor())
 
+    def _group_mapping(self) -> None:
+        from app.domain.group_mappings import put_mapping
+
+        with self.service.db.transaction(write=True) as session:
+            put_mapping(session, "prod", "viewer", None, {}, cli_actor(), utcnow())
+
     def _token_id(self) -> int:
         victim = self.service.token("inventory:read", name="victim")
         with self.service.db.session() as session:
@@ -149,12 +155,42 @@ class Walk:
             )
         return int(stored["id"])
 
+    def _proposal_id(self) -> int:
+        """A runtime proposal still proposed (accepting or dismissing one decides it): of a
+        host scanned with --runtime whose nvJPEG no process maps, in the walk asset's team."""
+        from app.cli_advisories import import_paths
+        from app.domain.teams import assign_labels, scope_labels_of
+        from app.storage.tables import RuntimeProposal
+        from scanner.advisories.document import DEFAULT_MAX_BYTES
+        from tests.app.test_runtime_proposals import report
+        from tests.scanner.advisories.documents import PSIRT
+
+        with self.service.db.session() as session:
+            found = session.query(RuntimeProposal.id).filter_by(status="proposed").first()
+        if found is not None:
+            return int(found[0])
+        import_paths(
+            self.service.db, [PSIRT / "2025/5661"], strict=False, max_bytes=DEFAULT_MAX_BYTES
+        )
+        machine = f"{next(_SERIAL):x}"
+        body = report(utcnow().replace(microsecond=0), machine=machine, name=f"host-{machine}")
+        writer = auth(self.service.token("report:write", name="walk-agent"), **JSON_HEADERS)
+        posted = self.service.client.post("/api/v1/reports", content=body, headers=writer)
+        assert posted.status_code == 201, posted.text
+        with self.service.db.transaction(write=True) as session:
+            labels = scope_labels_of(session, self.asset_id)
+            if labels:
+                assign_labels(session, posted.json()["asset_id"], labels, cli_actor())
+        return self._proposal_id()
+
     def request(self, method: str, path: str, token: str | None) -> Any:
         headers = auth(token) if token else {}
         client = self.service.client
         path = path.replace("{asset_id}", str(self.asset_id))
         if "{analysis_id}" in path:  # each method finds one (DELETE removes it)
             path = path.replace("{analysis_id}", str(self._analysis_id()))
+        if "{proposal_id}" in path:  # each method finds one still proposed (POSTs decide it)
+            path = path.replace("{proposal_id}", str(self._proposal_id()))
         if (method, path) == ("post", "/api/v1/analyses"):
             body = {"cve": "CVE-2026-0001", "asset_id": self.asset_id, "state": "affected"}
             return client.post(path, json=body, headers=headers)
@@ -198,6 +234,10 @@ class Walk:
             self._team()  # each method finds the team (DELETE removes it)
             if method == "put":
                 return client.put(path, json=TEAM, headers=headers)
+        if path == "/api/v1/group-mappings/prod":
+            self._group_mapping()  # each method finds the mapping (DELETE removes it)
+            if method == "put":
+                return client.put(path, json={"role": "analyst"}, headers=headers)
         if method == "put" and path == f"/api/v1/assets/{self.asset_id}/labels":
             return client.put(path, json={"labels": {"team": "prod"}}, headers=headers)
         params: dict[str, str] = {"family": "cudnn"} if path.endswith("where-used") else {}

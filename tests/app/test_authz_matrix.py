@@ -260,6 +260,12 @@ def test_scoped_token_walks_every_api_route_and_sees_only_its_team(
             if status != 403:
                 failures.append(f"{method} {path}: an admin route answered {status}")
             continue
+        if needed == Scope.POLICY_WRITE.value:
+            # a policy gates every team's images: a team's member reads policies, never writes
+            message = answer.json()["error"]["message"] if status == 403 else ""
+            if "policies are global" not in message or "team ml" not in message:
+                failures.append(f"{method} {path}: a policy write answered {status} {message}")
+            continue
         if path == "/metrics":  # the whole fleet's counters: not a team's
             if status != 403:
                 failures.append(f"{method} {path}: answered {status}")

@@ -24,6 +24,7 @@ NOTHING = {
     "node_container": 0,
     "node_gpu": 0,
     "node_injected": 0,
+    "asset_condition": 0,
     "asset_label": 0,
     "scan": 0,
     "asset": 0,

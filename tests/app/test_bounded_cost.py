@@ -163,6 +163,16 @@ DASHBOARD_FORMS = (
     "/admin/teams",
     "/admin/teams/prod/delete",
     "/admin/teams/labels",
+    "/admin/group-mappings",
+    "/admin/group-mappings/prod/delete",
+)
+#: the dashboard's triage forms (the triage scope: a reader's session is refused)
+TRIAGE_FORMS = (
+    "/assets/1/analyses",
+    "/advisories/CVE-2025-23280/analyses",
+    "/analyses/1/withdraw",
+    "/proposals/1/accept",
+    "/proposals/1/dismiss",
 )
 JSON_MEDIA = {"Content-Type": "application/json"}
 #: every operation that reads a body, by a concrete path
@@ -180,15 +190,19 @@ BODIES = (
     ("PUT", "/api/v1/trust-policy"),
     ("POST", "/api/v1/tokens"),
     ("PUT", "/api/v1/ci-trust/prod"),
+    ("PUT", "/api/v1/group-mappings/prod"),
     ("POST", "/login"),
     ("POST", "/logout"),
     *(("POST", path) for path in DASHBOARD_FORMS),
+    *(("POST", path) for path in TRIAGE_FORMS),
 )
 #: operations that take no body
 NO_BODY = {
     ("POST", "/api/v1/tokens/{token_id}/rotate"),
     ("POST", "/api/v1/webhooks/{name}/rotate"),
     ("POST", "/api/v1/webhooks/{name}/test"),
+    ("POST", "/api/v1/proposals/{proposal_id}/accept"),
+    ("POST", "/api/v1/proposals/{proposal_id}/dismiss"),
 }
 
 
@@ -208,6 +222,9 @@ def test_the_walk_below_covers_every_operation_that_takes_a_body(service: Servic
 def _templated(path: str) -> str:
     """A concrete path as its route's template."""
     path = re.sub(r"/assets/1(?=/|$)", "/assets/{asset_id}", path)
+    path = re.sub(r"/analyses/1(?=/|$)", "/analyses/{analysis_id}", path)
+    path = re.sub(r"/advisories/CVE-[0-9-]+(?=/|$)", "/advisories/{cve}", path)
+    path = re.sub(r"/proposals/1(?=/|$)", "/proposals/{proposal_id}", path)
     return re.sub(r"/(prod|1)(?=/|$)", _template, path)
 
 
@@ -242,7 +259,13 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
         ("POST", "/api/v1/webhooks", auth(reader, **JSON_MEDIA), 403, "admin"),
         ("PUT", "/api/v1/teams/prod", auth(reader, **JSON_MEDIA), 403, "admin"),
         ("PUT", "/api/v1/assets/1/labels", auth(reader, **JSON_MEDIA), 403, "admin"),
-        ("PUT", "/api/v1/policies/prod", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
+        (
+            "PUT",
+            "/api/v1/policies/prod",
+            auth(reader, **{"Content-Type": YAML}),
+            403,
+            "policy:write",
+        ),
         ("PUT", "/api/v1/trust-policy", auth(reader, **{"Content-Type": YAML}), 403, "admin"),
         ("POST", "/api/v1/tokens", auth(reader, **{"Content-Type": "application/json"}), 403, ""),
         (
@@ -252,12 +275,16 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
             403,
             "admin",
         ),
+        ("PUT", "/api/v1/group-mappings/prod", auth(reader, **JSON_MEDIA), 403, "admin"),
         ("POST", "/login", {"Content-Type": FORM}, 413, "16384 bytes"),
         ("POST", "/logout", {"Content-Type": FORM}, 303, ""),
     ]
     for path in DASHBOARD_FORMS:  # no session: to the login form; a reader's: not an admin
         cases.append(("POST", path, {"Content-Type": FORM}, 303, ""))
         cases.append(("POST", path, {"Content-Type": FORM, "Cookie": ""}, 403, "admin"))
+    for path in TRIAGE_FORMS:  # a reader's session: no triage
+        cases.append(("POST", path, {"Content-Type": FORM}, 303, ""))
+        cases.append(("POST", path, {"Content-Type": FORM, "Cookie": ""}, 403, "triage"))
     assert {(m, p) for m, p, *_ in cases} >= {(m, p) for m, p in BODIES}
     with live(service) as (server, _):
         reader_session = session_cookie(server, reader)

@@ -12,6 +12,7 @@ import click
 import httpx
 import pytest
 import typer
+from sqlalchemy import text
 from typer.testing import CliRunner
 
 from app import cli
@@ -131,11 +132,10 @@ def test_token_list_shows_names_printable(db_url: str) -> None:
     a line."""
     db = Database(Settings(database_url=db_url))
     try:
-        with db.session() as session:
+        with db.transaction(write=True) as session:
             new = create_token(session, "ci", ["gate"], [])
             # a name stored before names were checked for control characters
             new.token.name = "ci\t1\n2\tforged\x1b[2J"
-            session.commit()
     finally:
         db.dispose()
     code, out, _ = _run("token", "list", "--database-url", db_url)
@@ -271,8 +271,8 @@ def test_a_schema_from_a_newer_gpuprov_is_one_clear_line(
     url = f"sqlite:///{tmp_path / 'newer.db'}"
     assert _run("db", "upgrade", "--database-url", url)[0] == 0
     db = Database(Settings(database_url=url))
-    with db.engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999_future'")
+    with db.transaction(write=True) as session:
+        session.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
     db.dispose()
     monkeypatch.setenv("GPUPROV_DATABASE_URL", url)
     for args, fragment in (

@@ -124,7 +124,7 @@ def test_the_asset_page_lists_its_advisories(
     section = text.split("Advisories (", 1)[1].split("GPU libraries (", 1)[0]
     assert re.match(r"\d+ affected CVEs\)", section)
     assert "CVE-2025-23280" in section and "535.129.03" in section
-    first = section.split("Evidence", 1)[1]
+    first = section.split("Evidence Analysis", 1)[1]
     assert first.split()[0].startswith("CVE-") and " affected " in first[:200]
     fixed = _text(_page(client, f"/assets/{host}?advisory_status=fixed"))
     assert "No fixed finding on this asset." in fixed or " fixed " in fixed

@@ -53,6 +53,7 @@ def test_report_is_stored(service: Service, post_report: Callable[..., Any]) -> 
         "node_container": 0,
         "node_gpu": 0,
         "node_injected": 0,
+        "asset_condition": 0,
         "asset_label": 3,
         "scan": 1,
         "asset": 1,

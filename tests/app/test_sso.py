@@ -354,7 +354,7 @@ def test_an_ended_sign_in_lands_on_the_login_page_with_the_reason(
         id_hash = hashlib.sha256(client.cookies["gpuprov_user"].encode()).hexdigest()
         user = site.user("dave")
         assert user is not None
-        with site.app.state.db.transaction() as session:
+        with site.app.state.db.transaction(write=True) as session:
             if ending == "outlived":
                 past = utcnow() - timedelta(seconds=1)
                 rows = update(WebSession).where(WebSession.id_hash == id_hash)

@@ -42,7 +42,8 @@ from tests.fixtures.elf import CUDNN9_COMPONENTS, build_cuda_library, build_cudn
 from tests.fixtures.images import Image, Layer, Member, file, write_oci_layout
 from tests.fixtures.packages import write_dist_info
 from tests.fixtures.sigstore_private import ISSUER, SUBJECT, PrivateSigstore
-from tests.scanner.node.nodetree import gpu_node
+from tests.scanner.node.nodetree import DRIVER as NODE_DRIVER
+from tests.scanner.node.nodetree import gpu_node, nvidia_smi_xml
 
 BUILDER = (
     "https://git.example.test/slsa/builder/.github/workflows/generator_container_slsa3.yml"
@@ -379,7 +380,12 @@ def build_fleet(base: Path) -> Fleet:
     driver = gpu_node(base / "roots" / "driver-host", driver=DRIVER_VERSION)
     (driver / "etc" / "hostname").write_text(DRIVER_HOST + "\n")
     (driver / "etc" / "machine-id").write_text("0f0e0d0c0b0a09080706050403020112\n")
-    fleet.reports.append(Report(DRIVER_HOST, _scan(str(driver)), {"env": "prod"}))
+    # bare metal, as its saved nvidia-smi says: the driver is judged on the datacenter lines
+    smi = base / "roots" / "driver-host.smi.xml"
+    smi.write_text(nvidia_smi_xml("None").replace(NODE_DRIVER, DRIVER_VERSION))
+    fleet.reports.append(
+        Report(DRIVER_HOST, _scan(str(driver), "--nvidia-smi-xml", str(smi)), {"env": "prod"})
+    )
     fleet.reports.append(
         Report(BIG_HOST, _scan(str(_big_host(base))), {"env": "research", "team": "ml-platform"})
     )

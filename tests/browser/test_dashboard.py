@@ -128,6 +128,7 @@ def test_log_in_and_visit_every_page(live: Seeded, page: Any, artifacts: Path) -
         "admin-ci-trust": "/admin/ci-trust",
         "admin-webhooks": "/admin/webhooks",
         "admin-teams": "/admin/teams",
+        "admin-group-mappings": "/admin/group-mappings",
     }
     paths = [urlsplit(p).path for p in ("/login", *pages.values())]
     unvisited = sorted(

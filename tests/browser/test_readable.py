@@ -116,6 +116,7 @@ def _urls(live: Seeded) -> dict[str, list[str]]:
         "/admin/ci-trust": ["/admin/ci-trust"],
         "/admin/webhooks": ["/admin/webhooks"],
         "/admin/teams": ["/admin/teams"],
+        "/admin/group-mappings": ["/admin/group-mappings"],
     }
 
 

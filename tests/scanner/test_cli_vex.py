@@ -170,3 +170,33 @@ def test_an_unusable_advisory_stops_the_scan(
         toolkit_root, tmp_path, "--vex-out", str(vex), *_advisories([tmp_path / "missing.json"])
     )
     assert code == 2 and "missing.json: unreadable" in output
+
+
+def test_a_hosts_own_config_decides_its_vex_statement(tmp_path: Path) -> None:
+    """CVE-2024-0132 (2024/5582, "does not impact use cases where CDI is used"): the host's
+    Container Toolkit 1.16.1 in CDI mode is not affected, its condition the evidence; the same
+    host without a config is affected, the condition named as not evaluated."""
+    from tests.scanner.node import nodetree as nt
+
+    root = tmp_path / "node"
+    nt.write(root, "/etc/hostname", "ctk-node\n")
+    elf.build_tool(root / "usr/bin", "nvidia-container-cli", ["cli-version: 1.16.1"])
+    config = nt.write(
+        root,
+        "/etc/nvidia-container-runtime/config.toml",
+        nt.TOOLKIT_CONFIG.replace('mode = "auto"', 'mode = "cdi"'),
+    )
+    vex = tmp_path / "cdi.openvex.json"
+    args = ["scan", str(root), "-f", "json", "-o", str(tmp_path / "r.json"), "--no-cache", "-q"]
+    feed = _advisories([PSIRT / "2024/5582"])
+    assert invoke([*args, "--vex-out", str(vex), *feed]).exit_code == 0
+    by = {s["vulnerability"]["name"]: s for s in json.loads(vex.read_text())["statements"]}
+    assert by["CVE-2024-0132"]["status"] == "not_affected"
+    assert by["CVE-2024-0132"]["justification"] == "vulnerable_code_not_in_execute_path"
+    assert "decided by the asset's facts: cdi_mode = true" in by["CVE-2024-0132"]["status_notes"]
+    config.unlink()
+    unknown = tmp_path / "unknown.openvex.json"
+    assert invoke([*args, "--vex-out", str(unknown), *feed]).exit_code == 0
+    by = {s["vulnerability"]["name"]: s for s in json.loads(unknown.read_text())["statements"]}
+    assert by["CVE-2024-0132"]["status"] == "affected"
+    assert "conditions not evaluated: cdi_mode" in by["CVE-2024-0132"]["status_notes"]

@@ -20,6 +20,7 @@ from app.storage.repositories import gpus as gpus_repo
 from app.storage.repositories import inventory as repo
 from app.storage.repositories import scans as scan_repo
 from app.storage.repositories import scopes
+from app.storage.repositories import vulnerabilities as vuln_repo
 from app.storage.repositories.inventory import AssetQuery, LibraryMatch
 from app.storage.repositories.scopes import AssetScope
 from app.storage.tables import Artifact, Asset, AssetFileVerdicts, Scan
@@ -101,6 +102,10 @@ def asset_detail(
     detail.update(_containers(session, asset))
     detail["gpus"] = _gpus(session, asset)
     detail["injected"] = _injected(session, asset)
+    detail["conditions"] = [
+        {"name": c.name, "value": c.value, "source": c.source}
+        for c in vuln_repo.conditions_with_sources(session, asset.id)
+    ]
     return detail
 
 

@@ -9,8 +9,10 @@ from app.http.api import (
     ci_trust,
     compliance,
     gate,
+    group_mappings,
     inventory,
     policies,
+    proposals,
     provenance,
     reports,
     teams,
@@ -32,5 +34,7 @@ router.include_router(ci_trust.router)
 router.include_router(advisories.router)
 router.include_router(vex.router)
 router.include_router(analyses.router)
+router.include_router(proposals.router)
 router.include_router(webhooks.router)
 router.include_router(teams.router)
+router.include_router(group_mappings.router)

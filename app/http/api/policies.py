@@ -12,7 +12,7 @@ from fastapi import APIRouter, BackgroundTasks, Depends, Path, Query, Request, R
 from app.clock import utcnow
 from app.domain import audit, compliance, policies
 from app.http.body import read_limited
-from app.http.deps import Admin, DatabaseDep, InventoryReader, SessionDep, WriteSessionDep
+from app.http.deps import DatabaseDep, InventoryReader, PolicyWriter, SessionDep, WriteSessionDep
 from app.http.params import Limit, Offset
 from app.http.schemas import error_responses
 from app.http.schemas_policy import PolicyOut, PolicyPage, PolicyPutOut
@@ -48,8 +48,8 @@ PolicyName = Annotated[
 ]
 
 
-async def _policy_body(request: Request, _: Admin) -> bytes:
-    # read once the caller is known to be an admin
+async def _policy_body(request: Request, _: PolicyWriter) -> bytes:
+    # read once the caller is known to be one who may change policies
     return await read_limited(
         request, policies.MAX_POLICY_BYTES, POLICY_TYPES, "a promotion policy"
     )
@@ -65,6 +65,7 @@ PolicyBody = Annotated[bytes, Depends(_policy_body)]
     responses={
         200: {"model": PolicyPutOut, "description": "the same document is the current version"},
         **error_responses(
+            (403, "the caller lacks policy:write, or belongs to a team (policies are global)"),
             (413, "larger than 256 KiB"),
             (415, "not a YAML (or JSON) media type"),
             (422, "not a valid policy: details name each bad field by its path"),
@@ -81,7 +82,7 @@ PolicyBody = Annotated[bytes, Depends(_policy_body)]
     summary="Store a new version of a promotion policy (YAML)",
 )
 def put_policy(
-    principal: Admin,
+    principal: PolicyWriter,
     name: PolicyName,
     document: PolicyBody,
     session: WriteSessionDep,

@@ -215,6 +215,7 @@ def _ingest(
             retention_of(settings),
             max_labels=settings.max_asset_labels,
             scoping_labels=settings.scoping_labels,
+            proposal_days=settings.runtime_proposal_days,
         )
     # compliance follows the asset's latest scan, once it is committed; a retried delivery
     # (the first answer was lost, perhaps with the evaluation that followed it) redoes it

@@ -30,7 +30,9 @@ from app.http.dashboard import (
     libraries,
     overview,
     policies,
+    proposals,
     sso,
+    triage,
 )
 from app.http.dashboard.auth import LoginRequired
 from app.http.dashboard.paging import query_string
@@ -53,10 +55,12 @@ router.include_router(assets.router)
 router.include_router(libraries.router)
 router.include_router(drift.router)
 router.include_router(advisories.router)
+router.include_router(triage.router)
 router.include_router(compliance.router)
 router.include_router(decisions.router)
 router.include_router(policies.router)
 router.include_router(admin.router)
+router.include_router(proposals.router)
 
 
 class PageErrors:
@@ -103,8 +107,11 @@ def install_dashboard(app: FastAPI, settings: Settings) -> None:
     app.state.page_errors = PageErrors()
     app.state.oidc = OpenIdProvider(settings) if settings.oidc_enabled else None
     if settings.oidc_enabled and not settings.oidc_roles:
+        # not an error: admins may map groups on Admin → Group mappings; until one is stored,
+        # every sign-in is refused (no default role)
         log.warning(
-            "GPUPROV_OIDC_ROLES maps no group to a role: nobody who signs in with %s has access",
+            "GPUPROV_OIDC_ROLES maps no group to a role: only the group mappings stored on "
+            "Admin → Group mappings give access to people who sign in with %s (none: nobody)",
             settings.oidc_issuer,
         )
     app.state.overview_cache = overview.FiguresCache(settings.dashboard_cache_seconds)

@@ -1,8 +1,8 @@
 """``/admin``: the admin scope's pages, each a form posted with the session's CSRF token:
-promotion policies (store a new version), the trust policy, reference catalogs (import a
-signed one), API tokens (create, revoke), CI trust rules (store, remove), webhooks (create,
-remove, send a test message), teams with their group mappings (store, remove) and the scoping
-labels of assets. They call the same
+promotion policies (store a new version; policy writers too: analysts in no team), the trust
+policy, reference catalogs (import a signed one), API tokens (create, revoke), CI trust rules
+(store, remove), webhooks (create, remove, send a test message), teams (store, remove), the
+scoping labels of assets, and the group mappings (store, remove). They call the same
 domain services as the API, so a form accepts and refuses exactly what the API does; a refusal
 shows the form again with the reason."""
 
@@ -16,12 +16,22 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
-from app.domain import audit, catalogs, ci_rules, compliance, policies, teams, tokens, webhooks
+from app.domain import (
+    audit,
+    catalogs,
+    ci_rules,
+    compliance,
+    group_mappings,
+    policies,
+    teams,
+    tokens,
+    webhooks,
+)
 from app.domain.notifications import EVENTS, SEVERITIES
 from app.domain.tokens import Scope
 from app.domain.webhook_delivery import delivery_config, send_test
 from app.errors import AppError, NotFound
-from app.http.dashboard.auth import AdminUser, PageState, checked_form
+from app.http.dashboard.auth import AdminUser, PageState, PolicyWriterUser, checked_form
 from app.http.dashboard.paging import PageNumber, Pager, PerPage
 from app.http.dashboard.templating import render
 from app.http.deps import DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
@@ -38,9 +48,7 @@ TOKEN_EXPIRY_DEFAULT = "90d"
 
 def _actor(state: PageState) -> audit.Actor:
     """The signed-in admin as the audit log names them."""
-    if state.user.person is not None:
-        return state.user.actor  # the person signed in with the OpenID Provider
-    return audit.web_actor(state.user.name, state.user.token_id)
+    return state.actor
 
 
 def _field(scope: str) -> str:
@@ -59,7 +67,7 @@ def admin_index(request: Request, _: AdminUser) -> Response:
 
 @router.get("/policies")
 def policy_form(
-    request: Request, _: AdminUser, session: SessionDep, name: str | None = None
+    request: Request, _: PolicyWriterUser, session: SessionDep, name: str | None = None
 ) -> Response:
     """The form storing a new version of a promotion policy (prefilled with the current one)."""
     document = ""
@@ -78,7 +86,7 @@ def policy_form(
 @router.post("/policies")
 async def store_policy(
     request: Request,
-    state: AdminUser,
+    state: PolicyWriterUser,
     session: WriteSessionDep,
     db: DatabaseDep,
     background: BackgroundTasks,
@@ -522,17 +530,9 @@ async def test_webhook(
 
 
 def _teams_context(session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
-    mappings = [
-        {
-            "group": group,
-            "role": grant if isinstance(grant, str) else grant.role,
-            "team": None if isinstance(grant, str) else grant.team,
-        }
-        for group, grant in sorted(settings.oidc_roles.items())
-    ]
     return {
         "teams": [teams.team_dict(t) for t in teams.list_teams(session)],
-        "mappings": mappings,
+        "mappings": group_mappings.list_mappings(session, settings.oidc_roles),
         "scoping_labels": settings.scoping_labels,
         "teamless": settings.teamless_access,
     }
@@ -658,5 +658,96 @@ async def assign_scope_labels(
         {
             **_teams_context(session, settings),
             "message": f"Asset {raw} now has the scoping labels {shown}.",
+        },
+    )
+
+
+# -------------------------------------------------------------------------- group mappings
+
+
+def _mappings_context(session: SessionDep, settings: SettingsDep) -> dict[str, Any]:
+    return {
+        "mappings": group_mappings.list_mappings(session, settings.oidc_roles),
+        "roles": group_mappings.ROLES,
+        "teams": [t.name for t in teams.list_teams(session)],
+        "sso": settings.oidc_enabled,
+        "teamless": settings.teamless_access,
+    }
+
+
+@router.get("/group-mappings")
+def group_mapping_list(
+    request: Request, _: AdminUser, session: SessionDep, settings: SettingsDep
+) -> Response:
+    """The group mappings (the configuration's, read-only, and the stored ones) and the form
+    storing one."""
+    return render(request, "admin_group_mappings.html", _mappings_context(session, settings))
+
+
+@router.post("/group-mappings")
+async def store_group_mapping(
+    request: Request, state: AdminUser, session: WriteSessionDep, settings: SettingsDep
+) -> Response:
+    """Store (or replace) a group mapping, checked as the API checks it (audited)."""
+    form = await checked_form(request, state)
+    group = form.get("group", "").strip()
+    try:
+        mapping, created = group_mappings.put_mapping(
+            session,
+            group,
+            form.get("role", "").strip(),
+            form.get("team", "").strip() or None,
+            settings.oidc_roles,
+            _actor(state),
+            utcnow(),
+        )
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_group_mappings.html",
+            {**_mappings_context(session, settings), "error": e.message, "form": dict(form)},
+            status=e.status if e.status != 400 else 422,
+        )
+    session.flush()
+    verb = "Stored" if created else "Replaced"
+    team = f" in team {mapping['team']}" if mapping["team"] else ""
+    return render(
+        request,
+        "admin_group_mappings.html",
+        {
+            **_mappings_context(session, settings),
+            "message": f"{verb} the mapping of group {group}: {mapping['role']}{team}.",
+        },
+    )
+
+
+@router.post("/group-mappings/{name}/delete")
+async def delete_group_mapping(
+    request: Request,
+    state: AdminUser,
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    name: Annotated[str, Path(max_length=256, pattern=group_mappings.GROUP_PATTERN)],
+) -> Response:
+    """Remove a stored group mapping: its members lose the access it gave at their next page."""
+    await checked_form(request, state)
+    try:
+        group_mappings.delete_mapping(session, name, settings.oidc_roles, _actor(state), utcnow())
+    except AppError as e:
+        session.rollback()
+        return render(
+            request,
+            "admin_group_mappings.html",
+            {**_mappings_context(session, settings), "error": e.message},
+            status=e.status,
+        )
+    session.flush()
+    return render(
+        request,
+        "admin_group_mappings.html",
+        {
+            **_mappings_context(session, settings),
+            "message": f"Removed the mapping of group {name}.",
         },
     )

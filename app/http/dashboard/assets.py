@@ -1,24 +1,29 @@
-"""``/assets``: the fleet's images and hosts with the API's filters, one asset's detail, and its
-SBOM downloads (original and normalized) under the page session."""
+"""``/assets``: the fleet's images and hosts with the API's filters, one asset's detail with the
+triage form of its advisory findings, and its SBOM downloads (original and normalized) under
+the page session."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import Response
 
 from app.clock import utcnow
 from app.domain import compliance, gate, vulnerabilities
+from app.domain.analyses import InvalidAnalysis
 from app.domain.dashboard import compliance_by_framework
 from app.domain.inventory import filters, queries, sbom
 from app.domain.inventory.history import scan_changes
 from app.errors import BadRequest
-from app.http.dashboard.auth import Reader
-from app.http.dashboard.paging import PageNumber, Pager, PerPage, blank_to_none
+from app.http.dashboard import triage
+from app.http.dashboard.auth import PageState, Reader, TriageUser, checked_form
+from app.http.dashboard.paging import PageNumber, Pager, PerPage, blank_to_none, query_string
+from app.http.dashboard.proposals import asset_context as proposals_context
 from app.http.dashboard.templating import render
-from app.http.deps import SessionDep
+from app.http.deps import DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
 from app.http.params import MAX_BIGINT, IdPath
 from scanner.detect.classifiers import CLASSIFIERS
 
@@ -189,20 +194,19 @@ def _verdict_counts(libraries: list[dict[str, Any]]) -> dict[str, Counter[str]]:
     }
 
 
-@router.get("/assets/{asset_id}")
-def asset_page(
-    request: Request,
-    state: Reader,
+def asset_context(
     session: SessionDep,
-    asset_id: IdPath,
-    files: Annotated[str | None, Query(max_length=16)] = None,
-    advisory_status: Annotated[str | None, Query(max_length=32)] = None,
-    page: PageNumber = 1,
-    per_page: PerPage = 50,
-) -> Response:
-    """One asset: its gate decisions, advisory findings (affected first, by status), libraries
-    grouped by directory a page at a time (all or only the findings), image trust, compliance,
-    scan history with changes, SBOMs."""
+    state: PageState,
+    trusted: Collection[str],
+    asset_id: int,
+    *,
+    files: str | None = None,
+    advisory_status: str | None = None,
+    page: int = 1,
+    per_page: int = 50,
+) -> dict[str, Any]:
+    """What the asset page shows (404 outside the user's scope), its triage forms included
+    for a user holding ``triage``."""
     shown = filters.check_choice("files", blank_to_none(files), FILE_CHOICES) or "all"
     vuln_status = (
         filters.check_choice("advisory_status", blank_to_none(advisory_status), ADVISORY_TABS)
@@ -224,33 +228,101 @@ def asset_page(
         limit=VULNERABILITIES_SHOWN,
         offset=0,
         by_status=True,
+        trusted=trusted,
     )
-    return render(
-        request,
-        "asset.html",
-        {
-            "asset": detail,
-            "trust": (detail["latest_scan"] or {}).get("image_trust"),
-            "groups": by_directory(listed[pager.offset : pager.offset + per_page]),
-            "files": shown,
-            "findings": len(findings),
-            "verdicts": _verdict_counts(libraries),
-            "pager": pager,
-            "changes": changes,
-            "changes_listed": CHANGES_LISTED,
-            "decisions": decisions["items"],
-            "decisions_total": decisions["total"],
-            "latest_decisions": gate.latest_decisions(session, [asset_id])[asset_id],
-            "vulns": findings_page,
-            "vuln_status": vuln_status,
-            "vuln_statuses": vulnerabilities.STATUSES,
-            "vuln_counts": vuln_counts,
-            "vuln_open_count": sum(vuln_counts[s] for s in vulnerabilities.OPEN_STATUSES),
-            "compliance": compliance_by_framework(
-                compliance.asset_compliance(session, asset_id, utcnow())
-            ),
-        },
+    return {
+        "asset": detail,
+        "trust": (detail["latest_scan"] or {}).get("image_trust"),
+        "groups": by_directory(listed[pager.offset : pager.offset + per_page]),
+        "files": shown,
+        "findings": len(findings),
+        "verdicts": _verdict_counts(libraries),
+        "pager": pager,
+        "changes": changes,
+        "changes_listed": CHANGES_LISTED,
+        "decisions": decisions["items"],
+        "decisions_total": decisions["total"],
+        "latest_decisions": gate.latest_decisions(session, [asset_id])[asset_id],
+        "vulns": findings_page,
+        "vuln_status": vuln_status,
+        "vuln_statuses": vulnerabilities.STATUSES,
+        "vuln_counts": vuln_counts,
+        "vuln_open_count": sum(vuln_counts[s] for s in vulnerabilities.OPEN_STATUSES),
+        "compliance": compliance_by_framework(
+            compliance.asset_compliance(session, asset_id, utcnow())
+        ),
+        "triage": triage.options(state),
+        "analyses": triage.listed(session, state, trusted, asset_id=asset_id),
+        "triage_error": None,
+        "triage_form": {},
+        "flash": None,
+        **proposals_context(session, state, asset_id),
+    }
+
+
+@router.get("/assets/{asset_id}")
+def asset_page(
+    request: Request,
+    state: Reader,
+    session: SessionDep,
+    settings: SettingsDep,
+    asset_id: IdPath,
+    files: Annotated[str | None, Query(max_length=16)] = None,
+    advisory_status: Annotated[str | None, Query(max_length=32)] = None,
+    page: PageNumber = 1,
+    per_page: PerPage = 50,
+) -> Response:
+    """One asset: its gate decisions, advisory findings (affected first, by status) with the
+    analysis in force for each (and the triage forms for a user holding ``triage``), libraries
+    grouped by directory a page at a time (all or only the findings), image trust, compliance,
+    scan history with changes, SBOMs."""
+    context = asset_context(
+        session,
+        state,
+        settings.trusted_authors,
+        asset_id,
+        files=files,
+        advisory_status=advisory_status,
+        page=page,
+        per_page=per_page,
     )
+    flash = triage.take_flash(request, state)
+    response = render(request, "asset.html", {**context, "flash": flash})
+    return triage.flash_shown(request, response) if flash else response
+
+
+@router.post("/assets/{asset_id}/analyses")
+async def record_asset_analysis(
+    request: Request,
+    state: TriageUser,
+    session: WriteSessionDep,
+    settings: SettingsDep,
+    db: DatabaseDep,
+    background: BackgroundTasks,
+    asset_id: IdPath,
+) -> Response:
+    """Record an analysis of the posted CVE for this asset, as ``POST /api/v1/analyses`` does
+    (authored by the signed-in user, audited); back to the asset's advisories with a
+    confirmation, or the page again with the reason (422) when the analysis is refused."""
+    form = await checked_form(request, state)
+    asset = queries.find_asset(session, asset_id, state.user.scope)
+    tab = filters.check_choice(
+        "advisory_status", blank_to_none(form.get("advisory_status")), ADVISORY_TABS
+    )
+    cve = form.get("cve", "").strip()
+    here = f"/assets/{asset_id}" + (f"?{query_string({'advisory_status': tab})}" if tab else "")
+    try:
+        document = triage.record(session, state, db, background, form, cve=cve, asset_id=asset_id)
+    except InvalidAnalysis as e:
+        session.rollback()
+        context = asset_context(
+            session, state, settings.trusted_authors, asset_id, advisory_status=tab
+        )
+        context["triage_error"] = {"key": cve, "message": e.message}
+        context["triage_form"] = form
+        return render(request, "asset.html", context, status=e.status, at=here)
+    message = triage.recorded_message(document, settings.trusted_authors, asset.name)
+    return triage.redirect(request, state, here + "#vulnerabilities", message)
 
 
 @router.get("/assets/{asset_id}/sbom")

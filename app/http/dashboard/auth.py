@@ -1,6 +1,7 @@
 """Who is looking at a page: the session dependency (redirect to the login form without one),
-scope checks (``inventory:read`` for pages, ``admin`` for admin actions), the CSRF check of
-every posted form, and the ``/login`` and ``/logout`` pages.
+scope checks (``inventory:read`` for pages, ``triage`` for the triage forms, ``admin`` for admin
+actions, policy writers for the policy form), the CSRF check of every posted form, and the
+``/login`` and ``/logout`` pages.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from fastapi.responses import RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
-from app.domain import users
+from app.domain import audit, group_mappings, users
+from app.domain.policies import check_writer
 from app.domain.tokens import (
     Principal,
     Scope,
@@ -79,6 +81,18 @@ class PageState:
     def is_admin(self) -> bool:
         return Scope.ADMIN.value in self.user.scopes
 
+    @property
+    def may_triage(self) -> bool:
+        """Whether the user holds ``triage`` (analysts, admins): the triage forms are shown."""
+        return self.user.has(Scope.TRIAGE)
+
+    @property
+    def actor(self) -> audit.Actor:
+        """The signed-in user as the audit log names them (a form's action is ``web``)."""
+        if self.user.person is not None:
+            return self.user.actor  # the person signed in with the OpenID Provider
+        return audit.web_actor(self.user.name, self.user.token_id)
+
 
 def signer_of(request: Request) -> Signer:
     """The app's cookie signer (made once from ``GPUPROV_SECRET_KEY``)."""
@@ -128,10 +142,14 @@ def page_state(request: Request, db: DatabaseDep) -> PageState:
     person_cookie = request.cookies.get(PERSON_COOKIE)
     if person_cookie and settings.oidc_enabled:
         with db.transaction() as session:
+            # the group mappings in effect now: a mapping removed ends its access at this page
+            mapping = group_mappings.effective(session, settings.oidc_roles)
             person = users.session_of(
-                session, person_cookie, now, settings.oidc_roles, settings.teamless_access
+                session, person_cookie, now, mapping, settings.teamless_access
             )
-            gone = users.session_end(session, person_cookie, now) if person is None else None
+            gone = None
+            if person is None:
+                gone = users.session_end(session, person_cookie, now, mapping)
         if gone is not None and not request.cookies.get(SESSION_COOKIE):
             # a person's sign-in that ended: the login page says why (no token session to try)
             raise LoginRequired(_here(request), gone)
@@ -190,8 +208,29 @@ async def admin(request: Request, state: Annotated[PageState, Depends(page_state
     return state
 
 
+@after_authentication
+async def policy_writer(
+    request: Request, state: Annotated[PageState, Depends(page_state)]
+) -> PageState:
+    """A logged-in user who may store promotion policies (admins, analysts in no team): 403
+    saying why for the others (then the query string's rules)."""
+    check_writer(state.user)
+    check_query(request)
+    return state
+
+
+@after_authentication
+async def triager(request: Request, state: Annotated[PageState, Depends(page_state)]) -> PageState:
+    """A logged-in user holding the triage scope (then the query string's rules)."""
+    _require(Scope.TRIAGE, state)
+    check_query(request)
+    return state
+
+
 Reader = Annotated[PageState, Depends(reader)]
+PolicyWriterUser = Annotated[PageState, Depends(policy_writer)]
 AdminUser = Annotated[PageState, Depends(admin)]
+TriageUser = Annotated[PageState, Depends(triager)]
 
 
 async def read_form(request: Request, limit: int = MAX_FORM_BYTES) -> dict[str, str]:

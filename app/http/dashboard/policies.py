@@ -1,5 +1,6 @@
 """``/policies``: the stored promotion policies, each one's versions, a version's document,
-and the line diff between two versions."""
+and the line diff between two versions; a link to the policy form for those who may change
+policies (admins, analysts in no team)."""
 
 from __future__ import annotations
 
@@ -25,21 +26,29 @@ VersionQuery = Annotated[int | None, Query(ge=1, le=2_147_483_647)]
 
 @router.get("/policies")
 def policy_list(
-    request: Request, _: Reader, session: SessionDep, page: PageNumber = 1, per_page: PerPage = 50
+    request: Request,
+    state: Reader,
+    session: SessionDep,
+    page: PageNumber = 1,
+    per_page: PerPage = 50,
 ) -> Response:
     """The policies by name, with their current versions."""
     result = policies.list_policies(session, per_page, (page - 1) * per_page)
     return render(
         request,
         "policies.html",
-        {"policies": result["items"], "pager": Pager(page, per_page, result["total"])},
+        {
+            "policies": result["items"],
+            "pager": Pager(page, per_page, result["total"]),
+            "may_write": policies.writer_refusal(state.user) is None,
+        },
     )
 
 
 @router.get("/policies/{name}")
 def policy_versions(
     request: Request,
-    _: Reader,
+    state: Reader,
     session: SessionDep,
     name: PolicyName,
     page: PageNumber = 1,
@@ -57,13 +66,14 @@ def policy_versions(
             "current": current,
             "shown": current,
             "pager": Pager(page, per_page, result["total"]),
+            "may_write": policies.writer_refusal(state.user) is None,
         },
     )
 
 
 @router.get("/policies/{name}/versions/{version}")
 def policy_version(
-    request: Request, _: Reader, session: SessionDep, name: PolicyName, version: Version
+    request: Request, state: Reader, session: SessionDep, name: PolicyName, version: Version
 ) -> Response:
     """One version's document."""
     shown = policies.policy_dict(policies.stored(session, name, version))
@@ -71,7 +81,14 @@ def policy_version(
     return render(
         request,
         "policy.html",
-        {"name": name, "versions": None, "current": current, "shown": shown, "pager": None},
+        {
+            "name": name,
+            "versions": None,
+            "current": current,
+            "shown": shown,
+            "pager": None,
+            "may_write": policies.writer_refusal(state.user) is None,
+        },
     )
 
 

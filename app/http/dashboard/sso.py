@@ -4,7 +4,8 @@ flow, ``/login/sso/callback`` checks the provider's answer and starts a server-s
 The callback runs the checks in the order OpenID Connect Core and RFC 9207 give them: the state
 (good once, and only in the browser that started the sign-in), the provider's ``error``, the
 ``iss`` parameter, the code exchanged with the PKCE verifier, the ID token (app.domain.oidc),
-then the role from the groups (none: no access, and no session).
+then the role from the groups by the group mappings in effect (GPUPROV_OIDC_ROLES and those
+admins stored; none: no access, and no session).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import RedirectResponse
 
 from app.clock import utcnow
-from app.domain import users
+from app.domain import group_mappings, users
 from app.domain.oidc import NoAccess, OpenIdProvider, SignInRefused, groups_of, role_of
 from app.errors import NotFound, TooManyRequests
 from app.http.dashboard.auth import _cookie_secure, _login_page, safe_next
@@ -124,7 +125,9 @@ def callback(
             raise SignInRefused("the provider's answer has no code", 400)
         id_token = provider.exchange(code, verifier)
         claims = provider.verify_id_token(id_token, nonce)
-        role = role_of(claims, settings.oidc_groups_claim, settings.oidc_roles)
+        with db.transaction() as session:
+            mapping = group_mappings.effective(session, settings.oidc_roles)
+        role = role_of(claims, settings.oidc_groups_claim, mapping)
     except NoAccess as e:
         with db.transaction(write=True) as session:
             users.refuse_access(session, provider.issuer, claims, now)

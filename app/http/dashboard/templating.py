@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import Request
 from fastapi.responses import HTMLResponse
@@ -104,17 +105,24 @@ def render(
     *,
     status: int = 200,
     headers: Mapping[str, str] | None = None,
+    at: str | None = None,
 ) -> HTMLResponse:
     """Render ``template`` with ``context`` plus the request's page state (user, CSRF token,
-    a URL builder that keeps the query string)."""
+    a URL builder that keeps the query string). ``at``: the URL of the page shown when it is
+    not the request's (a refused form shows its page again: its links are that page's)."""
     page = getattr(request.state, "page", None)
+    if at is None:
+        path, query = request.url.path, request.query_params.multi_items()
+    else:
+        parts = urlsplit(at)
+        path, query = parts.path, parse_qsl(parts.query)
 
     def here(**changes: Any) -> str:
-        return url_with(request.url.path, request.query_params.multi_items(), **changes)
+        return url_with(path, query, **changes)
 
     html = _env.get_template(template).render(
         {
-            "request_path": request.url.path,
+            "request_path": path,
             "user": getattr(page, "user", None),
             "csrf_token": getattr(page, "csrf", ""),
             "role": getattr(page, "role", None),

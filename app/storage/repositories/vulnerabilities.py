@@ -1,5 +1,5 @@
-"""Queries for advisory matching: each asset's products, the feed's open product statuses,
-the findings per (asset, CVE, product) and when each asset was matched."""
+"""Queries for advisory matching: each asset's products and condition facts, the feed's open
+product statuses, the findings per (asset, CVE, product) and when each asset was matched."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from app.storage.tables import AdvisoryFinding as Finding
 from app.storage.tables import AdvisoryProductStatus as Status
 from app.storage.tables import AdvisoryStack as Stack
 from app.storage.tables import AdvisoryVulnerability as Vuln
-from app.storage.tables import Asset, AssetLibrary, AssetProduct, Package
+from app.storage.tables import Asset, AssetCondition, AssetLibrary, AssetProduct, Package
 from app.storage.tables import AssetAdvisoryMatch as Match
 
 _CHUNK = 500
@@ -41,6 +41,43 @@ def replace_products(
         conn.execute(delete(AssetProduct).where(AssetProduct.asset_id == asset_id))
     if rows:
         conn.execute(insert(table(AssetProduct)), [{"asset_id": asset_id, **r} for r in rows])
+
+
+def replace_conditions(
+    session: Session, asset_id: int, rows: Sequence[dict[str, Any]], *, replace: bool = True
+) -> None:
+    """Set the asset's condition facts to exactly ``rows`` (its latest report's)."""
+    conn = session.connection()
+    if replace:
+        conn.execute(delete(AssetCondition).where(AssetCondition.asset_id == asset_id))
+    if rows:
+        conn.execute(insert(table(AssetCondition)), [{"asset_id": asset_id, **r} for r in rows])
+
+
+def conditions_of(session: Session, ids: Sequence[int]) -> list[tuple[int, str, str]]:
+    """(asset id, name, value) of these assets' condition facts."""
+    out: list[tuple[int, str, str]] = []
+    for chunk in _chunks(ids):
+        out += [
+            (int(a), str(n), str(v))
+            for a, n, v in session.execute(
+                select(AssetCondition.asset_id, AssetCondition.name, AssetCondition.value).where(
+                    AssetCondition.asset_id.in_(chunk)
+                )
+            ).all()
+        ]
+    return out
+
+
+def conditions_with_sources(session: Session, asset_id: int) -> list[AssetCondition]:
+    """One asset's condition facts with where each was read, by name."""
+    return list(
+        session.scalars(
+            select(AssetCondition)
+            .where(AssetCondition.asset_id == asset_id)
+            .order_by(AssetCondition.name)
+        )
+    )
 
 
 def _chunks(ids: Sequence[int]) -> Iterable[Sequence[int]]:

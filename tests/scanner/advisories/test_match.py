@@ -55,7 +55,8 @@ def _statuses(bulletin: str, cve: str) -> tuple[StatusEntry, ...]:
     )
 
 
-def _driver(version: str, branch: str | None = None) -> AssetFacts:
+def _driver(version: str, branch: str | None = None, **facts: str) -> AssetFacts:
+    """A host's driver; the host is bare metal (``vgpu_guest`` false) unless ``facts`` say."""
     b = branch if branch is not None else "R" + version.split(".")[0]
     return AssetFacts(
         products=(
@@ -64,6 +65,7 @@ def _driver(version: str, branch: str | None = None) -> AssetFacts:
             ),
         ),
         libraries=(("libcuda", version),),
+        facts={"vgpu_guest": "false", **facts},
     )
 
 
@@ -271,10 +273,12 @@ def _ctk(version: str, **facts: str) -> AssetFacts:
 
 
 def test_container_toolkit_cdi_condition_only_below_1_17_5() -> None:
-    # 2025/5659 CVE-2025-23266: up to and including 1.17.7 (CDI mode only for < 1.17.5)
+    # 2025/5659 CVE-2025-23266: up to and including 1.17.7 (CDI mode only for < 1.17.5), and
+    # "does not affect systems where crun is used as the low-level runtime" (no node fact)
     f = _one("2025/5659", "CVE-2025-23266", _ctk("1.17.3"))
-    assert (f.status, f.conditions_unevaluated) == ("affected", ("cdi_mode",))
-    assert _one("2025/5659", "CVE-2025-23266", _ctk("1.17.6")).conditions_unevaluated == ()
+    assert (f.status, f.conditions_unevaluated) == ("affected", ("cdi_mode", "crun_runtime"))
+    later = _one("2025/5659", "CVE-2025-23266", _ctk("1.17.6"))
+    assert later.conditions_unevaluated == ("crun_runtime",)
     assert _one("2025/5659", "CVE-2025-23266", _ctk("1.17.8")).status == "fixed"
     off = _one("2025/5659", "CVE-2025-23266", _ctk("1.17.3", cdi_mode="false"))
     assert (off.status, off.justification) == (
@@ -291,6 +295,106 @@ def test_condition_from_the_description_is_data() -> None:
         "not_affected"
     )
     assert _one("2024/5582", "CVE-2024-0132", _ctk("1.16.2")).status == "fixed"
+
+
+def test_cdi_mode_decides_cve_2024_0132_with_the_condition_as_evidence() -> None:
+    # a host whose toolkit runs in CDI mode only: "does not impact use cases where CDI is used"
+    f = _one("2024/5582", "CVE-2024-0132", _ctk("1.16.1", cdi_mode="true"))
+    assert (f.status, f.justification, f.conditions_unevaluated) == (
+        "not_affected",
+        "vulnerable_code_not_in_execute_path",
+        (),
+    )
+    (cond,) = f.evidence["conditions"]
+    assert (cond["name"], cond["value"], cond["asset"]) == ("cdi_mode", "false", "true")
+    assert cond["source"] == "This does not impact use cases where CDI is used."
+    # undecided: affected, named; never under_investigation
+    g = _one("2024/5582", "CVE-2024-0132", _ctk("1.16.1"))
+    assert (g.status, g.conditions_unevaluated) == ("affected", ("cdi_mode",))
+    assert g.evidence["conditions"][0]["asset"] is None
+    # "auto" mode takes either path per container: the legacy one keeps it affected, decided
+    h = _one("2024/5582", "CVE-2024-0132", _ctk("1.16.1", cdi_mode="false|true"))
+    assert (h.status, h.conditions_unevaluated) == ("affected", ())
+
+
+def test_ldconfig_in_the_container_decides_cve_2024_0136() -> None:
+    # 5599's mitigation notes: vulnerable only with ldconfig run from the container's files
+    assert (
+        _one("2025/5599", "CVE-2024-0136", _ctk("1.17.0", ldconfig_from_container="false")).status
+        == "not_affected"
+    )
+    assert (
+        _one("2025/5599", "CVE-2024-0137", _ctk("1.17.0", ldconfig_from_container="true")).status
+        == "affected"
+    )
+    f = _one("2025/5599", "CVE-2024-0136", _ctk("1.17.0"))
+    assert (f.status, f.conditions_unevaluated) == ("affected", ("ldconfig_from_container",))
+    assert _one("2025/5599", "CVE-2024-0136", _ctk("1.17.1")).status == "fixed"
+
+
+def test_the_compat_libs_opt_in_switches_the_cve_2025_23359_fix_off() -> None:
+    # 5616: fixed in 1.17.4 unless allow-cuda-compat-libs-from-container = true; CDI unaffected
+    on = _one(
+        "2025/5616",
+        "CVE-2025-23359",
+        _ctk("1.17.4", cuda_compat_libs_from_container="true", cdi_mode="false"),
+    )
+    assert (on.status, on.conditions_unevaluated, on.fixed_in) == ("affected", (), "1.17.4")
+    assert [c["name"] for c in on.evidence["fix_disabled_by"]] == [
+        "cuda_compat_libs_from_container",
+        "cdi_mode",
+    ]
+    off = _ctk("1.17.4", cuda_compat_libs_from_container="false", cdi_mode="false|true")
+    assert _one("2025/5616", "CVE-2025-23359", off).status == "fixed"
+    cdi_only = _ctk("1.17.4", cuda_compat_libs_from_container="true", cdi_mode="true")
+    assert _one("2025/5616", "CVE-2025-23359", cdi_only).status == "fixed"
+    unknown = _one("2025/5616", "CVE-2025-23359", _ctk("1.17.4"))
+    assert (unknown.status, unknown.conditions_unevaluated) == (
+        "affected",
+        ("cuda_compat_libs_from_container", "cdi_mode"),
+    )
+    # below the fix, the bulletin's note alone decides: CDI is not impacted
+    below = _one("2025/5616", "CVE-2025-23359", _ctk("1.17.3", cdi_mode="true"))
+    assert below.status == "not_affected"
+
+
+def test_a_vgpu_guest_driver_is_judged_on_the_vgpu_guest_line() -> None:
+    # 5703 CVE-2025-23280, Guest driver Linux(R580 vGPU 19): 580.82.07 affected, 580.95.05 fixed
+    f = _one("2025/5703", "CVE-2025-23280", _driver("580.82.07", vgpu_guest="true"))
+    assert (f.status, f.product, f.fixed_in) == (
+        "affected",
+        "vgpu-guest-driver",
+        "580.95.05(vGPU 19.2); 580.95.05(September 2025 Release)",
+    )
+    assert f.evidence["vgpu_guest"] == "true"
+    g = _one("2025/5703", "CVE-2025-23280", _driver("580.95.05", vgpu_guest="true"))
+    assert (g.status, g.product) == ("fixed", "vgpu-guest-driver")
+
+
+def test_a_product_reported_as_the_vgpu_guest_driver_is_judged_on_its_line() -> None:
+    guest = Installed("vgpu-guest-driver", "580.82.07", branch="R580")
+    f = _one("2025/5703", "CVE-2025-23280", AssetFacts(products=(guest,)))
+    assert (f.status, f.product, f.conditions_unevaluated) == ("affected", "vgpu-guest-driver", ())
+
+
+def test_an_undecided_vgpu_guest_matters_only_where_the_lines_disagree() -> None:
+    # R535: the datacenter fix is 535.274.02; the vGPU 16 guest line's fix reads "575.274.02"
+    # (the vendor's anomaly), so 535.274.02 as a guest driver is affected, for review
+    unknown = AssetFacts(products=(Installed("driver", "535.274.02", branch="R535"),))
+    f = _one("2025/5703", "CVE-2025-23280", unknown)
+    assert (f.status, f.product, f.conditions_unevaluated) == (
+        "affected",
+        "driver",
+        ("vgpu_guest",),
+    )
+    line = f.evidence["vgpu_guest_line"]
+    assert line["status"] == "affected" and line["fixed_in"] == "575.274.02(vGPU 16.12)"
+    assert line["review"] is not None
+    assert _one("2025/5703", "CVE-2025-23280", _driver("535.274.02")).status == "fixed"
+    # where both lines agree the fact decides nothing: no condition named
+    old = AssetFacts(products=(Installed("driver", "535.129.03", branch="R535"),))
+    h = _one("2025/5703", "CVE-2025-23280", old)
+    assert (h.status, h.conditions_unevaluated) == ("affected", ())
 
 
 def test_worst_of_several() -> None:
@@ -361,10 +465,18 @@ _TEXTS = st.sampled_from(
         ),
         max_size=6,
     ),
-    product=st.sampled_from(["Tesla", "NVIDIA CUDA Toolkit", "NVIDIA Container Toolkit", "nvJPEG"]),
+    product=st.sampled_from(
+        ["Tesla", "NVIDIA CUDA Toolkit", "NVIDIA Container Toolkit", "nvJPEG", "Guest driver"]
+    ),
     version=st.text(max_size=20) | st.sampled_from(["535.129.03", "12.4.1", "1.17.3"]),
     branch=st.none() | st.text(max_size=6) | st.just("R535"),
     platform=st.none() | st.sampled_from(["Linux(R535)", "Windows", "All"]),
+    facts=st.dictionaries(
+        st.sampled_from(
+            ["cdi_mode", "vgpu_guest", "cuda_compat_libs_from_container", "ldconfig_from_container"]
+        ),
+        st.sampled_from(["true", "false", "false|true"]) | st.text(max_size=8),
+    ),
 )
 @settings(max_examples=300, deadline=None)
 def test_the_matcher_answers_any_statement_never_raises(
@@ -373,6 +485,7 @@ def test_the_matcher_answers_any_statement_never_raises(
     version: str,
     branch: str | None,
     platform: str | None,
+    facts: dict[str, str],
 ) -> None:
     from scanner.advisories.versions import parse_version_text
 
@@ -394,8 +507,12 @@ def test_the_matcher_answers_any_statement_never_raises(
             Installed("nvjpeg", version),
         ),
         libraries=(("cudart", None),),
+        facts=facts,
     )
-    for cve in ("CVE-2023-0193", "CVE-2024-0132", "CVE-X"):
+    for cve in ("CVE-2023-0193", "CVE-2024-0132", "CVE-2025-23359", "CVE-X"):
         for f in match(cve, statuses, asset):
             assert f.status in ("affected", "not_affected", "fixed", "under_investigation")
             assert f.status != "not_affected" or f.justification
+            # an undecided condition is named only on an affected answer, never a pass
+            assert not f.conditions_unevaluated or f.status == "affected"
+            assert set(f.conditions_unevaluated).isdisjoint(facts)

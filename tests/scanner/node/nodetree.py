@@ -78,6 +78,70 @@ NVIDIA_SMI_XML = f"""<?xml version="1.0" ?>
 """
 
 
+def nvidia_smi_xml(virtualization: str | None, architecture: str | None = "Hopper") -> str:
+    """`NVIDIA_SMI_XML` with each GPU's ``gpu_virtualization_mode`` block (after
+    ``gpu_operation_mode``, as the 535 driver writes it), and its architecture changed."""
+    text = NVIDIA_SMI_XML
+    if virtualization is not None:
+        block = (
+            "\t\t<gpu_virtualization_mode>\n"
+            f"\t\t\t<virtualization_mode>{virtualization}</virtualization_mode>\n"
+            "\t\t\t<host_vgpu_mode>N/A</host_vgpu_mode>\n"
+            "\t\t</gpu_virtualization_mode>\n"
+        )
+        text = text.replace("\t</gpu>\n", block + "\t</gpu>\n")
+    arch = f"<product_architecture>{architecture}</product_architecture>" if architecture else ""
+    return text.replace("<product_architecture>Hopper</product_architecture>", arch)
+
+
+#: /etc/nvidia-container-runtime/config.toml as the Container Toolkit 1.17.8 packages write it
+#: (`nvidia-ctk config default`; NVIDIA/nvidia-container-toolkit internal/config/toml_test.go
+#: at v1.17.8, with the package's host ldconfig): commented lines are the defaults.
+TOOLKIT_CONFIG = """#accept-nvidia-visible-devices-as-volume-mounts = false
+#accept-nvidia-visible-devices-envvar-when-unprivileged = true
+disable-require = false
+supported-driver-capabilities = "compat32,compute,display,graphics,ngx,utility,video"
+#swarm-resource = "DOCKER_RESOURCE_GPU"
+
+[nvidia-container-cli]
+#debug = "/var/log/nvidia-container-toolkit.log"
+environment = []
+#ldcache = "/etc/ld.so.cache"
+ldconfig = "@/sbin/ldconfig"
+load-kmods = true
+#no-cgroups = false
+#path = "/usr/bin/nvidia-container-cli"
+#root = "/run/nvidia/driver"
+#user = "root:video"
+
+[nvidia-container-runtime]
+#debug = "/var/log/nvidia-container-runtime.log"
+log-level = "info"
+mode = "auto"
+runtimes = ["docker-runc", "runc", "crun"]
+
+[nvidia-container-runtime.modes]
+
+[nvidia-container-runtime.modes.cdi]
+annotation-prefixes = ["cdi.k8s.io/"]
+default-kind = "nvidia.com/gpu"
+spec-dirs = ["/etc/cdi", "/var/run/cdi"]
+
+[nvidia-container-runtime.modes.csv]
+mount-spec-path = "/etc/nvidia-container-runtime/host-files-for-container.d"
+
+[nvidia-container-runtime.modes.legacy]
+cuda-compat-mode = "ldconfig"
+
+[nvidia-container-runtime-hook]
+path = "nvidia-container-runtime-hook"
+skip-mode-detection = false
+
+[nvidia-ctk]
+path = "nvidia-ctk"
+"""
+
+
 def cdi_spec(driver: str = DRIVER, lib: str = LIB, root: str = "") -> str:
     """A CDI spec as `nvidia-ctk cdi generate` (Container Toolkit 1.16/1.17) writes it: spec-wide
     containerEdits (device nodes, the driver's libraries, binaries, firmware, IPC socket, the

@@ -27,6 +27,8 @@ def test_scan_with_node_options(tmp_path: Path) -> None:
     assert f"driver: {nt.DRIVER} (proprietary kernel module), runs CUDA <= 12.2" in result.stdout
     assert "gpus: 2 x NVIDIA H100 80GB HBM3 (cc 9.0)" in result.stdout
     assert "container injection: 8 host file(s) from cdi:" in result.stdout
+    # no toolkit config in this root: only the GPUs' architecture is decided
+    assert "conditions: gpu_architecture=hopper" in result.stdout
     result = invoke(["scan", str(root), "--cache-dir", cache, "--no-node-facts", "-f", "json"])
     assert json.loads(result.stdout)["node"] is None
 

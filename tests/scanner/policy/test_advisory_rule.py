@@ -6,7 +6,7 @@ bulletins are matched in tests/scanner/test_gate_advisories.py and tests/app/tes
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Any
 
 import pytest
@@ -485,3 +485,147 @@ def test_the_feed_age_is_in_hours_with_their_fractions(limit: float, fails: bool
     # a feed 2.5 h old: 9000 s / 3600
     out = run({**HIGH, "max_feed_age_hours": limit}, feed(feed_at=NOW - timedelta(hours=2.5)))
     assert (out.status is Status.FAIL) is fails
+
+
+# -- the settings' bounds (mutation run of policy-document, issue 17 §5) -------------------------
+
+
+def _ignore(**entry: Any) -> dict[str, Any]:
+    return {
+        **HIGH,
+        "ignore": [{"cve": "CVE-2025-1", "reason": "r", "expires": "2027-01-01", **entry}],
+    }
+
+
+@pytest.mark.parametrize(("length", "accepted"), [(64, True), (65, False)])
+def test_an_advisory_id_is_at_most_64_characters(length: int, accepted: bool) -> None:
+    cve = "GHSA-" + "a" * (length - 5)
+    if accepted:
+        rule = policy(_ignore(cve=cve)).rules.advisories
+        assert rule is not None and rule.ignore[0].cve == cve
+    else:
+        with pytest.raises(D.PolicyError, match="at most 64 characters"):
+            policy(_ignore(cve=cve))
+
+
+def test_a_refused_id_is_quoted_to_80_characters() -> None:
+    bad = "x" * 79 + "yz"  # a lowercase start: no advisory id
+    with pytest.raises(D.PolicyError) as e:
+        policy(_ignore(cve=bad[:64]))
+    assert repr(bad[:64]) + " is not an advisory id" in str(e.value)
+    with pytest.raises(ValueError) as raw:
+        D._check_advisory_id(bad)
+    assert str(raw.value).startswith(repr(bad[:80]) + " is not an advisory id")
+
+
+@pytest.mark.parametrize(("length", "accepted"), [(1024, True), (1025, False)])
+def test_a_reason_is_at_most_1024_characters(length: int, accepted: bool) -> None:
+    if accepted:
+        rule = policy(_ignore(reason="r" * length)).rules.advisories
+        assert rule is not None and len(rule.ignore[0].reason) == length
+    else:
+        with pytest.raises(D.PolicyError, match="at most 1024 characters"):
+            policy(_ignore(reason="r" * length))
+
+
+@pytest.mark.parametrize(("count", "accepted"), [(1000, True), (1001, False)])
+def test_at_most_1000_ignores(count: int, accepted: bool) -> None:
+    entries = [
+        {"cve": f"CVE-2025-{i}", "reason": "r", "expires": "2027-01-01"} for i in range(count)
+    ]
+    if accepted:
+        rule = policy({**HIGH, "ignore": entries}).rules.advisories
+        assert rule is not None and len(rule.ignore) == count
+    else:
+        with pytest.raises(D.PolicyError, match="at most 1000 items"):
+            policy({**HIGH, "ignore": entries})
+
+
+@pytest.mark.parametrize(
+    ("text", "expires"),
+    [
+        ("2027-01-31", datetime(2027, 1, 31, tzinfo=UTC)),  # a date as a JSON string
+        ("2027-01-31T12:00:00Z", datetime(2027, 1, 31, 12, tzinfo=UTC)),
+        ("2027-01-31T12:00:00+02:00", datetime(2027, 1, 31, 10, tzinfo=UTC)),
+    ],
+)
+def test_expiry_strings_of_a_date_or_a_zoned_time(text: str, expires: datetime) -> None:
+    rule = policy(_ignore(expires=text)).rules.advisories
+    assert rule is not None and rule.ignore[0].expires == expires
+
+
+def test_a_refused_expiry_is_quoted_to_40_characters() -> None:
+    bad = "n" * 39 + "op"
+    with pytest.raises(D.PolicyError) as e:
+        policy(_ignore(expires=bad))
+    assert repr(bad[:40]) + " is not a date (2027-01-31)" in str(e.value)
+
+
+class _NoOffset(tzinfo):
+    """A time zone that knows no offset (Python allows it): the time is still not placed."""
+
+    def utcoffset(self, dt: datetime | None) -> timedelta | None:
+        return None
+
+    def tzname(self, dt: datetime | None) -> str | None:
+        return "?"
+
+    def dst(self, dt: datetime | None) -> timedelta | None:
+        return None
+
+
+def test_an_expiry_whose_zone_gives_no_offset_is_refused() -> None:
+    with pytest.raises(ValueError, match="give the expiry's time zone"):
+        D.AdvisoryIgnore(
+            cve="CVE-2025-1", reason="r", expires=datetime(2027, 1, 1, tzinfo=_NoOffset())
+        )
+
+
+def test_an_ignore_entry_cannot_be_changed() -> None:
+    rule = policy(_ignore()).rules.advisories
+    assert rule is not None
+    with pytest.raises(ValueError, match="frozen"):
+        rule.ignore[0].reason = "changed"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("hours", "accepted"), [(0.5, True), (float("inf"), False)])
+def test_a_feed_age_limit_is_a_finite_positive_number(hours: float, accepted: bool) -> None:
+    if accepted:
+        rule = policy({**HIGH, "max_feed_age_hours": hours}).rules.advisories
+        assert rule is not None and rule.max_feed_age_hours == hours
+    else:
+        with pytest.raises(D.PolicyError, match="max_feed_age_hours"):
+            policy({**HIGH, "max_feed_age_hours": hours})
+
+
+# -- the facts the rule reads (mutation run of policy-facts) ------------------------------------
+
+
+def test_a_finding_judged_by_its_trusted_analysis_else_its_status() -> None:
+    assert v("CVE-2025-1").effective == "affected"
+    assert v("CVE-2025-1", analysis_state="not_affected").effective == "not_affected"
+    assert v("CVE-2025-1", status="fixed").effective == "fixed"
+
+
+def test_findings_and_feeds_cannot_be_changed() -> None:
+    finding, advisory = v("CVE-2025-1"), feed()
+    with pytest.raises(AttributeError):
+        finding.status = "fixed"  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        advisory.documents = 0  # type: ignore[misc]
+
+
+def test_a_basic_format_date_string_is_no_date() -> None:
+    """Only the extended form 2027-01-31 is read as a date; 20270131 would be a time without
+    its zone, refused rather than guessed."""
+    with pytest.raises(D.PolicyError, match="give the expiry's time zone"):
+        policy(_ignore(expires="20270131"))
+
+
+def test_a_feed_age_limit_that_is_not_a_number_is_named_so() -> None:
+    with pytest.raises(D.PolicyError, match="finite number"):
+        policy({**HIGH, "max_feed_age_hours": float("nan")})
+
+
+def test_a_finding_has_no_fix_unless_the_vendor_names_one() -> None:
+    assert v("CVE-2025-1").fix_available is False

@@ -39,8 +39,8 @@ def run(*args: object) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def _scan(root: Path, out: Path) -> Path:
-    code, _, err = run("scan", root, "-f", "cyclonedx", "-o", out, "--no-cache")
+def _scan(root: Path, out: Path, *extra: object) -> Path:
+    code, _, err = run("scan", root, "-f", "cyclonedx", "-o", out, "--no-cache", *extra)
     assert code == 0, err
     return out
 
@@ -64,11 +64,17 @@ def boms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     old = nt.gpu_node(base / "host-old", driver="535.129.03")
     patched = nt.gpu_node(base / "host-patched", driver="535.274.02")
     out = tmp_path_factory.mktemp("boms")
+    # the hosts' saved nvidia-smi output says bare metal: their driver is the datacenter one
+    smi = {}
+    for driver in ("535.129.03", "535.274.02"):
+        smi[driver] = base / f"smi-{driver}.xml"
+        smi[driver].write_text(nt.nvidia_smi_xml("None").replace(nt.DRIVER, driver))
     return {
         "toolkit": _scan(base / "toolkit", out / "toolkit.json"),
         "cudnn": _scan(base / "cudnn", out / "cudnn.json"),
-        "old": _scan(old, out / "old.json"),
-        "patched": _scan(patched, out / "patched.json"),
+        "old": _scan(old, out / "old.json", "--nvidia-smi-xml", smi["535.129.03"]),
+        "patched": _scan(patched, out / "patched.json", "--nvidia-smi-xml", smi["535.274.02"]),
+        "patched-unknown": _scan(patched, out / "patched-unknown.json"),
     }
 
 
@@ -123,6 +129,10 @@ def test_the_driver_is_judged_on_its_branch(boms: dict[str, Path], tmp_path: Pat
     code, doc, _ = gate(boms["patched"], policy, PSIRT / "2025/5703")
     assert code == 0, advisories_of(doc)
     assert advisories_of(doc)["status"] == "pass"
+    # the same host without its virtualization mode: it could be a vGPU guest, whose R535
+    # line's fix reads "575.274.02" (for review), so the gate does not pass it
+    code, doc, _ = gate(boms["patched-unknown"], policy, PSIRT / "2025/5703")
+    assert code == 1 and "CVE-2025-23280 (high, driver 535.274.02)" in advisories_of(doc)["message"]
 
 
 def test_an_ignore_in_force_passes_and_an_expired_one_no_longer_does(
@@ -229,3 +239,22 @@ def test_advisories_belong_to_the_local_gate(boms: dict[str, Path], tmp_path: Pa
     policy = _policy(tmp_path, "  scan_age: {max_hours: 876000}\n")
     code, _, err = gate(boms["cudnn"], policy, PSIRT / "2023/5446")
     assert code == 0 and "the policy has no advisories rule" in " ".join(err.split())
+
+
+def test_only_a_hosts_bom_gives_the_matcher_condition_facts() -> None:
+    from scanner.policy.advisory_feed import FeedError, products_of_bom
+
+    def bom(*props: tuple[str, str]) -> dict[str, object]:
+        named = [{"name": n, "value": v} for n, v in props]
+        return {"metadata": {"component": {"type": "operating-system", "properties": named}}}
+
+    cdi = ("gpuprov:condition:cdi_mode", "true")
+    source = ("gpuprov:condition:cdi_mode:source", "/etc/nvidia-container-runtime/config.toml")
+    newer = ("gpuprov:condition:future_flag", "true")
+    assert products_of_bom(bom(cdi, source, newer), [], host=True).facts == {"cdi_mode": "true"}
+    # an image is no node: its BOM claiming a host's fact is refused, never used
+    with pytest.raises(FeedError, match="no host but claims host conditions"):
+        products_of_bom(bom(cdi), [], host=False)
+    with pytest.raises(FeedError, match="cdi_mode"):
+        products_of_bom(bom(("gpuprov:condition:cdi_mode", "maybe")), [], host=True)
+    assert products_of_bom(bom(), [], host=False).facts == {}
