@@ -337,3 +337,29 @@ def test_status_follows_the_interval(intro: list[int], fix: list[int], probe: li
     expected = "affected" if Version(lo) <= v < Version(hi) else "fixed"
     expected = "not_affected" if v < Version(lo) else expected
     assert f.status == expected and f.review is None
+
+
+def test_a_configuration_that_switches_the_fix_off_reopens_an_osv_fixed() -> None:
+    """CVE-2025-23359 (5616): allow-cuda-compat-libs-from-container switches the fix off again
+    (data/matching.yaml fix_disabled_by), whoever states the fix."""
+    doc = osv(aliases=["CVE-2025-23359"])
+    doc["affected"] = [
+        _pkg(
+            "Go",
+            "github.com/NVIDIA/nvidia-container-toolkit",
+            {"introduced": "0"},
+            {"fixed": "1.17.4"},
+        )
+    ]
+    (vuln,) = read_osv(encode(doc)).vulnerabilities
+    entries = [status_entry(s, "osv") for s in vuln.statuses]
+    ctk = (Installed(key="container-toolkit", version="1.17.8"),)
+
+    def status(fact: str | None) -> str:
+        facts = {"cuda_compat_libs_from_container": fact} if fact else {}
+        (f,) = match("CVE-2025-23359", entries, AssetFacts(products=ctk, facts=facts))
+        return f.status
+
+    assert status("false") == "fixed"
+    assert status("true") == "affected"
+    assert status(None) == "affected"  # undecided: named, never a pass
