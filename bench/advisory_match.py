@@ -156,6 +156,10 @@ def _ingest_rate(url: str, count: int, matching: bool) -> float:
                 return None
 
             @staticmethod
+            def store_conditions(*_: Any, **__: Any) -> None:
+                return None
+
+            @staticmethod
             def rematch(*_: Any, **__: Any) -> None:
                 return None
 

@@ -235,6 +235,20 @@ class Package(Struct, frozen=True):
     def key(self) -> str:
         return self.purl
 
+    @property
+    def built_from(self) -> tuple[str, str] | None:
+        """(name, version) of the source package a dpkg package was built from, where its
+        ``Source:`` field names one ("nvidia-graphics-drivers (535.261.03-1)"; without the
+        parenthesis the source's version is the binary's); None without the field."""
+        field = dict(self.extra).get("source-package", "").strip()
+        if not field:
+            return None
+        name, _, rest = field.partition(" ")
+        version = rest.strip()
+        if version.startswith("(") and version.endswith(")"):
+            version = version[1:-1].strip()
+        return name, version or self.version
+
 
 class Evidence(Struct, frozen=True):
     """One piece of identification evidence (maps to CycloneDX evidence.identity)."""

@@ -54,6 +54,10 @@ DRIVER_BRANCH: Final = "gpuprov:driver:branch"  # a driver product's branch ("R5
 # on each owner package `library` component
 PACKAGE_MANAGER: Final = "gpuprov:package:manager"  # "dpkg", "rpm", "pip", "conda"
 PACKAGE_DB: Final = "gpuprov:package:db"  # the database file inside the root it came from
+#: a dpkg package's source package (its ``Source:`` field) and the source's version: what
+#: OSV's Debian advisories name
+PACKAGE_SOURCE_NAME: Final = "gpuprov:package:source-name"
+PACKAGE_SOURCE_VERSION: Final = "gpuprov:package:source-version"
 
 # on metadata.component (the asset)
 ASSET_KIND: Final = "gpuprov:asset:kind"  # "host" | "image"

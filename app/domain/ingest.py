@@ -257,7 +257,10 @@ def ingest(
     vulnerabilities.store_products(session, asset.id, report.products, replace=known)
     vulnerabilities.store_conditions(session, asset.id, spec.conditions, replace=known)
     facts = vulnerabilities.facts_of_report(
-        report.products, (lib.family for lib in report.libraries), spec.conditions
+        report.products,
+        (lib.family for lib in report.libraries),
+        spec.conditions,
+        report.packages,
     )
     vulnerabilities.rematch(session, now, [asset.id], facts=facts)
     if spec.kind == "host":  # runtime evidence: what live processes map (--runtime)
@@ -358,6 +361,8 @@ def _store_contents(
             "name": p.name,
             "version": p.version,
             "bom_ref": p.bom_ref,
+            "source_name": p.source_name,
+            "source_version": p.source_version,
         }
         for p in report.packages
     ]

@@ -54,6 +54,7 @@ from scanner.bom.foreign import (
     lists_operating_system,
     loaded_fields,
     package_manager,
+    package_source,
     process_of,
     properties,
     sha256_of,
@@ -217,6 +218,9 @@ class ReportPackage:
     manager: str | None
     version: str | None
     bom_ref: str | None
+    #: the source package it was built from (dpkg's ``Source:``), where the BOM says
+    source_name: str | None = None
+    source_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1092,6 +1096,8 @@ _PACKAGE_SOURCES = {
     "manager": (v.PACKAGE_MANAGER, "purl"),
     "version": ("version",),
     "bom_ref": ("bom-ref",),
+    "source_name": (v.PACKAGE_SOURCE_NAME,),
+    "source_version": (v.PACKAGE_SOURCE_VERSION,),
 }
 
 
@@ -1144,12 +1150,15 @@ def _libraries(
         purl = component.get("purl")
         assert isinstance(purl, str)  # only packages with a purl are listed
         version = component.get("version")
+        source_name, source_version = package_source(listed.props)
         package = ReportPackage(
             name=str(component.get("name") or ""),
             purl=purl,
             manager=package_manager(purl, listed.props),
             version=version if isinstance(version, str) else None,
             bom_ref=component.get("bom-ref"),
+            source_name=source_name,
+            source_version=source_version,
         )
         _check_row(package, Package, component, listed.where, _PACKAGE_SOURCES)
         packages.append(package)

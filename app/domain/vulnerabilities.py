@@ -1,15 +1,17 @@
 """Advisory findings of the fleet: the scanner's pure matcher (scanner/advisories/match.py) run
-on stored products and the stored feed, its answers stored per (asset, CVE, product found).
+on stored products and packages and the stored feed, its answers stored per (asset, CVE,
+product or package found).
 
 Matched once per distinct set of facts (products, CUDA Toolkit libraries, a host's condition
-facts): assets holding the same stack share one evaluation, fanned out to each. Re-evaluated
-for one asset when its report arrives (ingest) and for the whole fleet when the feed changes
-(import). Every answer names the feed it was matched against (the newest import and the
-number of documents).
+facts, the packages stored OSV documents name): assets holding the same stack share one
+evaluation, fanned out to each. Re-evaluated for one asset when its report arrives (ingest) and
+for the whole fleet when the feed changes (import). Every answer names the feed it was matched
+against (the newest import and the number of documents).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections import defaultdict
@@ -27,7 +29,7 @@ from app.storage.repositories import advisories as adv_repo
 from app.storage.repositories import scopes
 from app.storage.repositories import vulnerabilities as repo
 from app.storage.repositories.scopes import AssetScope
-from app.storage.tables import AdvisoryFinding, AdvisoryProductStatus, AssetProduct
+from app.storage.tables import AdvisoryFinding, AssetProduct
 from scanner.advisories.match import (
     TOOLKIT_FAMILIES,
     AssetFacts,
@@ -37,6 +39,15 @@ from scanner.advisories.match import (
     matching_data,
     product_key,
     product_keys,
+    status_entry,
+)
+from scanner.advisories.package_match import (
+    InstalledPackage,
+    entry_key,
+    match_name,
+    package_keys,
+    package_of,
+    product_packages,
 )
 from scanner.policy.facts import AdvisoryFacts, VulnerabilityFact
 
@@ -105,44 +116,59 @@ def _installed(row: AssetProduct) -> Installed:
     )
 
 
-def _entry(s: AdvisoryProductStatus) -> StatusEntry:
-    return StatusEntry(
-        product=s.product,
-        status=s.status,
-        version_text=s.version_text,
-        parsed=s.parsed,
-        platform=s.platform,
-        justification=s.justification,
-    )
-
-
 def _wanted_keys(facts: AssetFacts) -> set[str]:
-    """The bulletin product keys whose statements may concern an asset of these facts."""
-    return product_keys(facts)
+    """The bulletin product keys whose statements may concern an asset of these facts, and
+    the ``osv:<scheme>:<name>`` keys of the packages OSV statements may name."""
+    held = [*facts.packages, *product_packages(facts.products)]
+    return product_keys(facts) | {_osv_key(s, n) for s, n in package_keys(held)}
+
+
+def _osv_key(scheme: str, name: str) -> str:
+    return f"osv:{scheme}:{name}"
 
 
 def stack_key(facts: AssetFacts) -> str:
     """The identity of a stack: SHA-256 of the matcher's inputs. Condition facts are inputs:
-    two hosts of one stack but different configurations never share an answer (without any,
-    the key is the one it was before facts existed)."""
+    two hosts of one stack but different configurations never share an answer; so are the
+    packages a stored OSV statement names. Without facts or packages the key is the one it was
+    before either existed."""
     inputs: list[Any] = [
         [list(astuple(p)) for p in facts.products],
         [list(x) for x in facts.libraries],
     ]
     if facts.facts:
         inputs.append(sorted([k, v] for k, v in facts.facts.items()))
+    if facts.packages:
+        # tagged: a packages list is never read as a facts list
+        inputs.append(["packages", *(list(astuple(p)) for p in facts.packages)])
     text = json.dumps(inputs, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _packages(
+    rows: Iterable[tuple[str | None, str | None, str | None, str | None]],
+) -> set[InstalledPackage]:
+    """The packages OSV statements may name, of (purl, version, source name, source version)
+    rows; the others (rpm, conda, a deb of another distribution) are no matcher input."""
+    out = set()
+    for purl, version, source_name, source_version in rows:
+        if not purl:
+            continue
+        found = package_of(purl, version, source_name=source_name, source_version=source_version)
+        if found is not None:
+            out.add(found)
+    return out
 
 
 def facts_of_report(
     products: Iterable[Any],
     families: Iterable[str],
     conditions: Mapping[str, tuple[str, str | None]] | None = None,
+    packages: Iterable[Any] = (),
 ) -> AssetFacts:
     """The matcher's inputs of a report: its products (``ReportProduct``), the CUDA Toolkit
-    library families it holds and a host's condition facts (what ``rematch`` would read back
-    from storage)."""
+    library families it holds, a host's condition facts and its packages (``ReportPackage``):
+    what ``rematch`` would read back from storage."""
     return _facts(
         [
             Installed(
@@ -159,6 +185,7 @@ def facts_of_report(
         ],
         {(f, None) for f in families if f in TOOLKIT_FAMILIES},
         {name: value for name, (value, _) in (conditions or {}).items()},
+        _packages((p.purl, p.version, p.source_name, p.source_version) for p in packages),
     )
 
 
@@ -166,11 +193,13 @@ def _facts(
     products: Iterable[Installed],
     libraries: Iterable[tuple[str, str | None]],
     conditions: Mapping[str, str] | None = None,
+    packages: Iterable[InstalledPackage] = (),
 ) -> AssetFacts:
     return AssetFacts(
         products=tuple(sorted(products, key=repr)),
         libraries=tuple(sorted(libraries, key=repr)),
         facts=dict(sorted((conditions or {}).items())),
+        packages=tuple(sorted(set(packages), key=repr)),
     )
 
 
@@ -208,7 +237,11 @@ def _rematch(
     ids = list(asset_ids) if asset_ids is not None else repo.asset_ids(session)
     stacks: dict[str, AssetFacts] = {}
     pairs: list[tuple[int, str]] = []
+    # the packages that matter: those a stored OSV statement names (a stack's key holds only
+    # them, so assets differing in packages nothing names still share one evaluation)
+    named = _osv_names(session) if facts is None or facts.packages else {}
     if facts is not None and len(ids) == 1:
+        facts = _narrow(facts, named)
         key = stack_key(facts)
         held, current = repo.asset_stack_state(session, ids[0], key)
         if current:  # the usual report: its stack is matched against this feed already
@@ -229,12 +262,19 @@ def _rematch(
         conditions: dict[int, dict[str, str]] = defaultdict(dict)
         for asset_id, name, value in repo.conditions_of(session, ids):
             conditions[asset_id][name] = value
+        owned: dict[int, list[tuple[str, str | None, str | None, str | None]]] = defaultdict(list)
+        for asset_id, purl, version, source_name, source_version in (
+            repo.packages_of(session, ids) if named else ()
+        ):
+            owned[asset_id].append((purl, version, source_name, source_version))
         for asset_id in ids:
             one = _facts(
                 products.get(asset_id, ()),
                 libraries.get(asset_id, ()),
                 conditions.get(asset_id),
+                _packages(owned.get(asset_id, ())),
             )
+            one = _narrow(one, named)
             key = stack_key(one)
             stacks.setdefault(key, one)
             pairs.append((asset_id, key))
@@ -251,7 +291,7 @@ def _rematch(
         return MatchSummary(len(ids), 0, 0)
     feed_at, documents = repo.feed_state(session)
     wanted = set().union(*(_wanted_keys(stacks[k]) for k in todo)) if todo else set()
-    by_key = _statuses(session, wanted) if wanted else {}
+    by_key = _statuses(session, wanted, named) if wanted else {}
     rows: list[dict[str, Any]] = []
     for key in todo:
         facts = stacks[key]
@@ -267,14 +307,43 @@ def _rematch(
     return MatchSummary(len(ids), len(todo), len(rows))
 
 
-def _statuses(session: Session, keys: set[str]) -> dict[str, dict[str, list[StatusEntry]]]:
-    """product key -> CVE -> its open statuses, of the products these keys name."""
+def _osv_names(session: Session) -> dict[tuple[str, str], set[str]]:
+    """(scheme, normalized name) of each package a stored OSV statement names -> the names as
+    the statements write them."""
+    out: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for platform, product in repo.package_names(session):
+        found = entry_key(StatusEntry(product, "", None, None, ecosystem=platform or ""))
+        if found is not None:
+            out[found[:2]].add(product)
+    return dict(out)
+
+
+def _narrow(facts: AssetFacts, named: Mapping[tuple[str, str], Any]) -> AssetFacts:
+    """The facts with only the packages some OSV statement names."""
+    kept = tuple(p for p in facts.packages if (p.scheme, match_name(p)) in named)
+    return facts if kept == facts.packages else dataclasses.replace(facts, packages=kept)
+
+
+def _statuses(
+    session: Session, keys: set[str], named: Mapping[tuple[str, str], set[str]]
+) -> dict[str, dict[str, list[StatusEntry]]]:
+    """key -> CVE -> its open statuses: of the bulletin products these product keys name, and
+    of the packages the ``osv:`` keys name (``named``: how the statements write them)."""
     data = matching_data()
     out: dict[str, dict[str, list[StatusEntry]]] = defaultdict(lambda: defaultdict(list))
     names = {n: product_key(n, data) for n in repo.product_names(session)}
     wanted = sorted(n for n, k in names.items() if k is not None and k in keys)
     for cve, status in repo.open_statuses(session, wanted):
-        out[str(names[status.product])][cve].append(_entry(status))
+        out[str(names[status.product])][cve].append(status_entry(status, "bulletin"))
+    if any(k.startswith("osv:") for k in keys):
+        osv = {
+            n for (scheme, name), ns in named.items() if _osv_key(scheme, name) in keys for n in ns
+        }
+        for cve, status in repo.open_statuses(session, sorted(osv), osv=True):
+            entry = status_entry(status, "osv")
+            found = entry_key(entry)
+            if found is not None:
+                out[_osv_key(found[0], found[1])][cve].append(entry)
     return out
 
 

@@ -338,6 +338,10 @@ class Package(Base):
     name: Mapped[str] = mapped_column(Text)
     version: Mapped[str | None] = mapped_column(Text)
     bom_ref: Mapped[str | None] = mapped_column(Text)
+    #: the source package it was built from and the source's version (dpkg's ``Source:``),
+    #: which OSV's Debian advisories name; None: the BOM does not say
+    source_name: Mapped[str | None] = mapped_column(Text)
+    source_version: Mapped[str | None] = mapped_column(Text)
 
 
 class Artifact(Base):

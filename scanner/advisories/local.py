@@ -21,7 +21,9 @@ from scanner.advisories.match import (
     Installed,
     StatusEntry,
     match,
+    status_entry,
 )
+from scanner.advisories.package_match import InstalledPackage, package_of
 from scanner.advisories.vex_out import VexSubject, VulnInfo
 from scanner.model import AssetKind, ScanResult
 
@@ -73,8 +75,8 @@ def load_feed(paths: Iterable[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> L
 
 
 def asset_facts(result: ScanResult) -> AssetFacts:
-    """The matcher's inputs of a scan: its products, the CUDA Toolkit library families it holds
-    and a host's condition facts (as the service keeps them for a pushed report)."""
+    """The matcher's inputs of a scan: its products, the CUDA Toolkit library families it holds,
+    its packages and a host's condition facts (as the service keeps them for a pushed report)."""
     products = [
         Installed(
             key=p.key,
@@ -91,6 +93,17 @@ def asset_facts(result: ScanResult) -> AssetFacts:
     families = {
         (lib.ident.family, None) for lib in result.libraries if lib.ident.family in TOOLKIT_FAMILIES
     }
+    packages: set[InstalledPackage] = set()
+    for pkg in result.packages:
+        source = pkg.built_from
+        found = package_of(
+            pkg.purl,
+            pkg.version,
+            source_name=source[0] if source else None,
+            source_version=source[1] if source else None,
+        )
+        if found is not None:
+            packages.add(found)
     # a host's own condition facts (its node scan); an image is no node and has none
     node = result.node if result.asset.kind is AssetKind.HOST else None
     facts = {c.name: c.value for c in node.conditions} if node is not None else {}
@@ -98,6 +111,7 @@ def asset_facts(result: ScanResult) -> AssetFacts:
         products=tuple(sorted(products, key=repr)),
         libraries=tuple(sorted(families, key=repr)),
         facts=facts,
+        packages=tuple(sorted(packages, key=repr)),
     )
 
 
@@ -107,16 +121,7 @@ def match_feed(feed: LocalFeed, facts: AssetFacts) -> list[Finding]:
     for adv in feed.advisories:
         for vuln in adv.vulnerabilities:
             for s in vuln.statuses:
-                entries.setdefault(vuln.id, []).append(
-                    StatusEntry(
-                        product=s.product,
-                        status=s.status,
-                        version_text=s.version_text,
-                        parsed=s.parsed,
-                        platform=s.platform,
-                        justification=s.justification,
-                    )
-                )
+                entries.setdefault(vuln.id, []).append(status_entry(s, adv.format))
     out: list[Finding] = []
     for cve in sorted(entries):
         out += match(cve, entries[cve], facts)

@@ -31,10 +31,13 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from scanner.advisories.conditions import VGPU_GUEST
 from scanner.advisories.versions import compare_versions, version_key
+
+if TYPE_CHECKING:
+    from scanner.advisories.package_match import InstalledPackage
 
 Status = Literal["affected", "not_affected", "fixed", "under_investigation"]
 
@@ -77,13 +80,15 @@ class Installed:
 
 @dataclass(frozen=True)
 class AssetFacts:
-    """What is known of one asset: its products, its GPU library families with versions, its
-    OS, and the configuration facts conditions can be decided by ("cdi_mode": "true")."""
+    """What is known of one asset: its products, its GPU library families with versions, the
+    packages OSV documents may name (``scanner.advisories.package_match``), its OS, and the
+    configuration facts conditions can be decided by ("cdi_mode": "true")."""
 
     products: tuple[Installed, ...] = ()
     libraries: tuple[tuple[str, str | None], ...] = ()
     os: str = "linux"
     facts: Mapping[str, str] = field(default_factory=dict)
+    packages: tuple[InstalledPackage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,26 @@ class StatusEntry:
     parsed: Mapping[str, Any] | None
     platform: str | None = None
     justification: str | None = None
+    #: an OSV statement's ecosystem ("PyPI", "Debian:12"): ``product`` is then a package name
+    #: and ``vers`` its ranges; None for a bulletin's statement
+    ecosystem: str | None = None
+    vers: tuple[str, ...] = ()
+
+
+def status_entry(status: Any, fmt: str) -> StatusEntry:
+    """The matcher's view of a stored or read product status (``ProductStatus`` or its row)
+    of a document of format ``fmt`` (an OSV document's statements name packages)."""
+    osv = fmt == "osv"
+    return StatusEntry(
+        product=status.product,
+        status=status.status,
+        version_text=status.version_text,
+        parsed=status.parsed,
+        platform=status.platform,
+        justification=status.justification,
+        ecosystem=(status.platform or None) if osv else None,
+        vers=tuple(status.vers or ()) if osv else (),
+    )
 
 
 @dataclass(frozen=True)
@@ -214,7 +239,10 @@ def match(
     holds)."""
     d = data or matching_data()
     by_key: dict[str, list[StatusEntry]] = {}
+    osv = [s for s in statuses if s.ecosystem is not None]
     for s in statuses:
+        if s.ecosystem is not None:
+            continue  # an OSV statement names a package, judged below
         key = product_key(s.product, d)
         if key is not None and _os_applies(s, asset.os):
             by_key.setdefault(key, []).append(s)
@@ -239,8 +267,13 @@ def match(
                     _judge(cve, entries, p, p.version, key, None, asset, extra_conditions)
                 )
     findings += _drivers(cve, by_key, asset, extra_conditions)
+    if osv:
+        from scanner.advisories.package_match import package_findings
+
+        findings += package_findings(cve, osv, asset.packages, asset.products)
     reopen = d.fix_disabled_by.get(cve)
     if reopen:
+        # a configuration that switches the fix off reopens it whoever stated the fix
         findings = [_fix_disabled(f, reopen, asset, extra_conditions) for f in findings]
     return findings
 

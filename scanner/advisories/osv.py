@@ -19,9 +19,11 @@ from scanner.advisories.document import (
     load_json,
     schema_errors,
 )
+from scanner.advisories.ecosystems import SCHEMES
 
-#: ecosystem (before any ":release" suffix) -> its purl-spec vers scheme
-ECOSYSTEMS = {"PyPI": "pypi", "Go": "golang", "Debian": "deb"}
+#: ecosystem (before any ":release" suffix) -> its purl-spec vers scheme: those the matcher
+#: compares (scanner/advisories/ecosystems.py)
+ECOSYSTEMS = SCHEMES
 
 
 def read_osv(data: bytes, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Advisory:

@@ -95,6 +95,10 @@ def _part(f: Finding) -> _Part | None:
 
     ev = f.evidence or {}
     key = ev.get("product")
+    package = ev.get("package")
+    if (not isinstance(key, str) or not key) and isinstance(package, str) and "/" in f.product:
+        # an OSV finding (product "PyPI/<name>"): the installed package is the subcomponent
+        return _Part(_canonical(package), None, None)
     if not isinstance(key, str) or not key:
         return None
     version = ev.get("version") if isinstance(ev.get("version"), str) else None

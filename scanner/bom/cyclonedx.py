@@ -239,7 +239,13 @@ def _injected_component(item: InjectedFile) -> Any:
 
 def package_pairs(pkg: Package) -> list[tuple[str, str | None]]:
     """An owner package's ``gpuprov:`` properties."""
-    return [(V.PACKAGE_MANAGER, pkg.manager), (V.PACKAGE_DB, pkg.source)]
+    source = pkg.built_from
+    return [
+        (V.PACKAGE_MANAGER, pkg.manager),
+        (V.PACKAGE_DB, pkg.source),
+        (V.PACKAGE_SOURCE_NAME, source[0] if source else None),
+        (V.PACKAGE_SOURCE_VERSION, source[1] if source else None),
+    ]
 
 
 def _package_component(pkg: Package) -> Any:

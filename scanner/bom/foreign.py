@@ -208,6 +208,33 @@ def foreign_package(
     )
 
 
+#: Trivy's source package of an OS package (Debian: the source's name, upstream version,
+#: revision and epoch)
+TRIVY_SRC_NAME: Final = "aquasecurity:trivy:SrcName"
+TRIVY_SRC_VERSION: Final = "aquasecurity:trivy:SrcVersion"
+TRIVY_SRC_RELEASE: Final = "aquasecurity:trivy:SrcRelease"
+TRIVY_SRC_EPOCH: Final = "aquasecurity:trivy:SrcEpoch"
+
+
+def package_source(props: Mapping[str, list[str]]) -> tuple[str | None, str | None]:
+    """(name, version) of the source package a package was built from: our properties, else
+    Trivy's (epoch:version-release); (None, None) when neither says (Syft's purl ``upstream``
+    qualifier is read with the purl, `scanner.advisories.package_match.package_of`)."""
+    name = first(props, v.PACKAGE_SOURCE_NAME)
+    if name:
+        return name, first(props, v.PACKAGE_SOURCE_VERSION)
+    name = first(props, TRIVY_SRC_NAME)
+    if not name:
+        return None, None
+    version = first(props, TRIVY_SRC_VERSION)
+    if version:
+        epoch = first(props, TRIVY_SRC_EPOCH)
+        release = first(props, TRIVY_SRC_RELEASE)
+        version = (f"{epoch}:" if epoch and epoch != "0" else "") + version
+        version += f"-{release}" if release else ""
+    return name, version or None
+
+
 def package_manager(purl: str | None, props: Mapping[str, list[str]]) -> str | None:
     """A package's manager: our property, else its purl's type."""
     parsed = parse_purl(purl) if purl else None

@@ -41,6 +41,18 @@ CONFIG_MAX: Final = 1 << 20
 #: hypervisor's own GPU. "Pass-Through" decides nothing: a passed-through GPU runs either the
 #: datacenter driver or the vGPU guest driver (cloud images with the GRID driver do).
 _NOT_GUEST: Final = frozenset({"None", "Host VGPU", "Host VSGA"})
+#: what only the vGPU software's guest driver (NVIDIA-Linux-<arch>-<version>-grid.run) installs:
+#: its licensing daemon's libraries, where NVIDIA's driver container runs ``nvidia-gridd`` from
+#: for its "vgpu" driver type (NVIDIA/gpu-driver-container, <dist>/nvidia-driver,
+#: ``_start_daemons``: ``LD_LIBRARY_PATH=/usr/lib/$DRIVER_ARCH-linux-gnu/nvidia/gridd
+#: nvidia-gridd`` on Ubuntu, ``/usr/lib64/nvidia/gridd`` on RHEL; commit 06a208ca), and the
+#: daemon itself where the installer puts the driver's programs (/usr/bin)
+GRID_PATHS: Final = (
+    "/usr/lib/x86_64-linux-gnu/nvidia/gridd",
+    "/usr/lib/aarch64-linux-gnu/nvidia/gridd",
+    "/usr/lib64/nvidia/gridd",
+    "/usr/bin/nvidia-gridd",
+)
 _NOTEBOOK: Final = re.compile(r"\b\d{3,4}M\b")
 
 
@@ -190,3 +202,22 @@ def gpu_conditions(gpus: Sequence[GpuDevice]) -> list[ConditionFact]:
     source = f"{len(gpus)} GPU(s), from " + " and ".join(sorted(how))
     out.append(ConditionFact(C.GPU_ARCHITECTURE, C.join(archs), source))
     return out
+
+
+def guest_driver_condition(root: Root, decided: Sequence[ConditionFact]) -> list[ConditionFact]:
+    """``vgpu_guest`` "true" when the GPUs left it undecided (a passed-through GPU, no
+    nvidia-smi output) and the root holds the vGPU guest driver's ``nvidia-gridd``: the driver
+    installed is the vGPU software's, whose bulletin lines judge it. Its absence decides nothing
+    (a guest driver installed elsewhere), nor does it overrule what the GPUs say."""
+    if any(c.name == C.VGPU_GUEST for c in decided):
+        return []
+    for path in GRID_PATHS:
+        if root.kind(path) is not None:
+            return [
+                ConditionFact(
+                    C.VGPU_GUEST,
+                    "true",
+                    f"{path}: the vGPU guest driver's licensing daemon (nvidia-gridd)",
+                )
+            ]
+    return []

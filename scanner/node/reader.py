@@ -37,7 +37,12 @@ from scanner.node.cdi import (
     parse_legacy_list,
     parse_spec,
 )
-from scanner.node.conditions import gpu_conditions, read_configs, toolkit_conditions
+from scanner.node.conditions import (
+    gpu_conditions,
+    guest_driver_condition,
+    read_configs,
+    toolkit_conditions,
+)
 from scanner.node.driver import read_driver, run_nvidia_smi
 from scanner.node.inputs import NodeInputs
 from scanner.node.rootfs import MAX_SMALL, Root, read_small
@@ -237,6 +242,7 @@ def read_node(
         inj.source.removeprefix("cdi:") for inj in found if inj.kind.startswith("nvidia.com/")
     )
     conditions = gpu_conditions(gpus)
+    conditions += guest_driver_condition(root, conditions)
     if configs_ok:
         conditions += toolkit_conditions(configs, nvidia_specs)
     if l4t is not None and l4t.cuda and (driver is None or driver.cuda_max is None):

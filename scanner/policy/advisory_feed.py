@@ -29,8 +29,23 @@ from scanner.advisories.match import (
     match,
     product_key,
     product_keys,
+    status_entry,
 )
-from scanner.bom.foreign import first, properties, sha256_of, walk
+from scanner.advisories.package_match import (
+    InstalledPackage,
+    entry_key,
+    package_keys,
+    package_of,
+    product_packages,
+)
+from scanner.bom.foreign import (
+    first,
+    gpu_libraries,
+    package_source,
+    properties,
+    sha256_of,
+    walk,
+)
 from scanner.errors import ScannerError
 from scanner.policy.facts import AdvisoryFacts, VulnerabilityFact
 
@@ -110,16 +125,7 @@ def read_feed(paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> L
             severities.setdefault(vuln.id, []).extend(s.severity for s in vuln.scores)
             for s in vuln.statuses:
                 severities[vuln.id].append(s.score.severity if s.score else None)
-                statuses.setdefault(vuln.id, []).append(
-                    StatusEntry(
-                        product=s.product,
-                        status=s.status,
-                        version_text=s.version_text,
-                        parsed=s.parsed,
-                        platform=s.platform,
-                        justification=s.justification,
-                    )
-                )
+                statuses.setdefault(vuln.id, []).append(status_entry(s, adv.format))
     return LocalFeed(
         source=", ".join(str(p) for p in paths),
         documents=len(bulletins),
@@ -136,7 +142,8 @@ def products_of_bom(
     doc: Mapping[str, Any], families: Iterable[str], *, host: bool = False
 ) -> AssetFacts:
     """The matcher's inputs of a CycloneDX BOM: its product components (``gpuprov:product:key``),
-    the CUDA Toolkit library families it holds and, for a host's BOM only, its condition facts
+    the CUDA Toolkit library families it holds, the packages the service keeps of it (GPU
+    packages and the owners of GPU files) and, for a host's BOM only, its condition facts
     (``gpuprov:condition:*``), as the service's ingest reads them. Raises FeedError for a
     condition fact not of its form, or on an image's BOM (an image is no node)."""
     products = []
@@ -171,10 +178,23 @@ def products_of_bom(
         facts = {name: value for name, (value, _) in facts_of(asset_props).items()}
     except BadFact as e:
         raise FeedError(f"the BOM's condition fact {e}") from None
+    packages: set[InstalledPackage] = set()
+    for listed in gpu_libraries(doc).packages:
+        purl, version = listed.component.get("purl"), listed.component.get("version")
+        name, source_version = package_source(listed.props)
+        found = package_of(
+            str(purl),
+            version if isinstance(version, str) else None,
+            source_name=name,
+            source_version=source_version,
+        )
+        if found is not None:
+            packages.add(found)
     return AssetFacts(
         products=tuple(sorted(products, key=repr)),
         libraries=tuple(sorted(libraries, key=repr)),
         facts=facts,
+        packages=tuple(sorted(packages, key=repr)),
     )
 
 
@@ -183,9 +203,12 @@ def advisory_facts(asset: AssetFacts, feed: LocalFeed) -> AdvisoryFacts:
     analyses live in the service)."""
     # the product keys whose statements may concern the asset (as the service reads them)
     keys = product_keys(asset)
+    held = package_keys([*asset.packages, *product_packages(asset.products)])
     found: list[VulnerabilityFact] = []
     for cve, (severity, entries) in feed.vulnerabilities.items():
-        if not {product_key(e.product) for e in entries} & keys:
+        named = {product_key(e.product) for e in entries if e.ecosystem is None}
+        packages = {k[:2] for e in entries if (k := entry_key(e)) is not None}
+        if not named & keys and not packages & held:
             continue  # names nothing the asset holds: the matcher would answer nothing
         for f in match(cve, entries, asset):
             found.append(

@@ -63,6 +63,30 @@ def test_trivy_report() -> None:
     assert cublas.path and cublas.path.endswith("METADATA")
 
 
+def test_source_packages_are_read_from_ours_and_trivys_properties() -> None:
+    bom = boms.trivy_bom()
+    (cudnn,) = [c for c in bom["components"] if c["name"] == "libcudnn9-cuda-12"]
+    cudnn["properties"] += [
+        {"name": "aquasecurity:trivy:SrcVersion", "value": "9.1.0.70"},
+        {"name": "aquasecurity:trivy:SrcRelease", "value": "1"},
+        {"name": "aquasecurity:trivy:SrcEpoch", "value": "1"},
+    ]
+    report = parse_report(boms.encode(bom))
+    (pkg,) = [p for p in report.packages if p.name == "libcudnn9-cuda-12"]
+    assert (pkg.source_name, pkg.source_version) == ("cudnn", "1:9.1.0.70-1")
+    ours = boms.gpuprov_bom(owners=[boms.cudnn_wheel()])
+    (wheel,) = [c for c in ours["components"] if c.get("type") == "library"]
+    wheel["properties"] = [
+        {"name": v.PACKAGE_SOURCE_NAME, "value": "cudnn-src"},
+        {"name": v.PACKAGE_SOURCE_VERSION, "value": "9.1.0.70-2"},
+    ]
+    (pkg,) = parse_report(boms.encode(ours)).packages
+    assert (pkg.source_name, pkg.source_version) == ("cudnn-src", "9.1.0.70-2")
+    assert all(
+        p.source_name is None for p in parse_report(boms.encode(boms.gpuprov_bom())).packages
+    )
+
+
 def test_syft_report() -> None:
     bom = boms.syft_bom()
     report = parse_report(boms.encode(bom))

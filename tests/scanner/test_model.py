@@ -67,3 +67,25 @@ def test_progress_events_name_their_stage_with_the_enum(tmp_path: Path) -> None:
     run_scan(str(tmp_path), ScanOptions(use_cache=False, progress=events.append))
     assert {e.stage for e in events} >= {ProgressStage.CATALOG, ProgressStage.HASH}
     assert all(type(e.stage) is ProgressStage for e in events)
+
+
+def test_a_dpkg_package_names_the_source_it_was_built_from() -> None:
+    from scanner.model import Package
+
+    def pkg(source: str | None, version: str = "535.261.03-1+b1") -> Package:
+        extra = (("source-package", source),) if source is not None else ()
+        return Package(
+            PackageManager.DPKG, "libcuda1", version, "pkg:deb/debian/libcuda1", extra=extra
+        )
+
+    assert pkg("nvidia-graphics-drivers (535.261.03-1)").built_from == (
+        "nvidia-graphics-drivers",
+        "535.261.03-1",
+    )
+    # without a version: the source's version is the binary's (dpkg-deb's rule)
+    assert pkg("nvidia-graphics-drivers", "535.261.03-1").built_from == (
+        "nvidia-graphics-drivers",
+        "535.261.03-1",
+    )
+    assert pkg(None).built_from is None
+    assert pkg("  ").built_from is None

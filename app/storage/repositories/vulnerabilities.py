@@ -20,7 +20,7 @@ from app.storage.tables import AdvisoryFinding as Finding
 from app.storage.tables import AdvisoryProductStatus as Status
 from app.storage.tables import AdvisoryStack as Stack
 from app.storage.tables import AdvisoryVulnerability as Vuln
-from app.storage.tables import Asset, AssetCondition, AssetLibrary, AssetProduct
+from app.storage.tables import Asset, AssetCondition, AssetLibrary, AssetProduct, Package
 from app.storage.tables import AssetAdvisoryMatch as Match
 
 _CHUNK = 500
@@ -120,24 +120,69 @@ def libraries_of(
     return out
 
 
+def packages_of(
+    session: Session, ids: Sequence[int]
+) -> list[tuple[int, str, str | None, str | None, str | None]]:
+    """(asset id, purl, version, source name, source version) of the packages of these assets'
+    latest scans."""
+    out: list[tuple[int, str, str | None, str | None, str | None]] = []
+    for chunk in _chunks(ids):
+        out += [
+            (int(a), str(purl), version, source_name, source_version)
+            for a, purl, version, source_name, source_version in session.execute(
+                select(
+                    Asset.id,
+                    Package.purl,
+                    Package.version,
+                    Package.source_name,
+                    Package.source_version,
+                )
+                .join(Package, Package.scan_id == Asset.latest_scan_id)
+                .where(Asset.id.in_(chunk), Package.purl.is_not(None))
+                .order_by(Asset.id, Package.id)
+            ).all()
+        ]
+    return out
+
+
 def product_names(session: Session) -> list[str]:
     """The distinct product names of the stored statuses (their index alone)."""
     return list(session.scalars(select(Status.product).distinct()))
 
 
-def open_statuses(session: Session, products: Sequence[str]) -> Sequence[tuple[str, Status]]:
+def package_names(session: Session) -> list[tuple[str | None, str]]:
+    """The distinct (ecosystem, package name) of the stored OSV statuses."""
+    return [
+        (platform, str(product))
+        for platform, product in session.execute(
+            select(Status.platform, Status.product)
+            .join(Vuln, Vuln.id == Status.vulnerability_id)
+            .join(Doc, Doc.id == Vuln.document_id)
+            .where(Doc.format == "osv")
+            .distinct()
+        ).all()
+    ]
+
+
+def open_statuses(
+    session: Session, products: Sequence[str], *, osv: bool = False
+) -> Sequence[tuple[str, Status]]:
     """(CVE, status) of every product status of these products that no revision closed, of
-    vulnerabilities no revision withdrew."""
+    vulnerabilities no revision withdrew: of OSV documents (``osv``: their statements name
+    packages), else of the others (bulletins naming products)."""
     if not products:
         return []
+    fmt = Doc.format == "osv" if osv else Doc.format != "osv"
     return (
         session.execute(
             select(Vuln.cve, Status)
             .join(Vuln, Vuln.id == Status.vulnerability_id)
+            .join(Doc, Doc.id == Vuln.document_id)
             .where(
                 Status.product.in_(products),
                 Status.closed_at.is_(None),
                 Vuln.withdrawn_reason.is_(None),
+                fmt,
             )
             .order_by(Vuln.cve, Status.id)
         )

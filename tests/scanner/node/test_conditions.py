@@ -398,3 +398,35 @@ def test_check_fact_forms() -> None:
     ):
         with pytest.raises(BadFact):
             check_fact(name, bad)
+
+
+@pytest.mark.parametrize(
+    "grid", ["/usr/lib/x86_64-linux-gnu/nvidia/gridd", "/usr/bin/nvidia-gridd"]
+)
+def test_the_guest_drivers_licensing_daemon_decides_what_the_gpus_leave_open(
+    tmp_path: Path, grid: str
+) -> None:
+    """A passed-through GPU runs either driver: the vGPU guest driver's nvidia-gridd (what
+    NVIDIA's driver container starts for its vgpu driver type) says which one is installed; it
+    never overrules a GPU's own virtualization mode."""
+
+    def guest(smi_mode: str | None, with_grid: bool) -> tuple[str, str] | None:
+        case = tmp_path / f"{smi_mode!r}-{with_grid}"
+        root = nt.gpu_node(case / "root")
+        if with_grid:
+            nt.write(
+                root, grid + ("/libstand-in.so" if grid.endswith("/nvidia/gridd") else ""), b"x"
+            )
+        node: dict[str, Any] = {}
+        if smi_mode is not None:
+            node["nvidia_smi_xml"] = str(nt.write(case, "/smi.xml", nt.nvidia_smi_xml(smi_mode)))
+        result = _scan(root, case, **node)
+        got = {c.name: (c.value, c.source) for c in result.node.conditions}
+        return got.get("vgpu_guest")
+
+    decided = guest("Pass-Through", True)
+    assert decided is not None and decided[0] == "true"
+    assert decided[1].startswith(grid + ": the vGPU guest driver's licensing daemon")
+    assert guest("Pass-Through", False) is None
+    assert guest(None, True) is not None  # no nvidia-smi output: the daemon still says
+    assert guest("None", True) == ("false", guest("None", False)[1])  # type: ignore[index]
