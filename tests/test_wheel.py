@@ -639,8 +639,9 @@ def test_the_installed_service_signs_people_in_and_gates_keyless_ci(
     """Issue 20 against the installed wheel: people sign in at a real OpenID Provider
     (oidc-provider under node) with the role their group gives, a person with no mapped group
     gets no session, a GitHub-shaped CI ID token gates an image under its trust rule's policy
-    and is refused for another repository, another policy and once it has expired, and a team's
-    token sees only the assets an admin labelled for its team."""
+    and is refused for another repository, another policy and once it has expired, a group
+    mapping an admin stores gives an analyst who may change policies and, removed, ends her
+    session, and a team's token sees only the assets an admin labelled for its team."""
     from tests.app.test_gate_api import digest, image_bom
     from tests.fixtures.ci_issuer import AUDIENCE, IssuerServer, github_claims
     from tests.fixtures.oidc import (
@@ -749,6 +750,22 @@ def test_the_installed_service_signs_people_in_and_gates_keyless_ci(
             assert expired.status_code == 401 and "expired" in expired.text
             decisions = call("GET", "/api/v1/gate/decisions", admin).json()["items"]
             assert [d["token_name"] for d in decisions] == ["ci:release:acme/trainer"]
+
+            # a group mapping an admin stores: carol's group now makes her an analyst in no
+            # team, who may change policies; removed, she loses access at her next page
+            mapped = call("PUT", "/api/v1/group-mappings/staff", admin, json={"role": "analyst"})
+            assert mapped.status_code == 201, mapped.text
+            with httpx.Client(timeout=30) as browser:
+                assert browser.get(sign_in_at_provider(browser, url, "carol")).status_code == 303
+                page = browser.get(f"{url}/admin/policies")
+                assert page.status_code == 200 and "carol@example.com · analyst" in page.text
+                assert browser.get(f"{url}/admin/tokens").status_code == 403
+                gone = call("DELETE", "/api/v1/group-mappings/staff", admin)
+                assert gone.status_code == 200, gone.text
+                ended = browser.get(f"{url}/assets")
+                assert (
+                    ended.status_code == 303 and "ended=access-removed" in ended.headers["location"]
+                )
 
             # teams: a team's token sees its team's assets only; another team's is not found
             other = image_bom("registry.example/prod/serving:1")
