@@ -30,6 +30,7 @@ from scanner.node.inputs import NodeInputs
 from scanner.pipeline import ScanOptions, run_scan
 from tests.app.conftest import Service, auth
 from tests.app.test_gate_api import HEAD, put_policy
+from tests.app.test_gate_facts import scan_ids_past_256
 from tests.scanner.advisories.documents import PSIRT
 from tests.scanner.node import nodetree as nt
 
@@ -123,6 +124,21 @@ def test_the_gate_decides_from_the_stored_findings(
         headers=auth(ci),
     )
     assert smuggled.status_code == 422
+
+
+def test_a_scan_with_a_large_id_is_gated_on_its_stored_findings(
+    service: Service, hosts: dict[str, dict[str, Any]], post_report: Callable[..., Any]
+) -> None:
+    # ids past 256 are distinct int objects when read apart: the scan is recognised as the
+    # asset's latest by value, or its findings would not be read and the feed look absent
+    scan_ids_past_256(service, post_report)
+    put_policy(service, POLICY)
+    _import(service, PSIRT / "2025/5703")
+    answer = _gate(
+        service.client, service.token("gate", "report:write", name="ci"), hosts["patched"]
+    )
+    assert answer["decision"] == "allow", _rule(answer)
+    assert _rule(answer)["evidence"]["feed_documents"] == "1"
 
 
 def _ra01(service: Service, reader: dict[str, str]) -> tuple[int, int]:

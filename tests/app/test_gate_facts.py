@@ -470,7 +470,7 @@ def test_a_vsa_key_that_cannot_sign_gives_an_allow_without_a_vsa(
     assert body["vsa_error"].startswith("no VSA: not an unencrypted PEM private key")
 
 
-def _scan_ids_past_256(service: Service, post_report: Callable[..., Any]) -> None:
+def scan_ids_past_256(service: Service, post_report: Callable[..., Any]) -> None:
     """Make the next scan's id 1001: past CPython's cache of small ints, where two equal ids
     read apart are two objects (an `is` in place of `==` then tells them apart)."""
     post_report(boms.encode(image_bom("reg.example/filler:1", timestamp=_now(3))))
@@ -491,7 +491,7 @@ def _scan_ids_past_256(service: Service, post_report: Callable[..., Any]) -> Non
 def test_scans_with_large_ids_are_gated_on_their_own_facts(
     service: Service, post_report: Callable[..., Any]
 ) -> None:
-    _scan_ids_past_256(service, post_report)
+    scan_ids_past_256(service, post_report)
     put_policy(service, LAX.replace("rules: {}", "rules:\n  driver: {}"))
     token = service.token("gate", "report:write", name="ci")
     answer = gate(service, token, policy="prod", bom=_driver_host("550.54.15", _now(1)))
