@@ -22,6 +22,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from app.domain import analyses, audit
+from app.domain.analyses import InvalidAnalysis
 from app.domain.audit import Actor
 from app.errors import Conflict, NotFound
 from app.storage.repositories import proposals as repo
@@ -39,6 +40,8 @@ MAX_DAYS = 365
 #: reads the GPU libraries processes map, not the programs they run).
 LIBRARY_PRODUCTS = frozenset({"nvjpeg", "nvjpeg2000", "nvtiff", "tensorrt"})
 JUSTIFICATION = "vulnerable_code_not_in_execute_path"
+#: a dismissal's reason, as long as an analysis's detail
+MAX_REASON = analyses.MAX_DETAIL
 #: who withdraws a proposal (and its analysis): the service, on what a report showed
 SERVICE = Actor("service", "gpuprov")
 _MAX_FILES = 20
@@ -456,20 +459,27 @@ def dismiss(
     actor: Actor,
     now: datetime,
     scope: AssetScope | None = None,
+    reason: str | None = None,
 ) -> dict[str, Any]:
-    """Dismiss a proposal (audited): it is not made again for the same files; NotFound outside
-    the ``scope``, Conflict when it is no longer proposed."""
+    """Dismiss a proposal (audited) with the person's ``reason``, if any: it is not made again
+    for the same files; NotFound outside the ``scope``, Conflict when it is no longer proposed,
+    InvalidAnalysis (422) for a reason
+    longer than MAX_REASON."""
+    reason = (reason or "").strip() or None
+    if reason is not None and len(reason) > MAX_REASON:
+        raise InvalidAnalysis("reason", f"at most {MAX_REASON} characters")
     row = _decidable(session, proposal_id, scope)
     row.status = "dismissed"
     row.decided_at = now
     row.decided_by = actor.name[:256]
+    row.reason = reason
     session.flush()
     audit.record(
         session,
         actor,
         "proposal.dismiss",
         f"proposal:{row.id}",
-        {"cve": row.cve, "asset_id": row.asset_id},
+        {"cve": row.cve, "asset_id": row.asset_id, "reason": reason},
         now,
     )
     return proposal_dict(row, now)

@@ -1106,5 +1106,5 @@ class RuntimeProposal(Base):
         BigId, ForeignKey("advisory_analysis.id", ondelete="SET NULL")
     )
     withdrawn_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
-    #: why it was withdrawn (the service's words)
+    #: why it was withdrawn (the service's words) or dismissed (the person's, if given)
     reason: Mapped[str | None] = mapped_column(Text)

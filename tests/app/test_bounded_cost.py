@@ -191,6 +191,7 @@ BODIES = (
     ("POST", "/api/v1/tokens"),
     ("PUT", "/api/v1/ci-trust/prod"),
     ("PUT", "/api/v1/group-mappings/prod"),
+    ("POST", "/api/v1/proposals/1/dismiss"),
     ("POST", "/login"),
     ("POST", "/logout"),
     *(("POST", path) for path in DASHBOARD_FORMS),
@@ -202,7 +203,6 @@ NO_BODY = {
     ("POST", "/api/v1/webhooks/{name}/rotate"),
     ("POST", "/api/v1/webhooks/{name}/test"),
     ("POST", "/api/v1/proposals/{proposal_id}/accept"),
-    ("POST", "/api/v1/proposals/{proposal_id}/dismiss"),
 }
 
 
@@ -276,6 +276,7 @@ def test_a_body_its_caller_may_not_send_is_refused_before_it_is_sent(service: Se
             "admin",
         ),
         ("PUT", "/api/v1/group-mappings/prod", auth(reader, **JSON_MEDIA), 403, "admin"),
+        ("POST", "/api/v1/proposals/1/dismiss", auth(reader, **JSON_MEDIA), 403, "triage"),
         ("POST", "/login", {"Content-Type": FORM}, 413, "16384 bytes"),
         ("POST", "/logout", {"Content-Type": FORM}, 303, ""),
     ]

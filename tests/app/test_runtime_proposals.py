@@ -299,13 +299,29 @@ def test_accepting_records_the_callers_analysis_audited(
     )
     assert service.count("advisory_analysis") == 1
 
-    # dismissing another: audited, and not proposed again for the same files
+    # dismissing another, with a reason: audited, and not proposed again for the same files
     other = proposals["CVE-2025-23273"]["id"]
-    dismissed = service.client.post(f"/api/v1/proposals/{other}/dismiss", headers=alice)
+    url = f"/api/v1/proposals/{other}/dismiss"
+    for refused, says in (
+        ({"reason": "x" * 4097}, "at most 4096 characters"),
+        ({"why": "batch job"}, "why"),
+        ({"reason": 3}, "reason"),
+    ):
+        answer = service.client.post(url, json=refused, headers=alice)
+        assert answer.status_code == 422 and says in answer.text, answer.text
+    assert _by_cve(_proposals(service, host))["CVE-2025-23273"]["status"] == "proposed"
+    why = "  the nightly batch job decodes JPEGs: it will load nvJPEG  "
+    dismissed = service.client.post(url, json={"reason": why}, headers=alice)
     assert dismissed.status_code == 200, dismissed.text
-    assert (dismissed.json()["status"], dismissed.json()["decided_by"]) == ("dismissed", "alice")
+    shown = dismissed.json()
+    assert (shown["status"], shown["decided_by"], shown["reason"]) == (
+        "dismissed",
+        "alice",
+        why.strip(),
+    )
     (event,) = _audit(service, "proposal.dismiss")
     assert (event["actor"], event["target"]) == ("alice", f"proposal:{other}")
+    assert event["details"]["reason"] == why.strip()
     _push(post_report, report(first + timedelta(hours=1)))
     after = _proposals(service, host)
     assert [p["status"] for p in after if p["cve"] == "CVE-2025-23273"] == ["dismissed"]
@@ -479,10 +495,18 @@ def test_the_asset_page_lists_proposals_with_forms_for_triage_only(
     page = analyst.get(f"/assets/{host}")
     assert f'action="/proposals/{pid}/accept"' not in page.text and "by web-analyst" in page.text
     other = _by_cve(_proposals(service, host))["CVE-2025-23273"]["id"]
+    assert 'name="reason" maxlength="4096"' in page.text
     dismissed = analyst.post(
-        f"/proposals/{other}/dismiss", data={"csrf_token": csrf}, follow_redirects=False
+        f"/proposals/{other}/dismiss",
+        data={"csrf_token": csrf, "reason": "<b>kept</b> for the batch job"},
+        follow_redirects=False,
     )
     assert dismissed.status_code == 303
+    assert _by_cve(_proposals(service, host))["CVE-2025-23273"]["reason"] == (
+        "<b>kept</b> for the batch job"
+    )
+    page = analyst.get(f"/assets/{host}")
+    assert "&lt;b&gt;kept&lt;/b&gt; for the batch job" in page.text
     again = analyst.post(f"/proposals/{other}/dismiss", data={"csrf_token": csrf})
     assert again.status_code == 409 and "dismissed, not proposed" in again.text
 

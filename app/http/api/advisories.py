@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, BackgroundTasks, Depends, Path, Query, Request, Response
 
 from app.clock import utcnow
-from app.domain import advisories, audit, compliance, vulnerabilities
+from app.domain import advisories, audit, vulnerabilities
 from app.http.body import uploaded
 from app.http.deps import (
     Admin,
@@ -19,6 +19,7 @@ from app.http.deps import (
     SettingsDep,
     WriteSessionDep,
 )
+from app.http.follow import follow_advisories_change
 from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import error_responses
 from app.http.schemas_advisories import (
@@ -117,11 +118,7 @@ def post_advisory(
         # the fleet's findings follow the feed in the same transaction, and the compliance of
         # the policies gating on them (on a large fleet, after the answer)
         vulnerabilities.rematch(session, utcnow())
-        pending = compliance.reevaluate_after_advisories_change(
-            session, utcnow(), settings.trusted_authors
-        )
-        if pending:
-            background.add_task(compliance.reevaluate_pending_all, db, pending, utcnow())
+        follow_advisories_change(session, db, background, utcnow())
         audit.record_advisory(
             session,
             principal.actor,

@@ -11,7 +11,7 @@ from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request, Respons
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from app.clock import utcnow
-from app.domain import analyses, compliance
+from app.domain import analyses
 from app.http.body import read_model
 from app.http.deps import (
     DatabaseDep,
@@ -21,6 +21,7 @@ from app.http.deps import (
     Triager,
     WriteSessionDep,
 )
+from app.http.follow import follow_advisories_change
 from app.http.params import MAX_BIGINT, IdPath, Limit, Offset
 from app.http.schemas import error_responses
 from app.http.schemas_advisories import AnalysisOut, AnalysisPage
@@ -70,23 +71,6 @@ async def _analysis_request(request: Request, _: Triager) -> AnalysisIn:
     return await read_model(request, AnalysisIn, "an analysis")
 
 
-def _compliance(
-    session: WriteSessionDep,
-    db: DatabaseDep,
-    background: BackgroundTasks,
-    document: dict[str, Any],
-) -> None:
-    """A trusted author's analysis changes what the advisories rule sees: fleet compliance
-    follows (on a large fleet, after the answer)."""
-    trusted = db.settings.trusted_authors
-    if document["author"] not in trusted:
-        return
-    now = utcnow()
-    pending = compliance.reevaluate_after_advisories_change(session, now, trusted)
-    if pending:
-        background.add_task(compliance.reevaluate_pending_all, db, pending, now)
-
-
 @router.post(
     "/analyses",
     status_code=201,
@@ -133,7 +117,7 @@ def post_analysis(
         scope=principal.scope,
     )
     response.headers["Location"] = f"/api/v1/analyses/{document['id']}"
-    _compliance(session, db, background, document)
+    follow_advisories_change(session, db, background, utcnow(), author=document["author"])
     return {**document, "trusted": document["author"] in settings.trusted_authors}
 
 
@@ -192,5 +176,5 @@ def delete_analysis(
     document = analyses.delete_analysis(
         session, analysis_id, principal.actor, utcnow(), principal.scope
     )
-    _compliance(session, db, background, document)
+    follow_advisories_change(session, db, background, utcnow(), author=document["author"])
     return {**document, "trusted": document["author"] in settings.trusted_authors}

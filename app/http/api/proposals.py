@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, BackgroundTasks, Query
+from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.clock import utcnow
-from app.domain import compliance, proposals
+from app.domain import proposals
+from app.http.body import read_model
 from app.http.deps import (
     DatabaseDep,
     InventoryReader,
@@ -19,6 +21,7 @@ from app.http.deps import (
     Triager,
     WriteSessionDep,
 )
+from app.http.follow import follow_advisories_change
 from app.http.params import IdPath, Limit, Offset
 from app.http.schemas import error_responses
 from app.http.schemas_proposals import AcceptedOut, ProposalOut, ProposalPage
@@ -92,21 +95,56 @@ def accept_proposal(
     proposal, analysis = proposals.accept(
         session, proposal_id, principal.actor, now, principal.scope
     )
-    trusted = settings.trusted_authors
-    if analysis["author"] in trusted:  # what the advisories rule sees changed
-        pending = compliance.reevaluate_after_advisories_change(session, now, trusted)
-        if pending:
-            background.add_task(compliance.reevaluate_pending_all, db, pending, now)
-    shown = {**analysis, "trusted": analysis["author"] in trusted}
+    follow_advisories_change(session, db, background, now, author=analysis["author"])
+    shown = {**analysis, "trusted": analysis["author"] in settings.trusted_authors}
     return {"proposal": proposal, "analysis": shown}
+
+
+class DismissalIn(BaseModel):
+    """Why the proposal is dismissed (optional; shown with it and audited)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(default=None, max_length=proposals.MAX_REASON)
+
+
+async def _dismissal(request: Request, _: Triager) -> DismissalIn:
+    # a dependency after Triager: the body is read once the caller is known to triage; no
+    # body at all is a dismissal without a reason
+    if request.headers.get("content-length", "0") == "0" and (
+        "transfer-encoding" not in request.headers
+    ):
+        return DismissalIn()
+    return await read_model(request, DismissalIn, "a dismissal")
 
 
 @router.post(
     "/proposals/{proposal_id}/dismiss",
     response_model=ProposalOut,
-    responses=_DECIDED,
-    summary="Dismiss a runtime proposal",
+    responses={
+        **_DECIDED,
+        **error_responses(
+            (413, "larger than 1 MiB"),
+            (415, "not JSON"),
+            (422, "not a dismissal this service accepts: the message says why"),
+        ),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {"application/json": {"schema": DismissalIn.model_json_schema()}},
+        }
+    },
+    summary="Dismiss a runtime proposal, with an optional reason",
 )
-def dismiss_proposal(principal: Triager, session: WriteSessionDep, proposal_id: IdPath) -> Any:
-    """Dismiss the proposal (audited); it is not made again for the same files."""
-    return proposals.dismiss(session, proposal_id, principal.actor, utcnow(), principal.scope)
+def dismiss_proposal(
+    principal: Triager,
+    body: Annotated[DismissalIn, Depends(_dismissal)],
+    session: WriteSessionDep,
+    proposal_id: IdPath,
+) -> Any:
+    """Dismiss the proposal (audited, with the reason given); it is not made again for the same
+    files."""
+    return proposals.dismiss(
+        session, proposal_id, principal.actor, utcnow(), principal.scope, body.reason
+    )

@@ -12,7 +12,7 @@ from fastapi import APIRouter, BackgroundTasks, Depends, Query, Request
 from fastapi.responses import Response
 
 from app.clock import utcnow
-from app.domain import compliance, vex
+from app.domain import vex
 from app.http.body import uploaded
 from app.http.deps import (
     DatabaseDep,
@@ -22,6 +22,7 @@ from app.http.deps import (
     Triager,
     WriteSessionDep,
 )
+from app.http.follow import follow_advisories_change
 from app.http.params import IdPath
 from app.http.schemas import error_responses
 from app.http.schemas_advisories import VexImportOut
@@ -149,11 +150,6 @@ def post_vex(
         now=now,
         scope=principal.scope,
     )
-    if answer["recorded"] and principal.actor.name in settings.trusted_authors:
-        # a trusted author's analyses change what the advisories rule sees
-        pending = compliance.reevaluate_after_advisories_change(
-            session, now, settings.trusted_authors
-        )
-        if pending:
-            background.add_task(compliance.reevaluate_pending_all, db, pending, now)
+    if answer["recorded"]:
+        follow_advisories_change(session, db, background, now, author=principal.actor.name)
     return answer

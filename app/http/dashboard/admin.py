@@ -9,10 +9,12 @@ shows the form again with the reason."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Path, Request
 from fastapi.responses import Response
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
@@ -49,6 +51,23 @@ TOKEN_EXPIRY_DEFAULT = "90d"
 def _actor(state: PageState) -> audit.Actor:
     """The signed-in admin as the audit log names them."""
     return state.actor
+
+
+def _refused(
+    request: Request,
+    session: Session,
+    template: str,
+    context: Callable[[], dict[str, Any]],
+    error: AppError,
+    *,
+    unprocessable: bool = False,
+    **shown: Any,
+) -> Response:
+    """The form's page again with the refusal and what was typed (``shown``), nothing of the
+    post kept. ``unprocessable``: a 400 is answered 422, as the API answers the same check."""
+    session.rollback()  # before the context is read: the page shows what is stored
+    status = 422 if unprocessable and error.status == 400 else error.status
+    return render(request, template, {**context(), "error": error.message, **shown}, status=status)
 
 
 def _field(scope: str) -> str:
@@ -104,18 +123,16 @@ async def store_policy(
         if created:
             audit.record_policy(session, _actor(state), row.name, row.version, row.content_sha256)
     except AppError as e:
-        session.rollback()
-        return render(
+        details = getattr(e, "details", None) or []
+        return _refused(
             request,
+            session,
             "admin_policies.html",
-            {
-                **_policies_context(session),
-                "name": name,
-                "document": document,
-                "error": e.message,
-                "details": getattr(e, "details", None) or [],
-            },
-            status=e.status,
+            lambda: _policies_context(session),
+            e,
+            name=name,
+            document=document,
+            details=details,
         )
     trusted = db.settings.trusted_authors
     evaluated = compliance.reevaluate_on_store(session, row, now, trusted) if created else None
@@ -180,12 +197,13 @@ async def store_trust(
         if pending:  # runs once the change is committed and the page sent
             background.add_task(compliance.reevaluate_pending_all, db, pending, now)
     except AppError as e:
-        session.rollback()
-        return render(
+        return _refused(
             request,
+            session,
             "admin_trust.html",
-            {**_trust_context(session), "document": document, "error": e.message},
-            status=e.status,
+            lambda: _trust_context(session),
+            e,
+            document=document,
         )
     return render(
         request,
@@ -306,12 +324,13 @@ async def create_token(request: Request, state: AdminUser, session: WriteSession
             team=form.get("team", "").strip() or None,
         )
     except AppError as e:
-        session.rollback()
-        return render(
+        return _refused(
             request,
+            session,
             "admin_tokens.html",
-            {**_tokens_context(session, 1, 50), "error": e.message, "expires": expires},
-            status=e.status,
+            lambda: _tokens_context(session, 1, 50),
+            e,
+            expires=expires,
         )
     session.flush()
     return render(
@@ -401,12 +420,14 @@ async def store_ci_rule(
             session, name, body, settings, _actor(state), utcnow()
         )
     except AppError as e:
-        session.rollback()
-        return render(
+        return _refused(
             request,
+            session,
             "admin_ci_trust.html",
-            {**_ci_context(session, settings), "error": e.message, "form": dict(form)},
-            status=e.status if e.status != 400 else 422,
+            lambda: _ci_context(session, settings),
+            e,
+            unprocessable=True,
+            form=dict(form),
         )
     verb = "Stored" if created else "Replaced"
     return render(
@@ -470,12 +491,13 @@ async def create_webhook(
             session, spec, delivery_config(settings).egress, _actor(state), utcnow()
         )
     except AppError as e:
-        session.rollback()
-        return render(
+        return _refused(
             request,
+            session,
             "admin_webhooks.html",
-            {**_webhooks_context(session), "error": e.message, "form": dict(form)},
-            status=e.status,
+            lambda: _webhooks_context(session),
+            e,
+            form=dict(form),
         )
     session.flush()
     return render(
@@ -586,12 +608,14 @@ async def store_team(
         )
         _, created = teams.put_team(session, name, spec, _actor(state))
     except AppError as e:
-        session.rollback()
-        return render(
+        return _refused(
             request,
+            session,
             "admin_teams.html",
-            {**_teams_context(session, settings), "error": e.message, "form": dict(form)},
-            status=e.status if e.status != 400 else 422,
+            lambda: _teams_context(session, settings),
+            e,
+            unprocessable=True,
+            form=dict(form),
         )
     session.flush()
     verb = "Stored" if created else "Replaced"
@@ -615,12 +639,8 @@ async def delete_team(
     try:
         teams.delete_team(session, name, _actor(state))
     except AppError as e:
-        session.rollback()
-        return render(
-            request,
-            "admin_teams.html",
-            {**_teams_context(session, settings), "error": e.message},
-            status=e.status,
+        return _refused(
+            request, session, "admin_teams.html", lambda: _teams_context(session, settings), e
         )
     session.flush()
     return render(
@@ -643,12 +663,14 @@ async def assign_scope_labels(
         labels = teams.check_scope_labels({"labels": _pairs(form.get("labels", ""), "label")})
         teams.assign_labels(session, int(raw), labels, _actor(state))
     except AppError as e:
-        session.rollback()
-        return render(
+        return _refused(
             request,
+            session,
             "admin_teams.html",
-            {**_teams_context(session, settings), "error": e.message, "form": dict(form)},
-            status=e.status if e.status != 400 else 422,
+            lambda: _teams_context(session, settings),
+            e,
+            unprocessable=True,
+            form=dict(form),
         )
     session.flush()
     shown = ", ".join(f"{k}={v}" for k, v in labels.items()) or "none"
@@ -702,12 +724,14 @@ async def store_group_mapping(
             utcnow(),
         )
     except AppError as e:
-        session.rollback()
-        return render(
+        return _refused(
             request,
+            session,
             "admin_group_mappings.html",
-            {**_mappings_context(session, settings), "error": e.message, "form": dict(form)},
-            status=e.status if e.status != 400 else 422,
+            lambda: _mappings_context(session, settings),
+            e,
+            unprocessable=True,
+            form=dict(form),
         )
     session.flush()
     verb = "Stored" if created else "Replaced"
@@ -735,12 +759,12 @@ async def delete_group_mapping(
     try:
         group_mappings.delete_mapping(session, name, settings.oidc_roles, _actor(state), utcnow())
     except AppError as e:
-        session.rollback()
-        return render(
+        return _refused(
             request,
+            session,
             "admin_group_mappings.html",
-            {**_mappings_context(session, settings), "error": e.message},
-            status=e.status,
+            lambda: _mappings_context(session, settings),
+            e,
         )
     session.flush()
     return render(

@@ -10,10 +10,11 @@ from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.clock import utcnow
-from app.domain import compliance, proposals
+from app.domain import proposals
 from app.domain.tokens import Scope
 from app.http.dashboard.auth import PageState, TriageUser, checked_form
-from app.http.deps import DatabaseDep, SessionDep, SettingsDep, WriteSessionDep
+from app.http.deps import DatabaseDep, SessionDep, WriteSessionDep
+from app.http.follow import follow_advisories_change
 from app.http.params import IdPath
 
 router = APIRouter()
@@ -33,7 +34,11 @@ def asset_context(session: SessionDep, state: PageState, asset_id: int) -> dict[
         now=utcnow(),
         scope=state.user.scope,
     )
-    return {"proposals": page, "proposals_triage": state.user.has(Scope.TRIAGE)}
+    return {
+        "proposals": page,
+        "proposals_triage": state.user.has(Scope.TRIAGE),
+        "proposals_max_reason": proposals.MAX_REASON,
+    }
 
 
 @router.post("/proposals/{proposal_id}/accept")
@@ -41,7 +46,6 @@ async def accept(
     request: Request,
     state: TriageUser,
     session: WriteSessionDep,
-    settings: SettingsDep,
     db: DatabaseDep,
     background: BackgroundTasks,
     proposal_id: IdPath,
@@ -50,11 +54,7 @@ async def accept(
     await checked_form(request, state)
     now = utcnow()
     proposal, analysis = proposals.accept(session, proposal_id, state.actor, now, state.user.scope)
-    trusted = settings.trusted_authors
-    if analysis["author"] in trusted:  # what the advisories rule sees changed
-        pending = compliance.reevaluate_after_advisories_change(session, now, trusted)
-        if pending:
-            background.add_task(compliance.reevaluate_pending_all, db, pending, now)
+    follow_advisories_change(session, db, background, now, author=analysis["author"])
     return RedirectResponse(f"/assets/{proposal['asset_id']}#proposals", status_code=303)
 
 
@@ -62,7 +62,9 @@ async def accept(
 async def dismiss(
     request: Request, state: TriageUser, session: WriteSessionDep, proposal_id: IdPath
 ) -> Response:
-    """Dismiss the proposal (back to the asset)."""
-    await checked_form(request, state)
-    proposal = proposals.dismiss(session, proposal_id, state.actor, utcnow(), state.user.scope)
+    """Dismiss the proposal with the reason typed, if any (back to the asset)."""
+    form = await checked_form(request, state)
+    proposal = proposals.dismiss(
+        session, proposal_id, state.actor, utcnow(), state.user.scope, form.get("reason")
+    )
     return RedirectResponse(f"/assets/{proposal['asset_id']}#proposals", status_code=303)

@@ -21,7 +21,7 @@ from fastapi import APIRouter, BackgroundTasks, Request
 from fastapi.responses import RedirectResponse, Response
 
 from app.clock import utcnow
-from app.domain import analyses, compliance
+from app.domain import analyses
 from app.domain.analyses import InvalidAnalysis
 from app.http.dashboard.auth import (
     PageState,
@@ -32,6 +32,7 @@ from app.http.dashboard.auth import (
     signer_of,
 )
 from app.http.deps import DatabaseDep, SessionDep, WriteSessionDep
+from app.http.follow import follow_advisories_change
 from app.http.params import MAX_BIGINT, IdPath
 
 router = APIRouter()
@@ -182,25 +183,8 @@ def record(
         now=now,
         scope=state.user.scope,
     )
-    _follow(session, db, background, document, now)
+    follow_advisories_change(session, db, background, now, author=document["author"])
     return document
-
-
-def _follow(
-    session: WriteSessionDep,
-    db: DatabaseDep,
-    background: BackgroundTasks,
-    document: Mapping[str, Any],
-    now: datetime,
-) -> None:
-    """A trusted author's analysis changes what the advisories rule sees: fleet compliance
-    follows (on a large fleet, after the answer), as after the API's."""
-    trusted = db.settings.trusted_authors
-    if document["author"] not in trusted:
-        return
-    pending = compliance.reevaluate_after_advisories_change(session, now, trusted)
-    if pending:
-        background.add_task(compliance.reevaluate_pending_all, db, pending, now)
 
 
 def described(document: Mapping[str, Any], asset: str | None = None) -> str:
@@ -312,7 +296,7 @@ async def withdraw_analysis(
     target = safe_next(back) if back else None
     now = utcnow()
     document = analyses.delete_analysis(session, analysis_id, state.actor, now, state.user.scope)
-    _follow(session, db, background, document, now)
+    follow_advisories_change(session, db, background, now, author=document["author"])
     if target is None:
         target = (
             f"/assets/{document['asset_id']}#vulnerabilities"

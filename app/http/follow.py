@@ -1,0 +1,31 @@
+"""Fleet compliance following a change to what the advisories rule sees (a feed document, an
+analysis, an accepted proposal): in the request's transaction on a small fleet, else after the
+answer, for the API and the dashboard alike."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from fastapi import BackgroundTasks
+from sqlalchemy.orm import Session
+
+from app.domain import compliance
+from app.storage.session import Database
+
+
+def follow_advisories_change(
+    session: Session,
+    db: Database,
+    background: BackgroundTasks,
+    now: datetime,
+    *,
+    author: str | None = None,
+) -> None:
+    """Re-evaluate the policies with an ``advisories`` rule; with ``author`` (an analysis),
+    only when that author is on GPUPROV_VEX_TRUSTED_AUTHORS: no other changes the gate."""
+    trusted = db.settings.trusted_authors
+    if author is not None and author not in trusted:
+        return
+    pending = compliance.reevaluate_after_advisories_change(session, now, trusted)
+    if pending:
+        background.add_task(compliance.reevaluate_pending_all, db, pending, now)
