@@ -508,7 +508,10 @@ def _products(
         for lib in libraries
         if (f := facts.get(lib.ref.path)) is not None and f.elf is not None and f.elf.toolkit_line
     }
-    products = find_products(ctx.toolkits, catalog.packages, tools, libraries, node, build_lines)
+    labels = view.info.label_dict()
+    products = find_products(
+        ctx.toolkits, catalog.packages, tools, libraries, node, build_lines, labels
+    )
     for pkg in catalog.packages:
         if any(p.owner == pkg.purl for p in products):
             owners[pkg.purl] = pkg

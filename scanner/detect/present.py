@@ -16,7 +16,14 @@ from typing import Final
 from msgspec.structs import replace
 
 from scanner.detect.context import ToolkitVersion
-from scanner.detect.products import ToolRow, cpes, package_product, product_row, tool_of
+from scanner.detect.products import (
+    LABELS,
+    ToolRow,
+    cpes,
+    package_product,
+    product_row,
+    tool_of,
+)
 from scanner.model import (
     Confidence,
     Evidence,
@@ -62,6 +69,8 @@ _LIBRARY_PRODUCTS: Final = {
     "libcuda": "driver",
     "nvidia-ml": "driver",
 }
+#: a product image's version label: "v24.6.1", "24.6.1" (anything else: version unknown)
+_LABEL_VERSION: Final = re.compile(r"^v?(?P<version>\d{1,4}\.\d{1,4}\.\d{1,6})$")
 #: a Linux driver version's branch is its major: 535.129.03 is on R535 (Windows numbers its
 #: releases otherwise, 472.98 on R470: not read here)
 _DRIVER_VERSION: Final = re.compile(r"^(?P<major>\d{3})\.\d{2,3}(?:\.\d{2})?$")
@@ -74,12 +83,14 @@ def find_products(
     libraries: Sequence[GpuLibrary],
     node: NodeFacts | None = None,
     build_lines: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> tuple[Product, ...]:
     """The products present: toolkit releases, tool binaries, product libraries, packages that
-    are products, the node's driver.
+    are products, images that are products by their labels, the node's driver.
 
     ``tools``: each tool binary as (file, aliases, facts, owner package). ``build_lines``: the
     toolkit release line a library's build paths name (`ElfFacts.toolkit_line`), by path.
+    ``labels``: an image's config labels.
     """
     out: list[Product] = []
     releases = _toolkit_releases(toolkits, packages)
@@ -116,6 +127,9 @@ def find_products(
             line = (build_lines or {}).get(lib.ref.path)
             out.append(_library_product(key, lib, toolkits, exact, line))
     out.extend(_package_products(packages))
+    known = {p.key for p in out if p.version}
+    # a label of no readable version adds nothing where a file or package says the version
+    out.extend(p for p in _label_products(labels or {}) if p.version or p.key not in known)
     driver = node.driver if node is not None else None
     if driver is not None and driver.version:
         src = f"loaded kernel module ({driver.source or 'node facts'})"
@@ -173,6 +187,31 @@ def _package_products(packages: Sequence[Package]) -> Iterable[Product]:
                     version or pkg.version,
                     EvidenceMethod.MANIFEST_ANALYSIS,
                     f"{pkg.manager} package {pkg.name} {pkg.version}",
+                ),
+            ),
+        )
+
+
+def _label_products(labels: Mapping[str, str]) -> Iterable[Product]:
+    """An image that is a product by its config labels (the GPU Operator's image)."""
+    for row in LABELS:
+        named = next((n for n in row.names if all(labels.get(k) == v for k, v in n)), None)
+        if named is None:
+            continue
+        label = next((k for k in row.version_labels if labels.get(k)), None)
+        text = labels[label][:80] if label else ""  # an image's text: quoted, never whole
+        m = _LABEL_VERSION.match(text)
+        said = ", ".join(f"{k}={v!r}" for k, v in named)
+        yield Product(
+            key=row.product,
+            name=product_row(row.product).name,
+            version=m["version"] if m else None,
+            evidence=(
+                _ev(
+                    text or "(no version label)",
+                    EvidenceMethod.MANIFEST_ANALYSIS,
+                    f"image config labels {said}" + (f", {label}={text!r}" if label else ""),
+                    Confidence.HIGH if m else Confidence.LOW,
                 ),
             ),
         )

@@ -125,6 +125,14 @@ PRODUCTS += (
         purl="pkg:golang/github.com/NVIDIA/nvidia-container-toolkit",
     ),
     ProductRow(
+        "gpu-operator",
+        "NVIDIA GPU Operator",
+        "nvidia:gpu_operator",
+        ("nvidia:nvidia_gpu_operator",),
+        # its Go module (the operator's own image runs /usr/bin/gpu-operator built from it)
+        purl="pkg:golang/github.com/NVIDIA/gpu-operator",
+    ),
+    ProductRow(
         "driver",
         "NVIDIA GPU Display Driver",
         "nvidia:gpu_display_driver",
@@ -157,6 +165,30 @@ PACKAGES: Final[tuple[PackageRow, ...]] = (
     # the TensorRT-LLM wheel (PEP 503 normalized), the TensorRT meta packages
     PackageRow("tensorrt-llm", r"^tensorrt[-_.]llm$"),
     PackageRow("tensorrt", r"^tensorrt(?:-cu\d+)?$"),
+)
+
+
+class LabelRow(Struct, frozen=True):
+    """An image whose config labels say it is a product: every ``(label, value)`` of one of
+    ``names`` present, its version in the first of ``version_labels`` set."""
+
+    product: str  # `ProductRow.key`
+    names: tuple[tuple[tuple[str, str], ...], ...]
+    version_labels: tuple[str, ...] = ("version", "org.opencontainers.image.version")
+
+
+#: The GPU Operator's image (nvcr.io/nvidia/gpu-operator) sets, in its Dockerfile,
+#: ``LABEL io.k8s.display-name="NVIDIA GPU Operator"``, ``name="NVIDIA GPU Operator"``,
+#: ``vendor="NVIDIA"`` and ``version="${VERSION}"`` (v24.6.1); an image built FROM it inherits
+#: them, and runs the operator too.
+LABELS: Final[tuple[LabelRow, ...]] = (
+    LabelRow(
+        "gpu-operator",
+        (
+            (("name", "NVIDIA GPU Operator"), ("vendor", "NVIDIA")),
+            (("io.k8s.display-name", "NVIDIA GPU Operator"), ("vendor", "NVIDIA")),
+        ),
+    ),
 )
 
 
@@ -246,6 +278,12 @@ TOOLS: Final[tuple[ToolRow, ...]] = (
         # `nvidia-container-cli --version`'s first line, "cli-version: 1.17.8"
         (rb"cli-version: (?P<version>\d+\.\d+\.\d+)",),
         package_re=r"nvidia-container",
+    ),
+    ToolRow(
+        "gpu-operator",
+        ("gpu-operator",),
+        # the operator's Go build information, as for the Container Toolkit's binaries
+        (rb"mod\tgithub\.com/NVIDIA/gpu-operator\tv(?P<version>\d+\.\d+\.\d+)",),
     ),
     ToolRow(
         "dcgm",

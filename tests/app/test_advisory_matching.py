@@ -259,3 +259,36 @@ def test_a_teams_advisory_answers_count_only_its_assets(
     assert mine.status_code == 200 and mine.json()["items"]
     theirs = service.client.get(f"/api/v1/assets/{other_host}/vulnerabilities", headers=ml)
     assert theirs.status_code == 404
+
+
+def _operator_image(base: Path, version: str) -> str:
+    """The GPU Operator's image as its Dockerfile labels it, running /usr/bin/gpu-operator."""
+    root = base / f"root-operator-{version}"
+    elf.build_tool(
+        root / "usr/bin", "gpu-operator", [f"mod\tgithub.com/NVIDIA/gpu-operator\tv{version}\t"]
+    )
+    labels = {"name": "NVIDIA GPU Operator", "vendor": "NVIDIA", "version": f"v{version}"}
+    image = im.Image([im.Layer(sc.members_of(root), compression="gzip")], labels=labels)
+    return im.write_image(base / f"img-operator-{version}", image, "oci", tag=version)
+
+
+def test_the_gpu_operator_image_is_judged_on_the_operator_statements(
+    service: Service, post_report: Callable[..., Any], tmp_path: Path
+) -> None:
+    """2024/5582 (CVE-2024-0132: up to and including 24.6.1), 2024/5585 (CVE-2024-0134: up to
+    24.6.2) and 2025/5599 (CVE-2024-0135..0137: up to 24.9.0, fixed in 24.9.1)."""
+    paths = [PSIRT / b for b in ("2024/5582", "2024/5585", "2025/5599")]
+    summary = import_paths(service.db, paths, strict=False, max_bytes=DEFAULT_MAX_BYTES)
+    assert summary.refused == []
+    cache = tmp_path / "cache"
+    for version in ("24.6.1", "24.9.1"):
+        _push(post_report, _operator_image(tmp_path, version), cache)
+    reader = auth(service.token("inventory:read"))
+    ids = {name.rsplit(":", 1)[-1]: i for name, i in _assets(service, reader).items()}
+    old = {v["cve"]: v for v in _statuses(service, reader, ids["24.6.1"])["items"]}
+    cves = [f"CVE-2024-{n}" for n in ("0132", "0133", "0134", "0135", "0136", "0137")]
+    shown = {c: (v["status"], v["product"], v["installed"]) for c, v in old.items()}
+    assert shown == dict.fromkeys(cves, ("affected", "gpu-operator", "24.6.1"))
+    assert old["CVE-2024-0132"]["fixed_in"] == "v24.6.2"  # as the bulletin writes it
+    new = _statuses(service, reader, ids["24.9.1"])["items"]
+    assert {v["status"] for v in new} == {"fixed"} and len(new) == 6

@@ -317,6 +317,43 @@ def test_cdi_mode_decides_cve_2024_0132_with_the_condition_as_evidence() -> None
     assert (h.status, h.conditions_unevaluated) == ("affected", ())
 
 
+# -- the GPU Operator: its own version lines (2024/5582, 5585, 2025/5599) ----------------------
+
+
+def _operator(version: str) -> AssetFacts:
+    return AssetFacts(products=(Installed("gpu-operator", version),))
+
+
+@pytest.mark.parametrize(
+    ("bulletin", "cve", "version", "status"),
+    [
+        # 5582: up to and including 24.6.1, fixed in v24.6.2
+        ("2024/5582", "CVE-2024-0132", "24.6.1", "affected"),
+        ("2024/5582", "CVE-2024-0132", "23.9.2", "affected"),
+        ("2024/5582", "CVE-2024-0132", "24.6.2", "fixed"),
+        # 5585: up to and including 24.6.2, fixed in 24.9.0
+        ("2024/5585", "CVE-2024-0134", "24.6.2", "affected"),
+        ("2024/5585", "CVE-2024-0134", "24.9.0", "fixed"),
+        # 5599: up to and including 24.9.0, fixed in 24.9.1
+        ("2025/5599", "CVE-2024-0135", "24.9.0", "affected"),
+        ("2025/5599", "CVE-2024-0137", "24.9.1", "fixed"),
+        ("2025/5599", "CVE-2024-0137", "25.3.0", "fixed"),
+    ],
+)
+def test_the_gpu_operator_is_judged_on_its_own_versions(
+    bulletin: str, cve: str, version: str, status: str
+) -> None:
+    f = _one(bulletin, cve, _operator(version))
+    assert (f.product, f.status) == ("gpu-operator", status), f
+    # the toolkit's statements of the same CVEs never judge the operator's version
+    assert f.installed == version
+
+
+def test_an_operator_of_unknown_version_is_affected_for_review() -> None:
+    f = _one("2024/5582", "CVE-2024-0132", AssetFacts(products=(Installed("gpu-operator", None),)))
+    assert f.status == "affected" and f.review is not None
+
+
 def test_ldconfig_in_the_container_decides_cve_2024_0136() -> None:
     # 5599's mitigation notes: vulnerable only with ldconfig run from the container's files
     assert (

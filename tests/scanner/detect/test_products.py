@@ -474,3 +474,86 @@ def test_driver_with_its_branch(tmp_path: Path) -> None:
     comps = json.loads(to_json(result))["components"]
     (comp,) = [c for c in comps if c["bom-ref"] == "product:driver:535.129.03"]
     assert {"name": "gpuprov:driver:branch", "value": "R535"} in comp["properties"]
+
+
+OPERATOR_LABELS = {
+    # the labels of the GPU Operator's Dockerfile (nvcr.io/nvidia/gpu-operator)
+    "name": "NVIDIA GPU Operator",
+    "io.k8s.display-name": "NVIDIA GPU Operator",
+    "vendor": "NVIDIA",
+    "version": "v24.6.1",
+    "summary": "Automate the management and monitoring of NVIDIA GPUs.",
+}
+
+
+def _operator_image(
+    tmp_path: Path, labels: dict[str, str], module_version: str | None = None
+) -> ScanResult:
+    root = tmp_path / "root"
+    (root / "usr/bin").mkdir(parents=True)
+    if module_version is not None:
+        elf.build_tool(
+            root / "usr/bin",
+            "gpu-operator",
+            [f"mod\tgithub.com/NVIDIA/gpu-operator\tv{module_version}\th1:abc="],
+        )
+    image = im.Image([im.Layer(sc.members_of(root), compression="gzip")], labels=labels)
+    target = im.write_image(tmp_path / "img", image, "oci")
+    return run_scan(target, ScanOptions(use_cache=False))
+
+
+def test_the_gpu_operator_image_by_its_labels_and_binary(tmp_path: Path) -> None:
+    result = _operator_image(tmp_path, OPERATOR_LABELS, "24.6.1")
+    (op,) = result.products
+    assert (op.key, op.name, op.version) == ("gpu-operator", "NVIDIA GPU Operator", "24.6.1")
+    assert op.purl == "pkg:golang/github.com/NVIDIA/gpu-operator@24.6.1"
+    assert op.cpes == (
+        "cpe:2.3:a:nvidia:gpu_operator:24.6.1:*:*:*:*:*:*:*",
+        "cpe:2.3:a:nvidia:nvidia_gpu_operator:24_6_1:*:*:*:*:*:*:*",
+    )
+    assert op.paths == ("/usr/bin/gpu-operator",)
+    sources = {e.source for e in op.evidence}
+    assert "mod\tgithub.com/NVIDIA/gpu-operator\tv24.6.1" in sources
+    assert any("name='NVIDIA GPU Operator'" in s and "version='v24.6.1'" in s for s in sources)
+    bom = to_json(result)
+    assert validate_json(bom) is None
+    assert "pkg:golang/github.com/NVIDIA/gpu-operator@24.6.1" in bom
+
+
+@pytest.mark.parametrize(
+    ("labels", "module", "expected"),
+    [
+        # the labels alone (a binary of no build information)
+        (OPERATOR_LABELS, None, [("24.6.1", ())]),
+        # labels of another vendor's image of the same name say nothing
+        ({**OPERATOR_LABELS, "vendor": "Example Corp"}, None, []),
+        ({"version": "v24.6.1", "vendor": "NVIDIA"}, None, []),
+        # an unreadable version label: present, version unknown (the matcher's review case)...
+        ({**OPERATOR_LABELS, "version": "devel-ubi8"}, None, [(None, ())]),
+        # a label as long as an image likes: no version, and quoted in part only (below)
+        ({**OPERATOR_LABELS, "version": "v24.6.1" + "x" * 5000}, None, [(None, ())]),
+        # ... unless the binary says the version
+        (
+            {**OPERATOR_LABELS, "version": "unknown"},
+            "24.9.0",
+            [("24.9.0", ("/usr/bin/gpu-operator",))],
+        ),
+        # a binary of another release than the labels: both told
+        (
+            OPERATOR_LABELS,
+            "24.9.0",
+            [("24.6.1", ()), ("24.9.0", ("/usr/bin/gpu-operator",))],
+        ),
+        # the binary alone, in an image without the labels
+        ({}, "24.9.1", [("24.9.1", ("/usr/bin/gpu-operator",))]),
+    ],
+)
+def test_the_gpu_operator_version_comes_from_what_says_it(
+    tmp_path: Path,
+    labels: dict[str, str],
+    module: str | None,
+    expected: list[tuple[str | None, tuple[str, ...]]],
+) -> None:
+    found = _operator_image(tmp_path, labels, module).products
+    assert [(p.version, p.paths) for p in found if p.key == "gpu-operator"] == expected
+    assert all(len(e.value) <= 80 and len(e.source) < 300 for p in found for e in p.evidence)
