@@ -25,6 +25,7 @@ CDI_MODE: Final = "cdi_mode"
 LDCONFIG_FROM_CONTAINER: Final = "ldconfig_from_container"
 CUDA_COMPAT_LIBS_FROM_CONTAINER: Final = "cuda_compat_libs_from_container"
 VGPU_GUEST: Final = "vgpu_guest"
+VGPU_HOST: Final = "vgpu_host"
 GPU_ARCHITECTURE: Final = "gpu_architecture"
 
 _BOOLEAN: Final = frozenset({"true", "false"})
@@ -35,6 +36,7 @@ HOST_CONDITIONS: Final[Mapping[str, frozenset[str] | None]] = {
     LDCONFIG_FROM_CONTAINER: _BOOLEAN,
     CUDA_COMPAT_LIBS_FROM_CONTAINER: _BOOLEAN,
     VGPU_GUEST: _BOOLEAN,
+    VGPU_HOST: _BOOLEAN,
     GPU_ARCHITECTURE: None,
 }
 _TOKEN: Final = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")

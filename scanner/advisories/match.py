@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 
-from scanner.advisories.conditions import VGPU_GUEST
+from scanner.advisories.conditions import VGPU_GUEST, VGPU_HOST
 from scanner.advisories.versions import compare_versions, version_key
 
 if TYPE_CHECKING:
@@ -225,7 +225,7 @@ def product_keys(asset: AssetFacts) -> set[str]:
     if keys & TOOLKIT_PARTS or any(f in TOOLKIT_FAMILIES for f, _ in asset.libraries):
         keys.add("cuda-toolkit")
     if "driver" in keys:
-        keys.add("vgpu-guest-driver")
+        keys |= {"vgpu-guest-driver", "vgpu-manager"}
     return keys
 
 
@@ -284,52 +284,87 @@ def _drivers(
     asset: AssetFacts,
     extra: Sequence[tuple[str, str, str]],
 ) -> list[Finding]:
-    """The driver products against the datacenter/GeForce lines or the vGPU guest line, as the
-    host's ``vgpu_guest`` fact says (docs/advisories.md, "Conditions")."""
-    datacenter, guest = by_key.get("driver"), by_key.get("vgpu-guest-driver")
-    fact = asset.facts.get(VGPU_GUEST)
-    is_guest = None if fact is None else _fact_matches(fact, "true")
+    """The driver products against the datacenter/GeForce lines, the vGPU guest line or the
+    vGPU Manager line, as the host's ``vgpu_guest`` and ``vgpu_host`` facts say
+    (docs/advisories.md, "Conditions")."""
+    host = asset.facts.get(VGPU_HOST)
+    is_host = None if host is None else _fact_matches(host, "true")
+    if is_host is None and asset.facts.get(VGPU_GUEST) == "true":
+        is_host = False  # a vGPU guest is no hypervisor
+    manager = by_key.get("vgpu-manager")
     out: list[Finding] = []
     for p in asset.products:
         if p.key != "driver":
             continue
-        if is_guest:
-            if guest:  # a vGPU guest driver is never judged by the datacenter lines
-                f = _driver(cve, guest, p, asset, extra)
-                ev = {**f.evidence, "vgpu_guest": fact}
-                out.append(_replace(f, product="vgpu-guest-driver", evidence=ev))
+        if is_host:
+            if manager:  # a vGPU Manager is judged by its own line only
+                f = _driver(cve, manager, p, asset, extra)
+                ev = {**f.evidence, "vgpu_host": host}
+                out.append(_replace(f, product="vgpu-manager", evidence=ev))
             continue
-        mine = _driver(cve, datacenter, p, asset, extra) if datacenter else None
-        if is_guest is False or not guest:
-            out += [mine] if mine is not None else []
-            continue
-        # undecided: the answer depends on the line only when the guest line is affected and
-        # the datacenter line is not (or is silent); then a person must say which it is
-        theirs = _driver(cve, guest, p, asset, extra)
-        if theirs.status != "affected" or (mine is not None and mine.status == "affected"):
-            out += [mine] if mine is not None else []
-            continue
-        base = mine if mine is not None else _replace(theirs, product="vgpu-guest-driver")
-        out.append(
-            _replace(
-                base,
-                status="affected",
-                justification=None,
-                conditions_unevaluated=tuple(
-                    dict.fromkeys((*base.conditions_unevaluated, VGPU_GUEST))
-                ),
-                evidence={
-                    **base.evidence,
-                    "vgpu_guest_line": {
-                        "status": theirs.status,
-                        "affected_text": theirs.affected_text,
-                        "fixed_in": theirs.fixed_in,
-                        "review": theirs.review,
-                    },
-                },
+        found = _not_a_manager(cve, by_key, p, asset, extra)
+        if is_host is None and manager:
+            found = _undecided(
+                found,
+                _replace(_driver(cve, manager, p, asset, extra), product="vgpu-manager"),
+                VGPU_HOST,
+                "vgpu_manager_line",
             )
-        )
+        out += found
     return out
+
+
+def _not_a_manager(
+    cve: str,
+    by_key: Mapping[str, list[StatusEntry]],
+    p: Installed,
+    asset: AssetFacts,
+    extra: Sequence[tuple[str, str, str]],
+) -> list[Finding]:
+    """A driver that is no vGPU Manager, against the datacenter/GeForce lines or the vGPU
+    guest line, as the host's ``vgpu_guest`` fact says."""
+    datacenter, guest = by_key.get("driver"), by_key.get("vgpu-guest-driver")
+    fact = asset.facts.get(VGPU_GUEST)
+    is_guest = None if fact is None else _fact_matches(fact, "true")
+    if is_guest:
+        if not guest:  # a vGPU guest driver is never judged by the datacenter lines
+            return []
+        f = _driver(cve, guest, p, asset, extra)
+        return [
+            _replace(f, product="vgpu-guest-driver", evidence={**f.evidence, "vgpu_guest": fact})
+        ]
+    mine = [_driver(cve, datacenter, p, asset, extra)] if datacenter else []
+    if is_guest is False or not guest:
+        return mine
+    theirs = _replace(_driver(cve, guest, p, asset, extra), product="vgpu-guest-driver")
+    return _undecided(mine, theirs, VGPU_GUEST, "vgpu_guest_line")
+
+
+def _undecided(mine: list[Finding], theirs: Finding, fact: str, line: str) -> list[Finding]:
+    """The answer when the host fact ``fact`` that picks the line is undecided: the answer on
+    the line the driver is judged on (``mine``) stands unless the other line (``theirs``) is
+    affected where it is not; then ``affected``, ``fact`` unevaluated, the other line's answer
+    in the evidence under ``line``: a person must say which line it is."""
+    if theirs.status != "affected" or any(f.status == "affected" for f in mine):
+        return mine
+    base = mine[0] if mine else theirs
+    return [
+        _replace(
+            base,
+            status="affected",
+            justification=None,
+            conditions_unevaluated=tuple(dict.fromkeys((*base.conditions_unevaluated, fact))),
+            evidence={
+                **base.evidence,
+                line: {
+                    "status": theirs.status,
+                    "affected_text": theirs.affected_text,
+                    "fixed_in": theirs.fixed_in,
+                    "review": theirs.review,
+                },
+            },
+        )
+    ]
 
 
 def _fix_disabled(

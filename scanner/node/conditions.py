@@ -41,6 +41,11 @@ CONFIG_MAX: Final = 1 << 20
 #: hypervisor's own GPU. "Pass-Through" decides nothing: a passed-through GPU runs either the
 #: datacenter driver or the vGPU guest driver (cloud images with the GRID driver do).
 _NOT_GUEST: Final = frozenset({"None", "Host VGPU", "Host VSGA"})
+#: the modes of a hypervisor's GPU that its vGPU Manager drives (NVML: associated with a vGPU
+#: host; VMware's shared graphics, VSGA, runs on the same vGPU Manager); the others say the
+#: driver is no vGPU Manager (bare metal, a guest's vGPU or passed-through GPU)
+_HOST: Final = frozenset({"Host VGPU", "Host VSGA"})
+_NOT_HOST: Final = frozenset({"None", "VGPU", "Pass-Through"})
 #: what only the vGPU software's guest driver (NVIDIA-Linux-<arch>-<version>-grid.run) installs:
 #: its licensing daemon's libraries, where NVIDIA's driver container runs ``nvidia-gridd`` from
 #: for its "vgpu" driver type (NVIDIA/gpu-driver-container, <dist>/nvidia-driver,
@@ -162,8 +167,8 @@ def _architecture(gpu: GpuDevice) -> str | None:
 
 
 def gpu_conditions(gpus: Sequence[GpuDevice]) -> list[ConditionFact]:
-    """``vgpu_guest`` and ``gpu_architecture`` of the GPUs the driver lists (none without
-    GPUs: a host whose driver shows none decides neither)."""
+    """``vgpu_guest``, ``vgpu_host`` and ``gpu_architecture`` of the GPUs the driver lists (none
+    without GPUs: a host whose driver shows none decides none of them)."""
     out: list[ConditionFact] = []
     if not gpus:
         return out
@@ -181,6 +186,21 @@ def gpu_conditions(gpus: Sequence[GpuDevice]) -> list[ConditionFact]:
         out.append(
             ConditionFact(
                 C.VGPU_GUEST,
+                "false",
+                f"{gpus[0].source}: virtualization mode {', '.join(modes)} on every GPU",
+            )
+        )
+    hosts = [g for g in gpus if g.virtualization in _HOST]
+    if hosts:
+        where = (
+            f"{hosts[0].source}: {hosts[0].bus_id} virtualization mode {hosts[0].virtualization}"
+        )
+        out.append(ConditionFact(C.VGPU_HOST, "true", where))
+    elif all(g.virtualization in _NOT_HOST for g in gpus):
+        modes = sorted({str(g.virtualization) for g in gpus})
+        out.append(
+            ConditionFact(
+                C.VGPU_HOST,
                 "false",
                 f"{gpus[0].source}: virtualization mode {', '.join(modes)} on every GPU",
             )

@@ -395,6 +395,58 @@ def test_the_compat_libs_opt_in_switches_the_cve_2025_23359_fix_off() -> None:
     assert below.status == "not_affected"
 
 
+# -- the vGPU Manager: a hypervisor's driver (5703: Virtual GPU Manager rows for XenServer,
+# vSphere, RHEL KVM and Ubuntu; R570 vGPU 18: up to 570.172.07, fixed in 570.195.02) ---------
+
+
+def test_a_vgpu_manager_is_judged_on_the_manager_line_only() -> None:
+    f = _one("2025/5703", "CVE-2025-23282", _driver("570.172.07", vgpu_host="true"))
+    assert (f.product, f.status, f.installed) == ("vgpu-manager", "affected", "570.172.07")
+    assert f.evidence["vgpu_host"] == "true"
+    fixed = _one("2025/5703", "CVE-2025-23282", _driver("570.195.02", vgpu_host="true"))
+    assert (fixed.product, fixed.status) == ("vgpu-manager", "fixed")
+    # never by the datacenter line: 570.195.02 is below its 570.195.03 fix, and that says
+    # nothing of a manager
+    bare = _one("2025/5703", "CVE-2025-23282", _driver("570.195.02", vgpu_host="false"))
+    assert (bare.product, bare.status) == ("driver", "affected")
+    # a CVE of the manager alone (CVE-2025-23352) names no bare-metal driver...
+    assert (
+        match(
+            "CVE-2025-23352",
+            _statuses("2025/5703", "CVE-2025-23352"),
+            _driver("580.82.02", vgpu_host="false"),
+        )
+        == []
+    )
+    # ... and a CVE without manager rows (CVE-2025-23280) names no manager
+    assert (
+        match(
+            "CVE-2025-23280",
+            _statuses("2025/5703", "CVE-2025-23280"),
+            _driver("570.172.07", vgpu_host="true"),
+        )
+        == []
+    )
+
+
+def test_an_undecided_vgpu_host_matters_only_where_the_lines_disagree() -> None:
+    # no nvidia-smi output: the manager line affected where the datacenter line has no word
+    # (CVE-2025-23352) is affected, vgpu_host named, the manager line's answer as evidence
+    f = _one("2025/5703", "CVE-2025-23352", _driver("580.82.02"))
+    assert (f.status, f.conditions_unevaluated) == ("affected", ("vgpu_host",))
+    assert f.product == "vgpu-manager"
+    assert f.evidence["vgpu_manager_line"]["status"] == "affected"
+    # the datacenter line affected already: its answer stands, nothing more to decide
+    g = _one("2025/5703", "CVE-2025-23282", _driver("570.172.08"))
+    assert (g.product, g.status, g.conditions_unevaluated) == ("driver", "affected", ())
+    # both lines fixed: fixed
+    h = _one("2025/5703", "CVE-2025-23282", _driver("570.195.03"))
+    assert (h.status, h.conditions_unevaluated) == ("fixed", ())
+    # a vGPU guest is no hypervisor: its host fact undecided changes nothing
+    guest = _driver("580.82.02", vgpu_guest="true")
+    assert match("CVE-2025-23352", _statuses("2025/5703", "CVE-2025-23352"), guest) == []
+
+
 def test_a_vgpu_guest_driver_is_judged_on_the_vgpu_guest_line() -> None:
     # 5703 CVE-2025-23280, Guest driver Linux(R580 vGPU 19): 580.82.07 affected, 580.95.05 fixed
     f = _one("2025/5703", "CVE-2025-23280", _driver("580.82.07", vgpu_guest="true"))

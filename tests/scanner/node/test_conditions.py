@@ -269,6 +269,31 @@ def test_vgpu_guest_from_the_virtualization_mode() -> None:
     assert gpu_conditions([]) == []
 
 
+def test_vgpu_host_from_the_virtualization_mode() -> None:
+    def host(*modes: str | None) -> str | None:
+        gpus = [_gpu("NVIDIA L40S", virtualization=m) for m in modes]
+        return {c.name: c.value for c in gpu_conditions(gpus)}.get("vgpu_host")
+
+    # a hypervisor's GPU, driven by the vGPU Manager (VMware's shared graphics too)
+    assert host("Host VGPU") == "true"
+    assert host("None", "Host VGPU") == "true"
+    assert host("Host VSGA") == "true"
+    assert host("Host VGPU", None) == "true"
+    # bare metal, a guest's vGPU, a passed-through GPU: no vGPU Manager
+    assert host("None") == "false"
+    assert host("VGPU") == "false"
+    assert host("Pass-Through", "None") == "false"
+    # an unknown mode says nothing
+    assert host("None", None) is None
+    assert host("Something New") is None
+    (fact,) = [
+        c
+        for c in gpu_conditions([_gpu("L40S", virtualization="Host VGPU")])
+        if c.name == "vgpu_host"
+    ]
+    assert fact.source == "nvidia-smi: 0000:17:00.0 virtualization mode Host VGPU"
+
+
 def test_gpu_architecture_from_nvidia_smi_or_the_compute_capability() -> None:
     def arch(*gpus: GpuDevice) -> str | None:
         return {c.name: c.value for c in gpu_conditions(gpus)}.get("gpu_architecture")
@@ -315,6 +340,7 @@ def test_a_node_scan_reports_its_conditions_in_the_bom(tmp_path: Path) -> None:
         "gpu_architecture": "hopper",
         "ldconfig_from_container": "false",
         "vgpu_guest": "false",
+        "vgpu_host": "false",
     }
     assert got["cdi_mode"][1] == f'{ETC}: nvidia-container-runtime.mode = "cdi"'
     document = to_json(result)
