@@ -7,15 +7,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from fastapi import BackgroundTasks
-from sqlalchemy.orm import Session
 
 from app.domain import compliance
-from app.storage.session import Database
+from app.http.deps import DatabaseDep, WriteSessionDep
 
 
 def follow_advisories_change(
-    session: Session,
-    db: Database,
+    session: WriteSessionDep,
+    db: DatabaseDep,
     background: BackgroundTasks,
     now: datetime,
     *,

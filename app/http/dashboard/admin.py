@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, BackgroundTasks, Path, Request
 from fastapi.responses import Response
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.clock import utcnow
@@ -55,7 +54,7 @@ def _actor(state: PageState) -> audit.Actor:
 
 def _refused(
     request: Request,
-    session: Session,
+    session: WriteSessionDep,
     template: str,
     context: Callable[[], dict[str, Any]],
     error: AppError,
