@@ -492,7 +492,8 @@ class ScanResult(Struct, frozen=True):
 
     asset: AssetInfo
     libraries: tuple[GpuLibrary, ...]
-    packages: tuple[Package, ...]  # owner packages of at least one GPU library
+    #: owner packages of a GPU library or product, and the GPU stack's packages OSV records name
+    packages: tuple[Package, ...]
     findings: tuple[Finding, ...]
     skipped: tuple[Skipped, ...]
     started_at: str  # RFC 3339 UTC

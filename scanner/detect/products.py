@@ -192,6 +192,23 @@ LABELS: Final[tuple[LabelRow, ...]] = (
 )
 
 
+#: PyPI packages of a GPU stack that hold no GPU library file of their own, whose OSV records
+#: an asset's answer needs (PEP 503 names): the deep-learning frameworks and their CUDA builds,
+#: and NVIDIA's own wheels. A scan reports them beside the owners of its GPU files, and the
+#: service keeps them from any BOM, so that an OSV record of ``torch`` judges the torch it holds.
+STACK_PACKAGES: Final = re.compile(
+    r"^(?:torch|torchvision|torchaudio|tensorflow(?:-gpu)?|tf-nightly(?:-gpu)?|jax|jaxlib"
+    r"|jax-cuda\d+-(?:plugin|pjrt)|cupy-cuda\w+|triton|onnxruntime-gpu|paddlepaddle-gpu"
+    r"|tensorrt(?:-[a-z0-9]+)*|nvidia-[a-z0-9-]+|xformers|flash-attn|vllm|deepspeed)$"
+)
+_PEP503: Final = re.compile(r"[-_.]+")
+
+
+def is_stack_package(purl_type: str, name: str) -> bool:
+    """Whether a package (its purl type and name) is one of `STACK_PACKAGES`."""
+    return purl_type == "pypi" and STACK_PACKAGES.match(_PEP503.sub("-", name).lower()) is not None
+
+
 def product_row(key: str) -> ProductRow:
     """The table row of a product key (KeyError for a key the table lacks: a defect)."""
     return _BY_KEY[key]
