@@ -463,8 +463,7 @@ def dismiss(
 ) -> dict[str, Any]:
     """Dismiss a proposal (audited) with the person's ``reason``, if any: it is not made again
     for the same files; NotFound outside the ``scope``, Conflict when it is no longer proposed,
-    InvalidAnalysis (422) for a reason
-    longer than MAX_REASON."""
+    InvalidAnalysis (422) for a reason longer than MAX_REASON."""
     reason = (reason or "").strip() or None
     if reason is not None and len(reason) > MAX_REASON:
         raise InvalidAnalysis("reason", f"at most {MAX_REASON} characters")
