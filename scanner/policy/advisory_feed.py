@@ -90,12 +90,12 @@ def read_feed(paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> L
     files = find_documents(paths)
     read: list[tuple[Path, Advisory]] = []
     mismatches: list[str] = []
-    newest = 0.0
+    written: list[float] = []  # the files' modification times
     for path in files:
         try:
             with path.open("rb") as f:
                 data = f.read(max_bytes + 1)
-            newest = max(newest, path.stat().st_mtime)
+            written.append(path.stat().st_mtime)
         except OSError as e:
             raise FeedError(f"advisories: cannot read {path}: {e.strerror or e}") from None
         try:
@@ -129,7 +129,7 @@ def read_feed(paths: Sequence[Path], *, max_bytes: int = DEFAULT_MAX_BYTES) -> L
     return LocalFeed(
         source=", ".join(str(p) for p in paths),
         documents=len(bulletins),
-        written_at=datetime.fromtimestamp(newest, UTC) if files else None,
+        written_at=datetime.fromtimestamp(max(written), UTC) if written else None,
         vulnerabilities={
             cve: (_severity(severities.get(cve, ())), tuple(statuses.get(cve, ())))
             for cve in sorted(set(severities) | set(statuses))
