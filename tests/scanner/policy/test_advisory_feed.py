@@ -94,6 +94,9 @@ def test_two_revisions_on_disk_count_once(tmp_path: Path) -> None:
     assert list(feed.vulnerabilities) == ["CVE-2026-2"]
     with pytest.raises(AttributeError):  # what was read is what the gate judges
         feed.documents = 2  # type: ignore[misc]
+    # the same revision twice (a copy edited by hand): the first in name order counts
+    _write(tmp_path / "a" / "old.json", _osv("GHSA-1", "2026-02-01T00:00:00Z", "CVE-2026-3"))
+    assert list(read_feed([tmp_path]).vulnerabilities) == ["CVE-2026-3"]
 
 
 # -- bulletins: a CSAF document and the CVE Records beside it -----------------------------
@@ -141,8 +144,10 @@ def test_a_slug_only_bulletin_takes_the_text_of_the_records_beside_it(tmp_path: 
     assert "All driver versions prior to 535.274.02" not in texts
     for record in sorted((PSIRT / "2025/5703").glob("CVE-*.json")):
         shutil.copy(record, folder / record.name)
+    # an OSV record in the bulletin's folder is a document of its own, never a record of it
+    _write(folder / "osv.json", _osv("GHSA-1", "2026-01-01T00:00:00Z", "CVE-2026-1"))
     feed = read_feed([folder])
-    assert feed.documents == 1
+    assert feed.documents == 2 and "CVE-2026-1" in feed.vulnerabilities
     entries = feed.vulnerabilities["CVE-2025-23280"][1]
     texts = {e.version_text for e in entries if e.platform == "Linux(R535)"}
     assert "All driver versions prior to 535.274.02" in texts
@@ -293,11 +298,13 @@ def test_a_boms_packages_reach_the_matcher() -> None:
                 "purl": "pkg:pypi/torch@2.5.1",
             },
             {"type": "library", "name": "requests", "version": "2", "purl": "pkg:pypi/requests@2"},
+            # a purl without its version: the component's version is the package's
+            {"type": "library", "name": "jax", "version": "0.4.30", "purl": "pkg:pypi/jax"},
         ]
     }
     facts = products_of_bom(doc, [])
     got = sorted((p.name, p.version) for p in facts.packages)
-    assert got == [("nvidia-cudnn-cu12", "9.0.0.312"), ("torch", "2.5.1")]
+    assert got == [("jax", "0.4.30"), ("nvidia-cudnn-cu12", "9.0.0.312"), ("torch", "2.5.1")]
 
 
 # -- which CVEs reach the matcher -------------------------------------------------------------
