@@ -288,7 +288,10 @@ def run_scan(target: str, options: ScanOptions | None = None) -> ScanResult:
     clock.lap()
     owners_used = {lib.owner.purl: lib.owner for lib in libraries if lib.owner is not None}
     owners_used.update(product_owners)
-    owners_used.update(_stack_packages(catalog.packages))
+    from scanner.detect.products import is_stack_purl
+
+    # the GPU stack's packages that OSV records name (torch, jax, ...), owners of a file or not
+    owners_used.update({p.purl: p for p in catalog.packages if is_stack_purl(p.purl)})
     return ScanResult(
         asset=view.info,
         libraries=tuple(libraries),
@@ -517,20 +520,6 @@ def _products(
         if any(p.owner == pkg.purl for p in products):
             owners[pkg.purl] = pkg
     return products, owners
-
-
-def _stack_packages(packages: Sequence[Package]) -> dict[str, Package]:
-    """The GPU stack's packages that OSV records name (torch, jax, ...), by purl: reported
-    whether or not they own a GPU file."""
-    from scanner.detect.packages import parse_purl
-    from scanner.detect.products import is_stack_package
-
-    out = {}
-    for pkg in packages:
-        parsed = parse_purl(pkg.purl)
-        if parsed is not None and is_stack_package(parsed[0], parsed[1]):
-            out[pkg.purl] = pkg
-    return out
 
 
 def _runtime_proc(source: Source, options: ScanOptions) -> tuple[str, str]:

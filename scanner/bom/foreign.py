@@ -19,7 +19,7 @@ from msgspec import Struct
 
 from scanner import vocabulary as v
 from scanner.detect.packages import OutOfRange, parse_purl, recognize_file, recognize_package
-from scanner.detect.products import is_stack_package
+from scanner.detect.products import is_stack_purl
 from scanner.loaders import DocumentError, load_json
 
 #: other tools' properties naming where a package or file was found, and in which layer
@@ -251,12 +251,6 @@ def _read(
         raise BadComponent(str(e.args[0]), listed, str(e.args[1])) from None
 
 
-def _stack_package(purl: str) -> bool:
-    """A GPU stack's package that OSV records name (torch, jax, ...): kept with no file."""
-    parsed = parse_purl(purl)
-    return parsed is not None and is_stack_package(parsed[0], parsed[1])
-
-
 def gpu_libraries(document: Mapping[str, Any]) -> Libraries:
     """The GPU libraries a BOM lists (see `Libraries`). A ``device`` component (a GPU) and a
     host file the container toolkit injects are node facts, never libraries. Raises
@@ -303,7 +297,8 @@ def gpu_libraries(document: Mapping[str, Any]) -> Libraries:
     kept = tuple(
         p
         for purl, p in packages.items()
-        if purl in owners or purl in gpu_purls or _stack_package(purl)
+        # a GPU stack's package that OSV records name (torch, jax, ...): kept with no file
+        if purl in owners or purl in gpu_purls or is_stack_purl(purl)
     )
     return Libraries(tuple(entries), kept, tuple(skipped))
 

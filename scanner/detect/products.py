@@ -209,6 +209,15 @@ def is_stack_package(purl_type: str, name: str) -> bool:
     return purl_type == "pypi" and STACK_PACKAGES.match(_PEP503.sub("-", name).lower()) is not None
 
 
+def is_stack_purl(purl: str) -> bool:
+    """Whether a package URL names one of `STACK_PACKAGES`."""
+    # imported here: scanner.detect.packages imports the classifiers, which import this table
+    from scanner.detect.packages import parse_purl
+
+    parsed = parse_purl(purl)
+    return parsed is not None and is_stack_package(parsed[0], parsed[1])
+
+
 def product_row(key: str) -> ProductRow:
     """The table row of a product key (KeyError for a key the table lacks: a defect)."""
     return _BY_KEY[key]

@@ -166,45 +166,30 @@ def _architecture(gpu: GpuDevice) -> str | None:
     return None
 
 
+def _mode_fact(
+    name: str, gpus: Sequence[GpuDevice], yes: frozenset[str], no: frozenset[str]
+) -> list[ConditionFact]:
+    """``name`` from the GPUs' virtualization modes: "true" when one GPU's mode is in ``yes``,
+    "false" when every GPU's is in ``no``, else undecided (none)."""
+    hit = next((g for g in gpus if g.virtualization in yes), None)
+    if hit is not None:
+        where = f"{hit.source}: {hit.bus_id} virtualization mode {hit.virtualization}"
+        return [ConditionFact(name, "true", where)]
+    if all(g.virtualization in no for g in gpus):
+        modes = ", ".join(sorted({str(g.virtualization) for g in gpus}))
+        where = f"{gpus[0].source}: virtualization mode {modes} on every GPU"
+        return [ConditionFact(name, "false", where)]
+    return []
+
+
 def gpu_conditions(gpus: Sequence[GpuDevice]) -> list[ConditionFact]:
     """``vgpu_guest``, ``vgpu_host`` and ``gpu_architecture`` of the GPUs the driver lists (none
     without GPUs: a host whose driver shows none decides none of them)."""
     out: list[ConditionFact] = []
     if not gpus:
         return out
-    guests = [g for g in gpus if g.virtualization == "VGPU"]
-    if guests:
-        out.append(
-            ConditionFact(
-                C.VGPU_GUEST,
-                "true",
-                f"{guests[0].source}: {guests[0].bus_id} virtualization mode VGPU",
-            )
-        )
-    elif all(g.virtualization in _NOT_GUEST for g in gpus):
-        modes = sorted({str(g.virtualization) for g in gpus})
-        out.append(
-            ConditionFact(
-                C.VGPU_GUEST,
-                "false",
-                f"{gpus[0].source}: virtualization mode {', '.join(modes)} on every GPU",
-            )
-        )
-    hosts = [g for g in gpus if g.virtualization in _HOST]
-    if hosts:
-        where = (
-            f"{hosts[0].source}: {hosts[0].bus_id} virtualization mode {hosts[0].virtualization}"
-        )
-        out.append(ConditionFact(C.VGPU_HOST, "true", where))
-    elif all(g.virtualization in _NOT_HOST for g in gpus):
-        modes = sorted({str(g.virtualization) for g in gpus})
-        out.append(
-            ConditionFact(
-                C.VGPU_HOST,
-                "false",
-                f"{gpus[0].source}: virtualization mode {', '.join(modes)} on every GPU",
-            )
-        )
+    out += _mode_fact(C.VGPU_GUEST, gpus, frozenset({"VGPU"}), _NOT_GUEST)
+    out += _mode_fact(C.VGPU_HOST, gpus, _HOST, _NOT_HOST)
     archs: set[str] = set()
     for g in gpus:
         arch = _architecture(g)

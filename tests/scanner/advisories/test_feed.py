@@ -56,12 +56,9 @@ def test_any_format_by_its_fields() -> None:
     assert info.value.reason == "unknown_format"
 
 
-@needs_psirt
-def test_slug_only_bulletin_takes_the_records_text() -> None:
-    folder = PSIRT / "2025/5703"
-    doc = json.loads((folder / "5703.json").read_bytes())
+def slug_only(doc: dict[str, Any]) -> dict[str, Any]:
+    """What a slug-only CSAF looks like: the product names carry the CPE slugs (in place)."""
 
-    # what a slug-only CSAF would look like: the product names carry the CPE slugs
     def slugify(branch: dict[str, Any]) -> None:
         product = branch.get("product")
         if branch.get("category") == "product_version" and product:
@@ -71,6 +68,13 @@ def test_slug_only_bulletin_takes_the_records_text() -> None:
 
     for top in doc["product_tree"]["branches"]:
         slugify(top)
+    return doc
+
+
+@needs_psirt
+def test_slug_only_bulletin_takes_the_records_text() -> None:
+    folder = PSIRT / "2025/5703"
+    doc = slug_only(json.loads((folder / "5703.json").read_bytes()))
     bulletin = read_document(encode(doc))
     records = [read_document(p.read_bytes()) for p in sorted(folder.glob("CVE-*.json"))]
     whole = complement(bulletin, records)

@@ -27,6 +27,7 @@ from scanner.policy.advisory_feed import (
     read_feed,
 )
 from tests.scanner.advisories.documents import PSIRT
+from tests.scanner.advisories.test_feed import slug_only
 
 WHEEL = "pkg:pypi/nvidia-cudnn-cu12@9.0.0.312"
 
@@ -120,24 +121,9 @@ def test_cve_records_beside_a_bulletin_complete_it_and_alone_are_documents(tmp_p
     assert any(e.platform and "R580" in e.platform for e in entries)
 
 
-def _slug_only(doc: dict[str, Any]) -> dict[str, Any]:
-    """What a slug-only CSAF looks like: the product names carry the CPE slugs."""
-
-    def slugify(branch: dict[str, Any]) -> None:
-        product = branch.get("product")
-        if branch.get("category") == "product_version" and product:
-            product["name"] = product["product_identification_helper"]["cpe"].split(":")[5]
-        for child in branch.get("branches") or ():
-            slugify(child)
-
-    for top in doc["product_tree"]["branches"]:
-        slugify(top)
-    return doc
-
-
 def test_a_slug_only_bulletin_takes_the_text_of_the_records_beside_it(tmp_path: Path) -> None:
     folder = tmp_path / "5703"
-    slugs = _slug_only(json.loads((PSIRT / "2025/5703/5703.json").read_bytes()))
+    slugs = slug_only(json.loads((PSIRT / "2025/5703/5703.json").read_bytes()))
     _write(folder / "5703.json", slugs)
     alone = read_feed([folder]).vulnerabilities["CVE-2025-23280"][1]
     texts = {e.version_text for e in alone}
